@@ -1,0 +1,86 @@
+# hopper: a durable job queue inside PostgreSQL.
+#
+#   make            build the extension (PGXS) and the C++ client, CLI and transcoder (CMake)
+#   make install    install the extension into the system PostgreSQL 15 (and the client into /usr/local)
+#   make test       everything: set-up, build, a throwaway cluster, pg_regress, isolation, TAP, GoogleTest, e2e
+#   make demo       the main job: a local cluster, a generated clip transcoded to HLS by hopper-transcode
+#   make bench      the performance suite (bench/), report under bench/results/
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+
+MODULE_big = hopper
+OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard extension/src/*.cpp)))
+# EXTENSION is left unset because the control file lives in extension/, not the top level.
+MODULEDIR = extension
+DATA = extension/hopper.control $(sort $(wildcard extension/hopper--*.sql))
+
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --load-extension=hopper
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=hopper
+
+# The JIT bitcode rule ignores PG_CXXFLAGS, and the extension gains nothing from it.
+override with_llvm = no
+HOPPER_WERROR ?= $(if $(CI),-Werror,)
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter $(HOPPER_WERROR) -fno-omit-frame-pointer
+# Server headers as system headers: they are C and not warning-clean under C++ -Wextra.
+PG_CPPFLAGS = -Iextension/include -isystem $(shell $(PG_CONFIG) --includedir-server 2>/dev/null)
+SHLIB_LINK += -lstdc++
+
+# On a fresh machine PGXS itself is missing until the packages are there: install them first.
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifeq ($(wildcard $(PGXS)),)
+$(info hopper: PostgreSQL build files not found; running test/deps.sh)
+DEPS_STATUS := $(shell test/deps.sh >&2; echo $$?)
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+endif
+ifeq ($(wildcard $(PGXS)),)
+$(error PostgreSQL 15 server development files are missing: see the apt-get line above)
+endif
+include $(PGXS)
+
+CLIENT_BUILD = client/build
+CMAKE_BUILD_TYPE ?= RelWithDebInfo
+
+.PHONY: deps client stage-install test demo bench format clean-all
+
+deps:
+	@test/deps.sh
+
+all: client
+
+client: deps
+	@if [ -f client/CMakeLists.txt ] && [ -z "$(SKIP_CLIENT)" ]; then \
+	  cmake -S client -B $(CLIENT_BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) -DHOPPER_WERROR=$(if $(CI),ON,OFF) >/dev/null && \
+	  cmake --build $(CLIENT_BUILD) -j 2; \
+	fi
+
+install: install-client
+.PHONY: install-client
+install-client:
+	@if [ -d $(CLIENT_BUILD) ] && [ -z "$(SKIP_CLIENT)" ]; then cmake --install $(CLIENT_BUILD); fi
+
+# Installs the extension into the project's private copy of the server (see test/cluster.sh).
+stage-install: all
+	@test/cluster.sh stage
+	@$(MAKE) --no-print-directory install SKIP_CLIENT=1 DESTDIR="$$(test/cluster.sh stagedir)" >/dev/null
+
+test: deps
+	@$(MAKE) --no-print-directory stage-install
+	@test/run-tests.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory stage-install
+	@test/demo.sh
+
+bench: deps
+	@HOPPER_DEPS_BENCH=1 test/deps.sh
+	@$(MAKE) --no-print-directory stage-install
+	@bench/run.sh
+
+format:
+	clang-format -i $(wildcard extension/src/*.cpp extension/include/hopper/*.hpp) \
+	  $(shell find client test -name '*.cpp' -o -name '*.hpp' | grep -v /build/)
+
+clean-all: clean
+	rm -rf $(CLIENT_BUILD) .hopper output_iso results regression.diffs regression.out

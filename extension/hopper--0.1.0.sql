@@ -1,0 +1,308 @@
+-- hopper 0.1.0: a durable job queue inside PostgreSQL.
+\echo Use "CREATE EXTENSION hopper" to load this file. \quit
+
+-- Roles a deployment grants to its producers and workers. Roles are cluster-wide, so they outlive the
+-- extension and are shared by every database that installs it.
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'hopper_producer') THEN
+        CREATE ROLE hopper_producer NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'hopper_worker') THEN
+        CREATE ROLE hopper_worker NOLOGIN;
+    END IF;
+END
+$roles$;
+
+GRANT USAGE ON SCHEMA hopper TO hopper_producer, hopper_worker;
+
+CREATE TYPE hopper.job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
+
+-- Per-queue settings. A queue is created by queue_create() or by the first push to it.
+CREATE TABLE hopper.queues (
+    name          text PRIMARY KEY,
+    max_attempts  integer  NOT NULL DEFAULT 5 CHECK (max_attempts BETWEEN 1 AND 1000),
+    lease         interval NOT NULL DEFAULT '30 seconds',
+    backoff_base  interval NOT NULL DEFAULT '1 second',
+    backoff_cap   interval NOT NULL DEFAULT '1 hour',
+    jitter        real     NOT NULL DEFAULT 0.2 CHECK (jitter >= 0 AND jitter <= 1),
+    retention     interval NOT NULL DEFAULT '7 days',
+    paused        boolean  NOT NULL DEFAULT false,
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+CREATE SEQUENCE hopper.job_id_seq AS bigint;
+-- Fencing tokens: a fresh value on every claim, so a token names one lease of one job.
+CREATE SEQUENCE hopper.lease_token_seq AS bigint;
+
+-- The hot table: live jobs only (available, scheduled = available with run_at ahead, running).
+-- Finished jobs move to hopper.job_history, so scans here stay short however long the history.
+CREATE TABLE hopper.jobs (
+    id                    bigint PRIMARY KEY DEFAULT pg_catalog.nextval('hopper.job_id_seq'),
+    queue                 text NOT NULL,
+    state                 hopper.job_state NOT NULL DEFAULT 'available',
+    priority              smallint NOT NULL DEFAULT 0,
+    run_at                timestamptz NOT NULL,
+    attempt               integer NOT NULL DEFAULT 0,
+    max_attempts          integer NOT NULL,
+    lease_token           bigint,
+    lease_until           timestamptz,
+    claimed_pid           integer,
+    claimed_backend_start timestamptz,
+    session_bound         boolean NOT NULL DEFAULT false,
+    created_at            timestamptz NOT NULL,
+    started_at            timestamptz,
+    kind                  text,
+    worker                text,
+    dedup_key             text,
+    concurrency_key       text,
+    progress              real,
+    last_error            text,
+    errors                jsonb,
+    progress_detail       jsonb,
+    payload               jsonb NOT NULL
+);
+ALTER SEQUENCE hopper.job_id_seq OWNED BY hopper.jobs.id;
+
+-- The claim scan: the first available jobs of a queue in pull order.
+CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, priority, run_at, id) WHERE state = 'available';
+-- Expired leases (pull's inline rescue and the reaper).
+CREATE INDEX jobs_lease_idx ON hopper.jobs (queue, lease_until) WHERE state = 'running';
+-- "A second push with the same key while the first is unfinished returns the first job."
+CREATE UNIQUE INDEX jobs_dedup_idx ON hopper.jobs (queue, dedup_key) WHERE dedup_key IS NOT NULL;
+
+-- Finished jobs (completed, dead, cancelled), partitioned by day of finished_at so that retention
+-- drops whole partitions instead of deleting rows.
+CREATE TABLE hopper.job_history (
+    id                bigint NOT NULL,
+    queue             text NOT NULL,
+    state             hopper.job_state NOT NULL,
+    priority          smallint NOT NULL,
+    run_at            timestamptz NOT NULL,
+    attempt           integer NOT NULL,
+    max_attempts      integer NOT NULL,
+    created_at        timestamptz NOT NULL,
+    started_at        timestamptz,
+    finished_at       timestamptz NOT NULL,
+    kind              text,
+    worker            text,
+    dedup_key         text,
+    concurrency_key   text,
+    progress          real,
+    last_error        text,
+    errors            jsonb,
+    progress_detail   jsonb,
+    result            jsonb,
+    payload           jsonb NOT NULL
+) PARTITION BY RANGE (finished_at);
+CREATE INDEX job_history_id_idx ON hopper.job_history (id);
+CREATE INDEX job_history_queue_idx ON hopper.job_history (queue, state, finished_at);
+-- Catches rows whose day has no partition yet (the reaper creates them ahead of time).
+CREATE TABLE hopper.job_history_default PARTITION OF hopper.job_history DEFAULT;
+
+-- Creates the daily history partitions from today through today + days_ahead (UTC days). Rows that
+-- already sit in the default partition for such a day are moved into the new partition.
+CREATE FUNCTION hopper.ensure_history_partitions(days_ahead integer DEFAULT 3)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    day date;
+    part text;
+    created integer := 0;
+BEGIN
+    FOR i IN 0 .. days_ahead LOOP
+        day := (pg_catalog.now() AT TIME ZONE 'UTC')::date + i;
+        part := 'job_history_p' || pg_catalog.to_char(day, 'YYYYMMDD');
+        CONTINUE WHEN pg_catalog.to_regclass('hopper.' || part) IS NOT NULL;
+        EXECUTE pg_catalog.format(
+            'CREATE TABLE hopper.%I (LIKE hopper.job_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part);
+        EXECUTE pg_catalog.format(
+            'WITH moved AS (DELETE FROM hopper.job_history_default WHERE finished_at >= %L::timestamptz AND finished_at < %L::timestamptz RETURNING *) INSERT INTO hopper.%I SELECT * FROM moved',
+            day::text || ' 00:00:00+00', (day + 1)::text || ' 00:00:00+00', part);
+        EXECUTE pg_catalog.format(
+            'ALTER TABLE hopper.job_history ATTACH PARTITION hopper.%I FOR VALUES FROM (%L) TO (%L)',
+            part, day::text || ' 00:00:00+00', (day + 1)::text || ' 00:00:00+00');
+        created := created + 1;
+    END LOOP;
+    RETURN created;
+END
+$fn$;
+SELECT hopper.ensure_history_partitions(7);
+
+-- What queue_pull returns: one leased job.
+CREATE TYPE hopper.leased_job AS (
+    id          bigint,
+    queue       text,
+    kind        text,
+    payload     jsonb,
+    attempt     integer,
+    lease_token bigint,
+    lease_until timestamptz,
+    run_at      timestamptz,
+    created_at  timestamptz
+);
+
+-- What job_status returns, wherever the job is (hot table or history).
+CREATE TYPE hopper.job_info AS (
+    id              bigint,
+    queue           text,
+    kind            text,
+    state           text,
+    attempt         integer,
+    max_attempts    integer,
+    priority        smallint,
+    run_at          timestamptz,
+    created_at      timestamptz,
+    started_at      timestamptz,
+    finished_at     timestamptz,
+    worker          text,
+    last_error      text,
+    errors          jsonb,
+    result          jsonb,
+    progress        real,
+    progress_detail jsonb,
+    payload         jsonb
+);
+
+-- What queue_stats returns, one row per queue.
+CREATE TYPE hopper.queue_stat AS (
+    queue                text,
+    available            bigint,
+    scheduled            bigint,
+    running              bigint,
+    completed            bigint,
+    dead                 bigint,
+    cancelled            bigint,
+    oldest_available_age interval,
+    paused               boolean
+);
+
+-- ---------------------------------------------------------------------------------------------------
+-- Queues
+CREATE FUNCTION hopper.queue_create(
+    queue text,
+    max_attempts integer DEFAULT NULL,
+    lease interval DEFAULT NULL,
+    backoff_base interval DEFAULT NULL,
+    backoff_cap interval DEFAULT NULL,
+    retention interval DEFAULT NULL,
+    jitter real DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_create' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_drop(queue text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_drop' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_pause(queue text)
+RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_pause' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_resume(queue text)
+RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_purge(queue text)
+RETURNS bigint AS 'MODULE_PATHNAME', 'hopper_queue_purge' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Producers
+CREATE FUNCTION hopper.queue_push(
+    queue text,
+    payload jsonb,
+    run_at timestamptz DEFAULT NULL,
+    priority integer DEFAULT 0,
+    kind text DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    dedup_key text DEFAULT NULL,
+    concurrency_key text DEFAULT NULL)
+RETURNS bigint AS 'MODULE_PATHNAME', 'hopper_queue_push' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_push_batch(
+    queue text,
+    payloads jsonb[],
+    run_at timestamptz DEFAULT NULL,
+    priority integer DEFAULT 0,
+    kind text DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    dedup_keys text[] DEFAULT NULL,
+    concurrency_keys text[] DEFAULT NULL)
+RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'hopper_queue_push_batch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Workers
+CREATE FUNCTION hopper.queue_pull(
+    queue text,
+    n integer DEFAULT 1,
+    lease interval DEFAULT NULL,
+    worker text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    at timestamptz DEFAULT NULL,
+    session_bound boolean DEFAULT false)
+RETURNS SETOF hopper.leased_job AS 'MODULE_PATHNAME', 'hopper_queue_pull'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION hopper.queue_complete(id bigint, lease_token bigint, result jsonb DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_complete' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_fail(
+    id bigint,
+    lease_token bigint,
+    error text,
+    retry_in interval DEFAULT NULL,
+    permanent boolean DEFAULT false)
+RETURNS text AS 'MODULE_PATHNAME', 'hopper_queue_fail' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_heartbeat(id bigint, lease_token bigint, extend interval DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_heartbeat' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_progress(id bigint, lease_token bigint, progress real, detail jsonb DEFAULT NULL)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_progress' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_release(id bigint, lease_token bigint)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Operators
+CREATE FUNCTION hopper.queue_cancel(id bigint)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_cancel' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_retry(id bigint)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_retry' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.job_status(id bigint)
+RETURNS hopper.job_info AS 'MODULE_PATHNAME', 'hopper_job_status' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hopper.queue_stats(queue text DEFAULT NULL)
+RETURNS SETOF hopper.queue_stat AS 'MODULE_PATHNAME', 'hopper_queue_stats'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Privileges. Functions run as the caller (no SECURITY DEFINER), so the roles get exactly the table
+-- rights their functions need; nothing is executable by PUBLIC.
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hopper FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+    hopper.queue_push(text, jsonb, timestamptz, integer, text, integer, text, text),
+    hopper.queue_push_batch(text, jsonb[], timestamptz, integer, text, integer, text[], text[]),
+    hopper.job_status(bigint),
+    hopper.queue_stats(text)
+TO hopper_producer;
+GRANT SELECT, INSERT ON hopper.queues TO hopper_producer;
+GRANT SELECT, INSERT ON hopper.jobs TO hopper_producer;
+GRANT SELECT ON hopper.job_history TO hopper_producer;
+GRANT USAGE ON SEQUENCE hopper.job_id_seq TO hopper_producer;
+
+GRANT EXECUTE ON FUNCTION
+    hopper.queue_pull(text, integer, interval, text, text[], timestamptz, boolean),
+    hopper.queue_complete(bigint, bigint, jsonb),
+    hopper.queue_fail(bigint, bigint, text, interval, boolean),
+    hopper.queue_heartbeat(bigint, bigint, interval),
+    hopper.queue_progress(bigint, bigint, real, jsonb),
+    hopper.queue_release(bigint, bigint),
+    hopper.job_status(bigint),
+    hopper.queue_stats(text)
+TO hopper_worker;
+GRANT SELECT ON hopper.queues TO hopper_worker;
+GRANT SELECT, UPDATE, DELETE ON hopper.jobs TO hopper_worker;
+GRANT SELECT, INSERT ON hopper.job_history TO hopper_worker;
+GRANT USAGE ON SEQUENCE hopper.lease_token_seq TO hopper_worker;

@@ -1,0 +1,53 @@
+// Reading and checking SQL arguments. Every check raises a PgError with a real SQLSTATE and a message
+// that names the argument and says what is allowed, before anything is changed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "hopper/boundary.hpp"
+
+extern "C" {
+#include "datatype/timestamp.h"
+#include "utils/jsonb.h"
+}
+
+namespace hopper::args {
+
+constexpr int kMaxQueueName = 48;   // leaves room for the "hopper:" NOTIFY channel prefix (63 max)
+constexpr int kMaxKind = 128;
+constexpr int kMaxKey = 512;        // dedup and concurrency keys
+constexpr int kMaxWorker = 128;
+constexpr int64_t kMaxLeaseUs = int64_t(24) * 3600 * 1000000;   // 1 day; heartbeats extend it
+constexpr int64_t kMaxRunAtAheadUs = int64_t(10) * 366 * 24 * 3600 * 1000000;   // ~10 years
+constexpr int64_t kMaxRunAtBehindUs = int64_t(366) * 24 * 3600 * 1000000;       // ~1 year
+
+bool is_null(FunctionCallInfo fcinfo, int n);
+
+// Queue names: 1-48 characters from [A-Za-z0-9_.:-], starting with a letter or digit.
+std::string queue_name(FunctionCallInfo fcinfo, int n, const char* argname = "queue");
+void check_queue_name(const std::string& q, const char* argname = "queue");
+
+// Optional text with a length limit; empty strings are rejected (NULL means "none").
+std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
+                                         int max_len);
+
+int64_t job_id(FunctionCallInfo fcinfo, int n);
+int64_t lease_token(FunctionCallInfo fcinfo, int n);
+
+// A payload: a JSON object no larger than hopper.max_payload_bytes. Returns the datum (detoasted).
+Datum payload(FunctionCallInfo fcinfo, int n, const char* argname = "payload");
+void check_payload(Jsonb* jb, const char* argname);
+
+// An interval converted to microseconds, which must lie in (min_us, max_us]; NULL -> nullopt.
+std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* argname,
+                                   int64_t min_us, int64_t max_us, bool allow_zero = false);
+
+// run_at: NULL -> nullopt (now); finite and within the allowed window around now.
+std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n);
+
+int16_t priority(FunctionCallInfo fcinfo, int n);
+std::optional<int32_t> max_attempts(FunctionCallInfo fcinfo, int n);
+
+}  // namespace hopper::args

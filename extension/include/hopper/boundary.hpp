@@ -1,0 +1,112 @@
+// The one place where C++ and PostgreSQL error handling meet.
+//
+// Two rules keep the backend alive:
+//  1. A C++ exception never crosses into PostgreSQL: every SQL-callable function runs its body through
+//     hopper::invoke(), which catches everything and raises a PostgreSQL ERROR only after the C++ frames
+//     have unwound (their destructors have run).
+//  2. A PostgreSQL error (a longjmp) never unwinds C++ frames that own destructors: calls into PostgreSQL
+//     that may ereport() go through hopper::pg_guard(), which catches the longjmp right there, copies the
+//     error data and throws it as a hopper::PgError.
+// A PgError caught from pg_guard must always reach invoke(): the transaction is unusable after it.
+#pragma once
+
+#include <exception>
+#include <string>
+#include <utility>
+
+extern "C" {
+#include "postgres.h"
+#include "fmgr.h"
+#include "utils/elog.h"
+}
+
+namespace hopper {
+
+// An error with a real SQLSTATE, raised to the client by invoke().
+class PgError : public std::exception {
+  public:
+    PgError(int sqlstate, std::string message, std::string detail = {}, std::string hint = {})
+        : sqlstate_(sqlstate),
+          message_(std::move(message)),
+          detail_(std::move(detail)),
+          hint_(std::move(hint)) {}
+
+    const char* what() const noexcept override { return message_.c_str(); }
+    int sqlstate() const noexcept { return sqlstate_; }
+    const std::string& detail() const noexcept { return detail_; }
+    const std::string& hint() const noexcept { return hint_; }
+
+  private:
+    int sqlstate_;
+    std::string message_;
+    std::string detail_;
+    std::string hint_;
+};
+
+namespace detail {
+// Raises the pending error saved by invoke(); never returns. Defined in boundary.cpp.
+[[noreturn]] void raise_saved_error();
+void save_error(const PgError& e) noexcept;
+void save_error(const char* what) noexcept;
+
+// Runs fn (a plain C callback) with PG_TRY; on a PostgreSQL error, copies it and throws PgError.
+void guarded_call(void (*fn)(void*), void* arg);
+}  // namespace detail
+
+// Runs f, turning a PostgreSQL ERROR raised inside it into a C++ PgError.
+// f must not own objects with destructors across the PostgreSQL calls it makes: keep it a thin
+// wrapper around the C API.
+template <typename F>
+auto pg_guard(F&& f) -> decltype(f()) {
+    using R = decltype(f());
+    if constexpr (std::is_void_v<R>) {
+        auto tramp = [](void* p) { (*static_cast<F*>(p))(); };
+        detail::guarded_call(tramp, &f);
+    } else {
+        struct Ctx {
+            F* f;
+            R result;
+        } ctx{&f, R{}};
+        auto tramp = [](void* p) {
+            auto* c = static_cast<Ctx*>(p);
+            c->result = (*c->f)();
+        };
+        detail::guarded_call(tramp, &ctx);
+        return ctx.result;
+    }
+}
+
+// The entry wrapper for every SQL-callable function.
+template <typename F>
+Datum invoke(FunctionCallInfo fcinfo, F&& body) noexcept {
+    bool failed = false;
+    Datum result = (Datum)0;
+    try {
+        result = body(fcinfo);
+    } catch (const PgError& e) {
+        detail::save_error(e);
+        failed = true;
+    } catch (const std::exception& e) {
+        detail::save_error(e.what());
+        failed = true;
+    } catch (...) {
+        detail::save_error("unknown C++ exception");
+        failed = true;
+    }
+    // Every C++ frame of body is gone by now: raising (a longjmp) is safe here.
+    if (failed) detail::raise_saved_error();
+    return result;
+}
+
+}  // namespace hopper
+
+// Declares a SQL-callable function whose body runs inside hopper::invoke().
+#define HOPPER_FUNCTION(name)                                      \
+    static Datum name##_impl(FunctionCallInfo fcinfo);             \
+    extern "C" {                                                   \
+    PG_FUNCTION_INFO_V1(name);                                     \
+    PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) {                     \
+        return hopper::invoke(fcinfo, name##_impl);                \
+    }                                                              \
+    }                                                              \
+    static Datum name##_impl(FunctionCallInfo fcinfo)

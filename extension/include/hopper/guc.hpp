@@ -1,0 +1,9 @@
+// Settings (GUCs) of the hopper extension; defined in src/module.cpp.
+#pragma once
+
+namespace hopper::guc {
+extern bool auto_create_queues;  // hopper.auto_create_queues
+extern int max_pull;             // hopper.max_pull
+extern int max_payload_bytes;    // hopper.max_payload_bytes
+extern bool notify;              // hopper.notify
+}  // namespace hopper::guc

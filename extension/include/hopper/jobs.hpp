@@ -1,0 +1,15 @@
+// Job lookups for the paths where a call matched no running job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hopper/spi.hpp"
+
+namespace hopper::jobs {
+
+// The job's state wherever it is ("available", "running", "completed", ...); raises P0002 when no
+// job with this id exists (never did, or was pruned from history).
+std::string state_of(spi::Connection& conn, int64_t id);
+
+}  // namespace hopper::jobs

@@ -1,0 +1,148 @@
+// Argument checks shared by all entry points; see include/hopper/args.hpp.
+#include <cmath>
+#include <string>
+
+#include "hopper/args.hpp"
+#include "hopper/guc.hpp"
+
+extern "C" {
+#include "utils/builtins.h"
+#include "access/xact.h"
+#include "utils/timestamp.h"
+}
+
+namespace hopper::args {
+namespace {
+
+[[noreturn]] void invalid(const std::string& message, const std::string& hint = {}) {
+    throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, message, {}, hint);
+}
+
+[[noreturn]] void null_not_allowed(const char* argname) {
+    throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(argname) + " must not be NULL");
+}
+
+std::string text_arg(FunctionCallInfo fcinfo, int n) {
+    Datum d = PG_GETARG_DATUM(n);
+    char* s = pg_guard([&] { return TextDatumGetCString(d); });
+    std::string out(s);
+    pfree(s);
+    return out;
+}
+
+bool queue_char_ok(char c, bool first) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+    if (first) return false;
+    return c == '_' || c == '.' || c == ':' || c == '-';
+}
+
+}  // namespace
+
+bool is_null(FunctionCallInfo fcinfo, int n) { return PG_NARGS() <= n || PG_ARGISNULL(n); }
+
+void check_queue_name(const std::string& q, const char* argname) {
+    bool ok = !q.empty() && q.size() <= static_cast<size_t>(kMaxQueueName);
+    for (size_t i = 0; ok && i < q.size(); ++i) ok = queue_char_ok(q[i], i == 0);
+    if (!ok)
+        invalid(std::string("invalid ") + argname + " name \"" + q.substr(0, 100) + "\"",
+                "A queue name is 1 to 48 characters from A-Z a-z 0-9 _ . : - and starts with a "
+                "letter or digit.");
+}
+
+std::string queue_name(FunctionCallInfo fcinfo, int n, const char* argname) {
+    if (is_null(fcinfo, n)) null_not_allowed(argname);
+    std::string q = text_arg(fcinfo, n);
+    check_queue_name(q, argname);
+    return q;
+}
+
+std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
+                                         int max_len) {
+    if (is_null(fcinfo, n)) return std::nullopt;
+    std::string s = text_arg(fcinfo, n);
+    if (s.empty()) invalid(std::string(argname) + " must not be empty (pass NULL for none)");
+    if (s.size() > static_cast<size_t>(max_len))
+        invalid(std::string(argname) + " is " + std::to_string(s.size()) + " bytes long; the limit is " +
+                std::to_string(max_len));
+    return s;
+}
+
+int64_t job_id(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) null_not_allowed("id");
+    return PG_GETARG_INT64(n);
+}
+
+int64_t lease_token(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) null_not_allowed("lease_token");
+    return PG_GETARG_INT64(n);
+}
+
+void check_payload(Jsonb* jb, const char* argname) {
+    if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb)) {
+        const char* got = JB_ROOT_IS_SCALAR(jb) ? "a scalar" : "an array";
+        invalid(std::string(argname) + " must be a JSON object, got " + got,
+                "Wrap the value in an object, e.g. {\"value\": ...}.");
+    }
+    size_t size = VARSIZE(jb);
+    if (size > static_cast<size_t>(guc::max_payload_bytes))
+        throw PgError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                      std::string(argname) + " is " + std::to_string(size) +
+                          " bytes; the limit is " + std::to_string(guc::max_payload_bytes) +
+                          " (hopper.max_payload_bytes)",
+                      {}, "Store large data elsewhere and put a reference to it in the payload.");
+}
+
+Datum payload(FunctionCallInfo fcinfo, int n, const char* argname) {
+    if (is_null(fcinfo, n)) null_not_allowed(argname);
+    Jsonb* jb = pg_guard([&] { return PG_GETARG_JSONB_P(n); });
+    check_payload(jb, argname);
+    return PointerGetDatum(jb);
+}
+
+std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* argname, int64_t min_us,
+                                   int64_t max_us, bool allow_zero) {
+    if (is_null(fcinfo, n)) return std::nullopt;
+    const Interval* iv = PG_GETARG_INTERVAL_P(n);
+    // Months count as 30 days, as PostgreSQL's own interval comparison does.
+    long double us = static_cast<long double>(iv->time) +
+                     static_cast<long double>(iv->day) * USECS_PER_DAY +
+                     static_cast<long double>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+    bool ok = (allow_zero ? us >= min_us : us > min_us) && us <= max_us;
+    if (!ok) {
+        std::string range = std::string(allow_zero ? "at least " : "more than ") +
+                            std::to_string(min_us / 1000000) + " s and at most " +
+                            std::to_string(max_us / 1000000) + " s";
+        invalid(std::string(argname) + " must be " + range);
+    }
+    return static_cast<int64_t>(us);
+}
+
+std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) return std::nullopt;
+    TimestampTz t = PG_GETARG_TIMESTAMPTZ(n);
+    if (TIMESTAMP_NOT_FINITE(t)) invalid("run_at must be a finite timestamp");
+    TimestampTz now = GetCurrentTransactionStartTimestamp();
+    if (t > now + kMaxRunAtAheadUs) invalid("run_at is more than 10 years in the future");
+    if (t < now - kMaxRunAtBehindUs) invalid("run_at is more than 1 year in the past");
+    return t;
+}
+
+int16_t priority(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) return 0;
+    int32_t p = PG_GETARG_INT32(n);
+    if (p < PG_INT16_MIN || p > PG_INT16_MAX)
+        throw PgError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                      "priority " + std::to_string(p) + " is out of range",
+                      {}, "priority is a smallint: -32768 to 32767, smaller runs first.");
+    return static_cast<int16_t>(p);
+}
+
+std::optional<int32_t> max_attempts(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) return std::nullopt;
+    int32_t m = PG_GETARG_INT32(n);
+    if (m < 1 || m > 1000)
+        invalid("max_attempts must be between 1 and 1000, got " + std::to_string(m));
+    return m;
+}
+
+}  // namespace hopper::args

@@ -1,0 +1,55 @@
+// Operators: cancel a live job, retry a dead or cancelled one.
+#include "hopper/args.hpp"
+#include "hopper/jobs.hpp"
+#include "hopper/notify.hpp"
+#include "hopper/sql.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+}
+
+using namespace hopper;
+
+HOPPER_FUNCTION(hopper_queue_cancel) {
+    int64_t id = args::job_id(fcinfo, 0);
+    // A running job's holder learns of it at its next heartbeat (false) and stops.
+    static spi::Statement st(
+        "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 RETURNING *) "
+        HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "g.progress, g.last_error, g.errors, g.progress_detail, g.payload, 'cancelled', "
+        "pg_catalog.now(), NULL FROM gone g RETURNING queue",
+        {INT8OID});
+    spi::Connection conn;
+    spi::Result r = conn.exec(st, {spi::arg(id)});
+    bool cancelled = !r.empty();
+    if (cancelled)
+        notify::job_done(id, r.get_text(0, 1), "cancelled");
+    else
+        jobs::state_of(conn, id);  // already finished: false; unknown: P0002
+    conn.finish();
+    PG_RETURN_BOOL(cancelled);
+}
+
+HOPPER_FUNCTION(hopper_queue_retry) {
+    int64_t id = args::job_id(fcinfo, 0);
+    // Back to the hot table as a fresh job: attempts start over, errors are kept for the record.
+    static spi::Statement st(
+        "WITH back AS (DELETE FROM hopper.job_history WHERE id = $1 "
+        "  AND state IN ('dead', 'cancelled') RETURNING *) "
+        "INSERT INTO hopper.jobs (id, queue, state, priority, run_at, attempt, max_attempts, "
+        "  created_at, kind, dedup_key, concurrency_key, last_error, errors, payload) "
+        "SELECT id, queue, 'available', priority, pg_catalog.now(), 0, max_attempts, created_at, kind, "
+        "  dedup_key, concurrency_key, last_error, errors, payload FROM back RETURNING queue",
+        {INT8OID});
+    spi::Connection conn;
+    spi::Result r = conn.exec(st, {spi::arg(id)});
+    if (r.empty()) {
+        std::string state = jobs::state_of(conn, id);
+        throw PgError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                      "job " + std::to_string(id) + " is " + state +
+                          "; only dead or cancelled jobs can be retried");
+    }
+    notify::queue_ready(r.get_text(0, 1));
+    conn.finish();
+    PG_RETURN_BOOL(true);
+}

@@ -1,0 +1,37 @@
+// Workers: queue_complete moves a job it still holds to history as completed.
+#include "hopper/args.hpp"
+#include "hopper/jobs.hpp"
+#include "hopper/notify.hpp"
+#include "hopper/sql.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+}
+
+using namespace hopper;
+
+HOPPER_FUNCTION(hopper_queue_complete) {
+    int64_t id = args::job_id(fcinfo, 0);
+    int64_t token = args::lease_token(fcinfo, 1);
+    bool result_null = args::is_null(fcinfo, 2);
+
+    // The fencing check is the WHERE clause: only the current lease's token matches.
+    static spi::Statement st(
+        "WITH done AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
+        "  AND state = 'running' RETURNING *) "
+        HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
+        "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
+        "pg_catalog.now(), $3 FROM done d RETURNING queue",
+        {INT8OID, INT8OID, JSONBOID});
+    spi::Connection conn;
+    spi::Result r = conn.exec(st, {spi::arg(id), spi::arg(token),
+                                   spi::arg_datum(result_null ? (Datum)0 : PG_GETARG_DATUM(2),
+                                                  result_null)});
+    bool done = !r.empty();
+    if (done)
+        notify::job_done(id, r.get_text(0, 1), "completed");
+    else
+        jobs::state_of(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
+    conn.finish();
+    PG_RETURN_BOOL(done);
+}

@@ -1,0 +1,64 @@
+// Workers: queue_fail records an error and retries the job with backoff, or buries it (dead).
+#include "hopper/args.hpp"
+#include "hopper/jobs.hpp"
+#include "hopper/notify.hpp"
+#include "hopper/sql.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+}
+
+using namespace hopper;
+
+HOPPER_FUNCTION(hopper_queue_fail) {
+    int64_t id = args::job_id(fcinfo, 0);
+    int64_t token = args::lease_token(fcinfo, 1);
+    bool error_null = args::is_null(fcinfo, 2);
+    constexpr int64_t kMaxRetryIn = int64_t(366) * 86400 * 1000000;
+    args::interval_us(fcinfo, 3, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
+    bool permanent = !args::is_null(fcinfo, 4) && PG_GETARG_BOOL(4);
+
+    spi::Arg error = spi::arg_datum(error_null ? (Datum)0 : PG_GETARG_DATUM(2), error_null);
+    spi::Arg retry_in = spi::arg_datum(PG_GETARG_DATUM(3), args::is_null(fcinfo, 3));
+
+    // Retry: attempts remain and the failure is not permanent.
+    static spi::Statement retry(
+        "UPDATE hopper.jobs j SET state = 'available', "
+        "  run_at = pg_catalog.now() + COALESCE($4, " HOPPER_BACKOFF("j", "q") "), "
+        "  lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
+        "  session_bound = false, last_error = $3, "
+        "  errors = " HOPPER_ERRORS_APPEND("j", "$3", "pg_catalog.now()") " "
+        "FROM hopper.queues q "
+        "WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' AND q.name = j.queue "
+        "  AND NOT $5 AND j.attempt < j.max_attempts "
+        "RETURNING j.run_at > pg_catalog.now()",
+        {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID});
+    // Dead: to history, with the error.
+    static spi::Statement bury(
+        "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
+        "  AND state = 'running' RETURNING *) "
+        HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "g.progress, $3, " HOPPER_ERRORS_APPEND("g", "$3", "pg_catalog.now()")
+        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g RETURNING queue",
+        {INT8OID, INT8OID, TEXTOID});
+
+    spi::Connection conn;
+    const char* state = nullptr;
+    spi::Result r = conn.exec(retry, {spi::arg(id), spi::arg(token), error, retry_in,
+                                      spi::arg_bool(permanent)});
+    if (!r.empty()) {
+        state = r.get_bool(0, 1) ? "scheduled" : "available";
+    } else {
+        spi::Result d = conn.exec(bury, {spi::arg(id), spi::arg(token), error});
+        if (!d.empty()) {
+            state = "dead";
+            notify::job_done(id, d.get_text(0, 1), "dead");
+        } else {
+            jobs::state_of(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
+        }
+    }
+    conn.finish();
+    if (state == nullptr) PG_RETURN_NULL();
+    PG_RETURN_TEXT_P(pg_guard([&] { return cstring_to_text(state); }));
+}

@@ -1,0 +1,22 @@
+// See include/hopper/jobs.hpp.
+#include "hopper/jobs.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+}
+
+namespace hopper::jobs {
+
+std::string state_of(spi::Connection& conn, int64_t id) {
+    static spi::Statement st(
+        "SELECT state::text FROM hopper.jobs WHERE id = $1 "
+        "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 LIMIT 1",
+        {INT8OID});
+    spi::Result r = conn.exec(st, {spi::arg(id)});
+    if (r.empty())
+        throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
+                      "It never existed, or its history was pruned after the queue's retention.");
+    return r.get_text(0, 1);
+}
+
+}  // namespace hopper::jobs

@@ -1,0 +1,76 @@
+// Workers: heartbeat, progress and release of a job they hold. A stale token is the normal news
+// "you lost this job" (false), not an error; an unknown id is P0002.
+#include <cmath>
+
+#include "hopper/args.hpp"
+#include "hopper/jobs.hpp"
+#include "hopper/notify.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+}
+
+using namespace hopper;
+
+HOPPER_FUNCTION(hopper_queue_heartbeat) {
+    int64_t id = args::job_id(fcinfo, 0);
+    int64_t token = args::lease_token(fcinfo, 1);
+    args::interval_us(fcinfo, 2, "extend", 0, args::kMaxLeaseUs);
+    static spi::Statement st(
+        "UPDATE hopper.jobs j SET lease_until = pg_catalog.now() + COALESCE($3, q.lease) "
+        "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' "
+        "AND q.name = j.queue RETURNING j.id",
+        {INT8OID, INT8OID, INTERVALOID});
+    spi::Connection conn;
+    bool held = !conn.exec(st, {spi::arg(id), spi::arg(token),
+                                spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2))})
+                     .empty();
+    if (!held) jobs::state_of(conn, id);
+    conn.finish();
+    PG_RETURN_BOOL(held);
+}
+
+HOPPER_FUNCTION(hopper_queue_progress) {
+    int64_t id = args::job_id(fcinfo, 0);
+    int64_t token = args::lease_token(fcinfo, 1);
+    if (args::is_null(fcinfo, 2))
+        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "progress must not be NULL");
+    float4 progress = PG_GETARG_FLOAT4(2);
+    if (!(progress >= 0.0f && progress <= 1.0f))
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                      "progress must be a fraction between 0 and 1, got " + std::to_string(progress));
+    bool detail_null = args::is_null(fcinfo, 3);
+    static spi::Statement st(
+        "UPDATE hopper.jobs SET progress = $3, progress_detail = COALESCE($4, progress_detail) "
+        "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING id",
+        {INT8OID, INT8OID, FLOAT4OID, JSONBOID});
+    spi::Connection conn;
+    bool held = !conn.exec(st, {spi::arg(id), spi::arg(token), spi::arg_datum(PG_GETARG_DATUM(2)),
+                                spi::arg_datum(detail_null ? (Datum)0 : PG_GETARG_DATUM(3),
+                                               detail_null)})
+                     .empty();
+    if (!held) jobs::state_of(conn, id);
+    conn.finish();
+    PG_RETURN_BOOL(held);
+}
+
+HOPPER_FUNCTION(hopper_queue_release) {
+    int64_t id = args::job_id(fcinfo, 0);
+    int64_t token = args::lease_token(fcinfo, 1);
+    // Giving a job back costs no attempt: the worker did not fail it, it chose not to run it.
+    static spi::Statement st(
+        "UPDATE hopper.jobs SET state = 'available', attempt = attempt - 1, "
+        "run_at = pg_catalog.now(), lease_token = NULL, lease_until = NULL, claimed_pid = NULL, "
+        "claimed_backend_start = NULL, session_bound = false "
+        "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING queue",
+        {INT8OID, INT8OID});
+    spi::Connection conn;
+    spi::Result r = conn.exec(st, {spi::arg(id), spi::arg(token)});
+    bool released = !r.empty();
+    if (released)
+        notify::queue_ready(r.get_text(0, 1));
+    else
+        jobs::state_of(conn, id);
+    conn.finish();
+    PG_RETURN_BOOL(released);
+}

@@ -1,0 +1,37 @@
+// Module entry: the magic block and the extension's settings.
+#include "hopper/boundary.hpp"
+#include "hopper/guc.hpp"
+
+extern "C" {
+#include "utils/guc.h"
+}
+
+namespace hopper::guc {
+bool auto_create_queues = true;
+int max_pull = 1000;
+int max_payload_bytes = 1024 * 1024;
+bool notify = true;
+}  // namespace hopper::guc
+
+extern "C" {
+PG_MODULE_MAGIC;
+
+void _PG_init(void);
+
+void _PG_init(void) {
+    using namespace hopper::guc;
+    DefineCustomBoolVariable("hopper.auto_create_queues",
+                             "Pushing to an unknown queue creates it with default settings.", nullptr,
+                             &auto_create_queues, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("hopper.max_pull", "Most jobs one queue_pull call may claim.", nullptr,
+                            &max_pull, 1000, 1, 100000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("hopper.max_payload_bytes", "Largest job payload accepted, in bytes.",
+                            nullptr, &max_payload_bytes, 1024 * 1024, 64, 256 * 1024 * 1024,
+                            PGC_SUSET, GUC_UNIT_BYTE, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable("hopper.notify",
+                             "Send NOTIFY on push (channel hopper:<queue>) and when a job finishes "
+                             "(channel hopper:done).",
+                             nullptr, &notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    MarkGUCPrefixReserved("hopper");
+}
+}

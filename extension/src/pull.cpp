@@ -1,0 +1,95 @@
+// Workers: queue_pull claims jobs under a lease with a fresh fencing token.
+#include <string>
+
+#include "hopper/args.hpp"
+#include "hopper/guc.hpp"
+#include "hopper/rescue.hpp"
+#include "hopper/result.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "access/xact.h"
+#include "utils/timestamp.h"
+}
+
+using namespace hopper;
+
+namespace {
+
+// Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
+// lets concurrent pullers pass each other instead of queueing on the same rows.
+spi::Statement& claim_statement() {
+    static spi::Statement st(
+        "WITH q AS (SELECT lease FROM hopper.queues WHERE name = $1 AND NOT paused), "
+        "candidates AS MATERIALIZED ("
+        "  SELECT id FROM hopper.jobs "
+        "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
+        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND EXISTS (SELECT 1 FROM q) "
+        "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "
+        "claimed AS ("
+        "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "
+        "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "
+        "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, "
+        "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "
+        "  FROM candidates c WHERE j.id = c.id "
+        "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "
+        "    j.run_at, j.created_at, j.priority) "
+        "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
+        "FROM claimed ORDER BY priority, run_at, id",
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
+         TIMESTAMPTZOID, BOOLOID});
+    return st;
+}
+
+}  // namespace
+
+HOPPER_FUNCTION(hopper_queue_pull) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    if (args::is_null(fcinfo, 1)) throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "n must not be NULL");
+    int32_t n = PG_GETARG_INT32(1);
+    if (n <= 0)
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                      "n must be at least 1, got " + std::to_string(n));
+    if (n > guc::max_pull)
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                      "n = " + std::to_string(n) + " is above the pull cap of " +
+                          std::to_string(guc::max_pull) + " (hopper.max_pull)",
+                      {}, "Pull in several calls, or raise hopper.max_pull.");
+    args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
+    auto worker = args::optional_text(fcinfo, 3, "worker", args::kMaxWorker);
+    bool kinds_null = args::is_null(fcinfo, 4);
+    TimestampTz at = args::is_null(fcinfo, 5) ? GetCurrentTransactionStartTimestamp()
+                                              : PG_GETARG_TIMESTAMPTZ(5);
+    if (TIMESTAMP_NOT_FINITE(at))
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "at must be a finite timestamp");
+    bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
+
+    result::SetResult out(fcinfo);
+    spi::Connection conn;
+    auto claim = [&](int64_t limit) {
+        return conn.exec(
+            claim_statement(),
+            {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit),
+             spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2)),
+             spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(4), kinds_null),
+             spi::arg_text(worker), spi::arg_int4(MyProcPid),
+             spi::arg_datum(TimestampTzGetDatum(MyStartTimestamp)), spi::arg_bool(session_bound)});
+    };
+
+    spi::Result r = claim(n);
+    uint64_t got = r.rows();
+    for (uint64_t i = 0; i < got; ++i) out.add_row(r, i);
+
+    // Short of n: take over expired leases too, so stuck jobs move even when no reaper runs.
+    if (got < static_cast<uint64_t>(n)) {
+        rescue::Counts c = rescue::expired_leases(conn, queue, at, n - static_cast<int64_t>(got),
+                                                  /*backoff=*/false);
+        if (c.retried > 0) {
+            spi::Result more = claim(n - static_cast<int64_t>(got));
+            for (uint64_t i = 0; i < more.rows(); ++i) out.add_row(more, i);
+        }
+    }
+    conn.finish();
+    return (Datum)0;
+}

@@ -1,0 +1,270 @@
+// Producers: queue_push and queue_push_batch.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hopper/args.hpp"
+#include "hopper/notify.hpp"
+#include "hopper/queues.hpp"
+#include "hopper/result.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/lsyscache.h"
+}
+
+using namespace hopper;
+
+namespace {
+
+// One statement per push on the hot path: the queue's defaults are read in the same INSERT, and a
+// dedup hit or a missing queue shows up as "no row inserted".
+spi::Statement& insert_one() {
+    static spi::Statement st(
+        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, dedup_key, "
+        "concurrency_key, payload) "
+        "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
+        "pg_catalog.now(), $5, $6, $7, $8 FROM hopper.queues q WHERE q.name = $1 "
+        "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING RETURNING id",
+        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID});
+    return st;
+}
+
+std::optional<int64_t> find_unfinished(spi::Connection& conn, const std::string& queue,
+                                       const std::string& dedup_key) {
+    static spi::Statement st("SELECT id FROM hopper.jobs WHERE queue = $1 AND dedup_key = $2",
+                             {TEXTOID, TEXTOID});
+    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(dedup_key)});
+    if (r.empty()) return std::nullopt;
+    return r.get_int64(0, 1);
+}
+
+bool queue_exists(spi::Connection& conn, const std::string& queue) {
+    static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
+    return !conn.exec(st, {spi::arg_text(queue)}).empty();
+}
+
+std::optional<std::string> text_element(Datum d, bool isnull, const char* argname, int index,
+                                        int max_len) {
+    if (isnull) return std::nullopt;
+    char* s = pg_guard([&] { return TextDatumGetCString(d); });
+    std::string out(s);
+    pfree(s);
+    if (out.empty())
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                      std::string(argname) + "[" + std::to_string(index) +
+                          "] must not be empty (use NULL for none)");
+    if (out.size() > static_cast<size_t>(max_len))
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                      std::string(argname) + "[" + std::to_string(index) + "] is longer than " +
+                          std::to_string(max_len) + " bytes");
+    return out;
+}
+
+struct ArrayView {
+    std::vector<Datum> values;
+    std::vector<char> nulls;
+};
+
+ArrayView deconstruct(Datum array_datum, Oid elemtype) {
+    ArrayView v;
+    Datum* elems = nullptr;
+    bool* nulls = nullptr;
+    int n = 0;
+    pg_guard([&] {
+        ArrayType* arr = DatumGetArrayTypeP(array_datum);
+        if (ARR_NDIM(arr) > 1)
+            ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+                            errmsg("hopper expects one-dimensional arrays")));
+        int16 typlen;
+        bool typbyval;
+        char typalign;
+        get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+        deconstruct_array(arr, elemtype, typlen, typbyval, typalign, &elems, &nulls, &n);
+    });
+    v.values.assign(elems, elems + n);
+    v.nulls.assign(nulls, nulls + n);
+    return v;
+}
+
+}  // namespace
+
+HOPPER_FUNCTION(hopper_queue_push) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    Datum payload = args::payload(fcinfo, 1);
+    auto run_at = args::run_at(fcinfo, 2);
+    int16_t priority = args::priority(fcinfo, 3);
+    auto kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);
+    auto max_attempts = args::max_attempts(fcinfo, 5);
+    auto dedup_key = args::optional_text(fcinfo, 6, "dedup_key", args::kMaxKey);
+    auto concurrency_key = args::optional_text(fcinfo, 7, "concurrency_key", args::kMaxKey);
+
+    spi::Connection conn;
+    std::optional<int64_t> id;
+    // At most a few rounds: each one either inserts, finds the duplicate, or creates the queue.
+    for (int round = 0; round < 4 && !id; ++round) {
+        spi::Result r = conn.exec(
+            insert_one(),
+            {spi::arg_text(queue),
+             run_at ? spi::arg_datum(TimestampTzGetDatum(*run_at)) : spi::null_arg(),
+             spi::arg_datum(Int16GetDatum(priority)),
+             max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(), spi::arg_text(kind),
+             spi::arg_text(dedup_key), spi::arg_text(concurrency_key), spi::arg_datum(payload)});
+        if (!r.empty()) {
+            id = r.get_int64(0, 1);
+            notify::queue_ready(queue);
+            break;
+        }
+        if (dedup_key && (id = find_unfinished(conn, queue, *dedup_key))) break;
+        if (!queue_exists(conn, queue)) queues::ensure(conn, queue);
+    }
+    conn.finish();
+    if (!id)
+        throw PgError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                      "could not push to queue \"" + queue + "\": the deduplicated job kept changing",
+                      {}, "Retry the push.");
+    PG_RETURN_INT64(*id);
+}
+
+HOPPER_FUNCTION(hopper_queue_push_batch) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    if (args::is_null(fcinfo, 1))
+        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "payloads must not be NULL");
+    ArrayView payloads = deconstruct(PG_GETARG_DATUM(1), JSONBOID);
+    size_t n = payloads.values.size();
+    auto run_at = args::run_at(fcinfo, 2);
+    int16_t priority = args::priority(fcinfo, 3);
+    auto kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);
+    auto max_attempts = args::max_attempts(fcinfo, 5);
+
+    auto aligned_keys = [&](int argno, const char* argname) {
+        std::vector<std::optional<std::string>> keys(n);
+        if (args::is_null(fcinfo, argno)) return keys;
+        ArrayView a = deconstruct(PG_GETARG_DATUM(argno), TEXTOID);
+        if (a.values.size() != n)
+            throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                          std::string(argname) + " has " + std::to_string(a.values.size()) +
+                              " elements but payloads has " + std::to_string(n),
+                          {}, "Pass one key (or NULL) per payload.");
+        for (size_t i = 0; i < n; ++i)
+            keys[i] = text_element(a.values[i], a.nulls[i], argname, static_cast<int>(i + 1),
+                                   args::kMaxKey);
+        return keys;
+    };
+    auto dedup_keys = aligned_keys(6, "dedup_keys");
+    auto concurrency_keys = aligned_keys(7, "concurrency_keys");
+
+    for (size_t i = 0; i < n; ++i) {
+        std::string argname = "payloads[" + std::to_string(i + 1) + "]";
+        if (payloads.nulls[i])
+            throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, argname + " must not be NULL");
+        Jsonb* jb = pg_guard([&] { return DatumGetJsonbP(payloads.values[i]); });
+        args::check_payload(jb, argname.c_str());
+    }
+
+    result::SetResult out(fcinfo);
+    if (n == 0) return (Datum)0;
+
+    spi::Connection conn;
+    queues::ensure(conn, queue);
+
+    // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with
+    // the payload index; a dedup hit inserts nothing for its slot.
+    static spi::Statement insert(
+        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, dedup_key, "
+        "concurrency_key, payload) "
+        "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
+        "pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, u.payload "
+        "FROM hopper.queues q, "
+        "     pg_catalog.unnest($6::jsonb[], $7::text[], $8::text[]) WITH ORDINALITY "
+        "       AS u(payload, dedup_key, concurrency_key, ord) "
+        "WHERE q.name = $1 ORDER BY u.ord "
+        "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING "
+        "RETURNING id, dedup_key",
+        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, TEXTARRAYOID,
+         TEXTARRAYOID});
+
+    auto text_array = [&](const std::vector<std::optional<std::string>>& keys) -> spi::Arg {
+        bool any = std::any_of(keys.begin(), keys.end(), [](const auto& k) { return k.has_value(); });
+        if (!any) return spi::null_arg();
+        std::vector<Datum> elems(n);
+        std::vector<char> nulls(n);
+        for (size_t i = 0; i < n; ++i) {
+            nulls[i] = !keys[i].has_value();
+            if (keys[i]) elems[i] = spi::arg_text(*keys[i]).value;
+        }
+        Datum d = pg_guard([&] {
+            int dims[1] = {static_cast<int>(n)};
+            int lbs[1] = {1};
+            return PointerGetDatum(construct_md_array(elems.data(),
+                                                      reinterpret_cast<bool*>(nulls.data()), 1,
+                                                      dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+        });
+        return spi::arg_datum(d);
+    };
+
+    spi::Result r = conn.exec(
+        insert, {spi::arg_text(queue),
+                 run_at ? spi::arg_datum(TimestampTzGetDatum(*run_at)) : spi::null_arg(),
+                 spi::arg_datum(Int16GetDatum(priority)),
+                 max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(), spi::arg_text(kind),
+                 spi::arg_datum(PG_GETARG_DATUM(1)), text_array(dedup_keys),
+                 text_array(concurrency_keys)});
+
+    struct Inserted {
+        int64_t id;
+        std::optional<std::string> key;
+    };
+    std::vector<Inserted> inserted;
+    inserted.reserve(r.rows());
+    for (uint64_t i = 0; i < r.rows(); ++i)
+        inserted.push_back({r.get_int64(i, 1), r.is_null(i, 2) ? std::nullopt
+                                                             : std::optional(r.get_text(i, 2))});
+    std::sort(inserted.begin(), inserted.end(),
+              [](const Inserted& a, const Inserted& b) { return a.id < b.id; });
+
+    // Walk the slots in order: a slot without a key, or the first slot with a new key, took the
+    // next inserted id; any other keyed slot is a duplicate of a job inserted earlier or in this batch.
+    std::vector<int64_t> ids(n, 0);
+    std::unordered_map<std::string, int64_t> by_key;
+    size_t next = 0;
+    std::vector<size_t> unresolved;
+    for (size_t i = 0; i < n; ++i) {
+        const auto& key = dedup_keys[i];
+        if (next < inserted.size() && inserted[next].key == key &&
+            (!key || by_key.find(*key) == by_key.end())) {
+            ids[i] = inserted[next++].id;
+            if (key) by_key[*key] = ids[i];
+        } else if (key && by_key.count(*key)) {
+            ids[i] = by_key[*key];
+        } else {
+            unresolved.push_back(i);
+        }
+    }
+    for (size_t i : unresolved) {
+        const auto& key = dedup_keys[i];
+        std::optional<int64_t> existing;
+        if (key) existing = find_unfinished(conn, queue, *key);
+        if (!existing)
+            throw PgError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                          "could not push to queue \"" + queue +
+                              "\": a deduplicated job finished during the push",
+                          {}, "Retry the push.");
+        ids[i] = *existing;
+        by_key[*key] = *existing;
+    }
+    if (!inserted.empty()) notify::queue_ready(queue);
+    conn.finish();
+
+    for (int64_t id : ids) {
+        Datum v = Int64GetDatum(id);
+        bool isnull = false;
+        out.add_values(&v, &isnull);
+    }
+    return (Datum)0;
+}

@@ -1,0 +1,113 @@
+// Queues: create, drop, pause, resume, purge.
+#include "hopper/args.hpp"
+#include "hopper/guc.hpp"
+#include "hopper/notify.hpp"
+#include "hopper/queues.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+}
+
+namespace hopper::queues {
+namespace {
+
+[[noreturn]] void no_such_queue(const std::string& queue) {
+    throw PgError(ERRCODE_NO_DATA_FOUND, "queue \"" + queue + "\" does not exist", {},
+                  "Create it with hopper.queue_create(), or push to it with "
+                  "hopper.auto_create_queues on.");
+}
+
+bool insert_if_absent(spi::Connection& conn, const std::string& queue) {
+    static spi::Statement st(
+        "INSERT INTO hopper.queues (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING name",
+        {TEXTOID});
+    return !conn.exec(st, {spi::arg_text(queue)}).empty();
+}
+
+}  // namespace
+
+void require(spi::Connection& conn, const std::string& queue) {
+    static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
+    if (conn.exec(st, {spi::arg_text(queue)}).empty()) no_such_queue(queue);
+}
+
+void ensure(spi::Connection& conn, const std::string& queue) {
+    if (!guc::auto_create_queues) return require(conn, queue);
+    insert_if_absent(conn, queue);
+}
+
+}  // namespace hopper::queues
+
+using namespace hopper;
+
+HOPPER_FUNCTION(hopper_queue_create) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    auto max_attempts = args::max_attempts(fcinfo, 1);
+    constexpr int64_t day = int64_t(86400) * 1000000;
+    args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
+    args::interval_us(fcinfo, 3, "backoff_base", 0, day);
+    args::interval_us(fcinfo, 4, "backoff_cap", 0, 30 * day);
+    args::interval_us(fcinfo, 5, "retention", 0, 3660 * day, /*allow_zero=*/true);
+    if (!args::is_null(fcinfo, 6)) {
+        float4 jitter = PG_GETARG_FLOAT4(6);
+        if (!(jitter >= 0 && jitter <= 1))
+            throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "jitter must be between 0 and 1");
+    }
+
+    spi::Connection conn;
+    bool created = queues::insert_if_absent(conn, queue);
+    static spi::Statement update(
+        "UPDATE hopper.queues SET max_attempts = COALESCE($2, max_attempts), "
+        "lease = COALESCE($3, lease), backoff_base = COALESCE($4, backoff_base), "
+        "backoff_cap = COALESCE($5, backoff_cap), retention = COALESCE($6, retention), "
+        "jitter = COALESCE($7, jitter) WHERE name = $1",
+        {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, FLOAT4OID});
+    auto a = [&](int n) { return spi::arg_datum(PG_GETARG_DATUM(n), args::is_null(fcinfo, n)); };
+    conn.exec(update, {spi::arg_text(queue),
+                       max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(), a(2), a(3),
+                       a(4), a(5), a(6)});
+    conn.finish();
+    PG_RETURN_BOOL(created);
+}
+
+HOPPER_FUNCTION(hopper_queue_drop) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    spi::Connection conn;
+    static spi::Statement drop("DELETE FROM hopper.queues WHERE name = $1 RETURNING name", {TEXTOID});
+    static spi::Statement jobs("DELETE FROM hopper.jobs WHERE queue = $1", {TEXTOID});
+    static spi::Statement history("DELETE FROM hopper.job_history WHERE queue = $1", {TEXTOID});
+    bool existed = !conn.exec(drop, {spi::arg_text(queue)}).empty();
+    conn.exec(jobs, {spi::arg_text(queue)});
+    conn.exec(history, {spi::arg_text(queue)});
+    conn.finish();
+    PG_RETURN_BOOL(existed);
+}
+
+static Datum set_paused(FunctionCallInfo fcinfo, bool paused) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    spi::Connection conn;
+    static spi::Statement st("UPDATE hopper.queues SET paused = $2 WHERE name = $1 RETURNING name",
+                             {TEXTOID, BOOLOID});
+    if (conn.exec(st, {spi::arg_text(queue), spi::arg_bool(paused)}).empty())
+        queues::require(conn, queue);
+    conn.finish();
+    // Resuming makes waiting jobs claimable again: wake the workers.
+    if (!paused) notify::queue_ready(queue);
+    PG_RETURN_VOID();
+}
+
+HOPPER_FUNCTION(hopper_queue_pause) { return set_paused(fcinfo, true); }
+
+HOPPER_FUNCTION(hopper_queue_resume) { return set_paused(fcinfo, false); }
+
+HOPPER_FUNCTION(hopper_queue_purge) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    spi::Connection conn;
+    queues::require(conn, queue);
+    // Running jobs are left to finish: their workers hold leases on them.
+    static spi::Statement st("DELETE FROM hopper.jobs WHERE queue = $1 AND state = 'available'",
+                             {TEXTOID});
+    uint64_t purged = conn.exec(st, {spi::arg_text(queue)}).rows();
+    conn.finish();
+    PG_RETURN_INT64(static_cast<int64_t>(purged));
+}

@@ -1,0 +1,116 @@
+// SPI wrappers: see include/hopper/spi.hpp.
+#include <algorithm>
+#include <exception>
+
+#include "hopper/spi.hpp"
+
+extern "C" {
+#include "utils/builtins.h"
+}
+
+namespace hopper::spi {
+
+Statement::Statement(const char* sql, std::initializer_list<Oid> types)
+    : sql_(sql), nargs_(static_cast<int>(types.size())) {
+    std::copy(types.begin(), types.end(), types_.begin());
+}
+
+SPIPlanPtr Statement::plan() {
+    if (plan_ != nullptr) return plan_;
+    SPIPlanPtr p = pg_guard([&] {
+        SPIPlanPtr prepared = SPI_prepare(sql_, nargs_, types_.data());
+        if (prepared == nullptr)
+            elog(ERROR, "hopper: SPI_prepare failed (%s) for: %s",
+                 SPI_result_code_string(SPI_result), sql_);
+        if (SPI_keepplan(prepared) != 0) elog(ERROR, "hopper: SPI_keepplan failed");
+        return prepared;
+    });
+    plan_ = p;
+    return plan_;
+}
+
+Arg arg_text(std::string_view s) {
+    Datum d = pg_guard(
+        [&] { return PointerGetDatum(cstring_to_text_with_len(s.data(), static_cast<int>(s.size()))); });
+    return {d, false};
+}
+
+Arg arg_text(const std::optional<std::string>& s) {
+    if (!s) return null_arg();
+    return arg_text(std::string_view(*s));
+}
+
+Datum Result::datum(uint64_t row, int col, bool* isnull) const {
+    return SPI_getbinval(table_->vals[row], table_->tupdesc, col, isnull);
+}
+
+bool Result::is_null(uint64_t row, int col) const {
+    bool isnull;
+    datum(row, col, &isnull);
+    return isnull;
+}
+
+int64_t Result::get_int64(uint64_t row, int col) const {
+    bool isnull;
+    Datum d = datum(row, col, &isnull);
+    return isnull ? 0 : DatumGetInt64(d);
+}
+
+int32_t Result::get_int32(uint64_t row, int col) const {
+    bool isnull;
+    Datum d = datum(row, col, &isnull);
+    return isnull ? 0 : DatumGetInt32(d);
+}
+
+bool Result::get_bool(uint64_t row, int col) const {
+    bool isnull;
+    Datum d = datum(row, col, &isnull);
+    return !isnull && DatumGetBool(d);
+}
+
+std::string Result::get_text(uint64_t row, int col) const {
+    bool isnull;
+    Datum d = datum(row, col, &isnull);
+    if (isnull) return {};
+    char* s = pg_guard([&] { return TextDatumGetCString(d); });
+    std::string out(s);
+    pfree(s);
+    return out;
+}
+
+Connection::Connection() : caller_context_(CurrentMemoryContext) {
+    pg_guard([] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "hopper: SPI_connect failed");
+    });
+}
+
+Connection::~Connection() {
+    if (finished_ || std::uncaught_exceptions() > 0) return;
+    SPI_finish();
+}
+
+void Connection::finish() {
+    if (finished_) return;
+    finished_ = true;
+    pg_guard([] { SPI_finish(); });
+}
+
+Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long limit) {
+    SPIPlanPtr plan = st.plan();
+    std::array<Datum, 16> values{};
+    std::array<char, 17> nulls{};
+    int i = 0;
+    for (const Arg& a : args) {
+        values[i] = a.value;
+        nulls[i] = a.isnull ? 'n' : ' ';
+        ++i;
+    }
+    if (i != st.nargs()) throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
+    int rc = pg_guard([&] { return SPI_execute_plan(plan, values.data(), nulls.data(), false, limit); });
+    if (rc < 0)
+        throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+                      std::string("hopper: SPI_execute_plan failed: ") + SPI_result_code_string(rc));
+    return Result(SPI_tuptable, SPI_processed);
+}
+
+}  // namespace hopper::spi

@@ -1,0 +1,69 @@
+// Reading: job_status (one job, wherever it is) and queue_stats (counts per queue and state).
+#include "hopper/args.hpp"
+#include "hopper/queues.hpp"
+#include "hopper/result.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/timestamp.h"
+}
+
+using namespace hopper;
+
+HOPPER_FUNCTION(hopper_job_status) {
+    int64_t id = args::job_id(fcinfo, 0);
+    // Columns in hopper.job_info order. An available job whose run_at is ahead reads "scheduled".
+    static spi::Statement st(
+        "SELECT id, queue, kind, "
+        "  CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' "
+        "       ELSE state::text END, "
+        "  attempt, max_attempts, priority, run_at, created_at, started_at, NULL::timestamptz, "
+        "  worker, last_error, errors, NULL::jsonb, progress, progress_detail, payload "
+        "FROM hopper.jobs WHERE id = $1 "
+        "UNION ALL "
+        "SELECT id, queue, kind, state::text, attempt, max_attempts, priority, run_at, created_at, "
+        "  started_at, finished_at, worker, last_error, errors, result, progress, progress_detail, "
+        "  payload "
+        "FROM hopper.job_history WHERE id = $1 LIMIT 1",
+        {INT8OID});
+    spi::Connection conn;
+    spi::Result r = conn.exec(st, {spi::arg(id)});
+    if (r.empty())
+        throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
+                      "It never existed, or its history was pruned after the queue's retention.");
+    Datum row = result::composite(fcinfo, conn, r, 0);
+    conn.finish();
+    return row;
+}
+
+HOPPER_FUNCTION(hopper_queue_stats) {
+    std::optional<std::string> queue;
+    if (!args::is_null(fcinfo, 0)) queue = args::queue_name(fcinfo, 0);
+    static spi::Statement st(
+        "SELECT q.name, l.available, l.scheduled, l.running, h.completed, h.dead, h.cancelled, "
+        "  pg_catalog.now() - l.oldest_available, q.paused "
+        "FROM hopper.queues q "
+        "CROSS JOIN LATERAL ("
+        "  SELECT pg_catalog.count(*) FILTER (WHERE state = 'available' AND run_at <= pg_catalog.now()) "
+        "           AS available, "
+        "         pg_catalog.count(*) FILTER (WHERE state = 'available' AND run_at > pg_catalog.now()) "
+        "           AS scheduled, "
+        "         pg_catalog.count(*) FILTER (WHERE state = 'running') AS running, "
+        "         pg_catalog.min(run_at) FILTER (WHERE state = 'available' "
+        "           AND run_at <= pg_catalog.now()) AS oldest_available "
+        "  FROM hopper.jobs j WHERE j.queue = q.name) l "
+        "CROSS JOIN LATERAL ("
+        "  SELECT pg_catalog.count(*) FILTER (WHERE state = 'completed') AS completed, "
+        "         pg_catalog.count(*) FILTER (WHERE state = 'dead') AS dead, "
+        "         pg_catalog.count(*) FILTER (WHERE state = 'cancelled') AS cancelled "
+        "  FROM hopper.job_history h WHERE h.queue = q.name) h "
+        "WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
+        {TEXTOID});
+    result::SetResult out(fcinfo);
+    spi::Connection conn;
+    if (queue) queues::require(conn, *queue);
+    spi::Result r = conn.exec(st, {spi::arg_text(queue)});
+    for (uint64_t i = 0; i < r.rows(); ++i) out.add_row(r, i);
+    conn.finish();
+    return (Datum)0;
+}
