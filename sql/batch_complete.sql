@@ -1,0 +1,81 @@
+-- Batched completion: queue_complete_many and queue_complete_pull.
+SET hopper.notify = off;
+
+SELECT hopper.queue_create('bulk_done') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('bulk_done',
+    ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}', '{"n": 4}']::jsonb[]);
+
+-- Pull three, complete them in one call with per-job results.
+CREATE TEMP TABLE held AS SELECT id, lease_token, payload FROM hopper.queue_pull('bulk_done', 3);
+SELECT count(*) AS held FROM held;
+SELECT count(*) AS completed
+FROM hopper.queue_complete_many((SELECT array_agg(id ORDER BY id) FROM held),
+                                (SELECT array_agg(lease_token ORDER BY id) FROM held),
+                                (SELECT array_agg(pg_catalog.jsonb_build_object('done', payload->'n'))
+                                 FROM (SELECT payload FROM held ORDER BY id) s));
+SELECT s.state, s.result = pg_catalog.jsonb_build_object('done', h.payload->'n') AS result_kept
+FROM held h, hopper.job_status(h.id) s ORDER BY h.id;
+
+-- The same ids again: the leases are gone, so nothing is completed (not an error).
+SELECT count(*) AS completed_again
+FROM hopper.queue_complete_many((SELECT array_agg(id) FROM held),
+                                (SELECT array_agg(lease_token) FROM held));
+
+-- Fencing: of a stale and a current token, only the current one completes; ids come back in the
+-- order given, duplicates once.
+SELECT hopper.queue_push('bulk_done', '{"n": 5}') AS id5 \gset
+SELECT id AS a, lease_token AS ta FROM hopper.queue_pull('bulk_done', 1) \gset
+SELECT id AS b, lease_token AS tb FROM hopper.queue_pull('bulk_done', 1) \gset
+SELECT (ids.id = :b) AS is_b
+FROM hopper.queue_complete_many(ARRAY[:b, :a, :b], ARRAY[:tb, :ta + 1000, :tb]) AS ids(id);
+SELECT state FROM hopper.job_status(:a);
+SELECT hopper.queue_complete(:a, :ta) AS a_completed;
+
+-- Empty arrays complete nothing.
+SELECT count(*) AS none FROM hopper.queue_complete_many('{}', '{}');
+
+-- Bad input: real SQLSTATEs, nothing changed.
+\set VERBOSITY sqlstate
+SELECT hopper.queue_complete_many(NULL, '{1}');
+SELECT hopper.queue_complete_many('{1}', NULL);
+SELECT hopper.queue_complete_many('{1,2}', '{1}');
+SELECT hopper.queue_complete_many('{1}', '{1}', '{}');
+SELECT hopper.queue_complete_many(ARRAY[1, NULL]::bigint[], '{1,2}');
+SELECT hopper.queue_complete_many('{{1}}', '{{1}}');
+SELECT hopper.queue_complete_many(ARRAY[999999999]::bigint[], ARRAY[1]::bigint[]);
+SELECT count(*) FROM hopper.queue_complete_many(
+    (SELECT array_agg(g) FROM generate_series(1, 10001) g),
+    (SELECT array_agg(g) FROM generate_series(1, 10001) g));
+\set VERBOSITY default
+SELECT hopper.queue_complete_many('{1,2}', '{1}');
+
+-- queue_complete_pull: only pull, then complete the held job and pull the next in one call.
+SELECT hopper.queue_push('bulk_done', '{"n": 6}') AS id6 \gset
+SELECT hopper.queue_push('bulk_done', '{"n": 7}') AS id7 \gset
+SELECT hopper.queue_push('bulk_done', '{"n": 8}') AS id8 \gset
+SELECT id AS c, lease_token AS tc, attempt FROM hopper.queue_complete_pull(NULL, NULL, NULL, 'bulk_done')
+\gset
+SELECT :c = :id6 AS first_in_order, :attempt AS attempt;
+SELECT id AS d, lease_token AS td FROM hopper.queue_complete_pull(:c, :tc, '{"ok": 1}', 'bulk_done',
+                                                                 worker => 'w9') \gset
+SELECT :d = :id7 AS next_in_order;
+SELECT state, result FROM hopper.job_status(:c);
+SELECT state, worker FROM hopper.job_status(:d);
+-- A stale token completes nothing, but the worker still gets its next job.
+SELECT id = :id8 AS got_next FROM hopper.queue_complete_pull(:d, :td + 1000, NULL, 'bulk_done', 5);
+SELECT state FROM hopper.job_status(:d);
+-- An empty queue: the completion happens, nothing is pulled.
+SELECT count(*) AS pulled FROM hopper.queue_complete_pull(:d, :td, NULL, 'bulk_done');
+SELECT state FROM hopper.job_status(:d);
+
+\set VERBOSITY sqlstate
+SELECT * FROM hopper.queue_complete_pull(1, NULL, NULL, 'bulk_done');
+SELECT * FROM hopper.queue_complete_pull(NULL, 1, NULL, 'bulk_done');
+SELECT * FROM hopper.queue_complete_pull(NULL, NULL, NULL, 'bad queue');
+SELECT * FROM hopper.queue_complete_pull(NULL, NULL, NULL, NULL);
+SELECT * FROM hopper.queue_complete_pull(999999999, 1, NULL, 'bulk_done');
+SELECT * FROM hopper.queue_complete_pull(NULL, NULL, NULL, 'bulk_done', 0);
+\set VERBOSITY default
+SELECT * FROM hopper.queue_complete_pull(1, NULL, NULL, 'bulk_done');
+
+SELECT queue, available, running, completed FROM hopper.queue_stats('bulk_done');
