@@ -1,0 +1,427 @@
+#!/usr/bin/env bash
+# hopper's performance suite (`make bench`): hopper against the plain-SQL baseline queue and the raw
+# pgbench limits, side by side in one run on the project's own cluster. Writes bench/results/REPORT.md
+# and the plots under bench/results/, from scratch every time.
+#
+# Settings (environment):
+#   BENCH_QUICK=1            a short pass for development (1 s runs, 1 repetition, small backlogs)
+#   BENCH_SECONDS            length of each timed pgbench run (default 3)
+#   BENCH_REPS               repetitions of every measurement; the report shows median, min, max (3)
+#   BENCH_SCALE_SIZES        backlog sizes for the scaling runs (default "10000 100000 1000000")
+#   BENCH_HISTORY            finished jobs put in history for the last scaling run (default 1000000)
+#   BENCH_LATENCY_SECONDS    length of each latency run (default 5) at BENCH_LATENCY_RATE jobs/s (1000)
+#   BENCH_CHURN_SECONDS      length of the churn run (default 90)
+#   BENCH_PRESSURE_SECONDS   length of each pressure run (default 30), at BENCH_PRESSURE_RATE (1000)
+#   BENCH_SYNC_OFF=0         skip the synchronous_commit=off pass
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+quick=${BENCH_QUICK:-0}
+if [ "$quick" = 1 ]; then
+    SECS=${BENCH_SECONDS:-1}
+    REPS=${BENCH_REPS:-1}
+    SCALE_SIZES=${BENCH_SCALE_SIZES:-"10000 100000"}
+    HISTORY=${BENCH_HISTORY:-100000}
+    LAT_SECS=${BENCH_LATENCY_SECONDS:-2}
+    CHURN_SECS=${BENCH_CHURN_SECONDS:-15}
+    PRESSURE_SECS=${BENCH_PRESSURE_SECONDS:-8}
+else
+    SECS=${BENCH_SECONDS:-3}
+    REPS=${BENCH_REPS:-3}
+    SCALE_SIZES=${BENCH_SCALE_SIZES:-"10000 100000 1000000"}
+    HISTORY=${BENCH_HISTORY:-1000000}
+    LAT_SECS=${BENCH_LATENCY_SECONDS:-5}
+    CHURN_SECS=${BENCH_CHURN_SECONDS:-90}
+    PRESSURE_SECS=${BENCH_PRESSURE_SECONDS:-30}
+fi
+LAT_RATE=${BENCH_LATENCY_RATE:-1000}
+PRESSURE_RATE=${BENCH_PRESSURE_RATE:-1000}
+SYNC_OFF=${BENCH_SYNC_OFF:-1}
+# Drain backlogs: enough jobs for a run of SECS at well above the rates expected on a 2-core box.
+drain_backlog() {  # pull batch size
+    local per_sec
+    case $1 in 1) per_sec=12000 ;; 10) per_sec=60000 ;; *) per_sec=200000 ;; esac
+    echo $((per_sec * SECS))
+}
+
+OUT=bench/results
+TMP=$OUT/tmp
+rm -rf "$TMP"
+mkdir -p "$TMP"
+chmod 777 "$TMP"
+RESULTS=$TMP/results.tsv
+: >"$RESULTS"
+started_at=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+t_start=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+
+log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+export HOPPER_CLUSTER=bench
+cluster=test/cluster.sh
+snapshot_pid=
+cleanup() {
+    if [ -n "$snapshot_pid" ]; then kill "$snapshot_pid" 2>/dev/null || true; fi
+    $cluster stop >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+log "fresh cluster"
+$cluster destroy >/dev/null 2>&1 || true
+$cluster start
+eval "$($cluster env)"
+export PGHOST PGPORT PGUSER
+export PGDATABASE=bench
+PGBENCH=$($cluster bindir)/pgbench
+[ -x "$PGBENCH" ] || PGBENCH=/usr/lib/postgresql/15/bin/pgbench
+
+psql -XAtq -d postgres -v ON_ERROR_STOP=1 -c "CREATE DATABASE bench" >/dev/null
+psql -XAtq -v ON_ERROR_STOP=1 -f bench/setup.sql >/dev/null
+
+log "building the latency driver"
+g++ -std=c++17 -O2 -Wall -Wextra -pthread -I"$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)" \
+    bench/latency.cpp -o "$TMP/latency" -lpq
+CONNINFO="host=$PGHOST port=$PGPORT user=$PGUSER dbname=bench"
+
+q() { psql -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
+rec() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
+checkpoint() { q "CHECKPOINT" >/dev/null; }
+
+# pgbench LOG CLIENTS SECONDS SCRIPT [pgbench args...]: prints "transactions tps".
+pgb() {
+    local logf=$1 c=$2 secs=$3 script=$4
+    shift 4
+    local j=$((c < 2 ? 1 : 2))
+    if ! timeout $((secs * 4 + 60)) "$PGBENCH" -n -M prepared -c "$c" -j "$j" -T "$secs" \
+        -f "bench/scripts/$script" -D idle=1000 "$@" >"$logf" 2>&1; then
+        echo "pgbench failed or had aborted clients (see $logf):" >&2
+        grep -E 'error|ERROR|abort' "$logf" | head -3 >&2 || true
+    fi
+    local n tps
+    n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$logf")
+    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$logf")
+    echo "${n:-0} ${tps:-0}"
+}
+# jobs/s from a count of jobs and pgbench's "transactions tps" line.
+rate() {  # jobs "transactions tps"
+    awk -v jobs="$1" -v nt="$2" 'BEGIN { split(nt, a, " "); if (a[1] > 0 && a[2] > 0) printf "%.0f", jobs / (a[1] / a[2]); else print "nan" }'
+}
+
+reset_hopper() { q "TRUNCATE hopper.jobs, hopper.job_history" >/dev/null; }
+reset_baseline() { q "TRUNCATE bench.baseline_queue" >/dev/null; }
+preload_hopper() {  # queue count
+    local chunks=$((($2 + 999) / 1000))
+    PGOPTIONS='-c hopper.notify=off -c synchronous_commit=off' q "SELECT pg_catalog.count(*) FROM
+        pg_catalog.generate_series(0, $chunks - 1) s,
+        LATERAL hopper.queue_push_batch('$1', ARRAY(SELECT pg_catalog.jsonb_build_object('n', s * 1000 + g)
+                                                    FROM pg_catalog.generate_series(1, 1000) g))" >/dev/null
+    q "VACUUM ANALYZE hopper.jobs" >/dev/null
+}
+preload_baseline() {  # count
+    PGOPTIONS='-c synchronous_commit=off' q "INSERT INTO bench.baseline_queue (message)
+        SELECT pg_catalog.jsonb_build_object('n', g) FROM pg_catalog.generate_series(1, $1) g" >/dev/null
+    q "VACUUM ANALYZE bench.baseline_queue" >/dev/null
+}
+hopper_completed() { q "SELECT pg_catalog.count(*) FROM hopper.job_history WHERE queue = '$1'"; }
+baseline_left() { q "SELECT pg_catalog.count(*) FROM bench.baseline_queue"; }
+
+# Samples the wait events of client backends every 50 ms for SECONDS into FILE (background).
+sample_waits() {  # seconds file
+    local end=$(($(date +%s) + $1))
+    while [ "$(date +%s)" -lt "$end" ]; do
+        psql -XAtq -c "SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU (no wait event)')
+            FROM pg_catalog.pg_stat_activity
+            WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_catalog.pg_backend_pid()" \
+            >>"$2" 2>/dev/null || true
+        sleep 0.05
+    done
+}
+
+# ---------------------------------------------------------------------------------------------------
+# The workloads. Every one records jobs/s (or tps) as KEY, REP, VALUE in $RESULTS. Repetitions are
+# interleaved (rep 1 of everything, then rep 2, ...) so that a noisy moment hits all sides alike.
+
+raw_limits() {  # prefix (PGOPTIONS set by the caller)
+    local pfx=$1 rep c s
+    for rep in $(seq "$REPS"); do
+        for c in 1 4 16; do
+            for s in insert update select; do
+                q "TRUNCATE bench.raw_insert" >/dev/null
+                checkpoint
+                r=$(pgb "$TMP/$pfx.raw_$s.c$c.$rep.log" "$c" "$SECS" "raw_$s.sql")
+                rec "$pfx.raw.$s.c$c" "$rep" "$(echo "$r" | awk '{printf "%.0f", $2}')"
+            done
+        done
+    done
+}
+
+enqueue() {  # prefix configs...: each config is system:mode:clients (system base|hop|hopq)
+    local pfx=$1 rep cfg sys mode c r batch
+    shift
+    for rep in $(seq "$REPS"); do
+        for cfg in "$@"; do
+            IFS=: read -r sys mode c <<<"$cfg"
+            reset_hopper
+            reset_baseline
+            checkpoint
+            local opts=() script
+            batch=1
+            case $mode in single) ;; *) batch=${mode#b} ;; esac
+            case $sys in
+                base) script=base_push.sql; [ "$batch" = 1 ] || script=base_push_batch.sql ;;
+                *) script=hop_push.sql; [ "$batch" = 1 ] || script=hop_push_batch.sql ;;
+            esac
+            [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
+            r=$(pgb "$TMP/$pfx.enq.$sys.$mode.c$c.$rep.log" "$c" "$SECS" "$script" -D q=enq -D batch="$batch")
+            [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS% -c hopper.notify=off}"
+            rec "$pfx.enq.$sys.$mode.c$c" "$rep" "$(echo "$r" | awk -v b="$batch" '{printf "%.0f", $2 * b}')"
+        done
+    done
+}
+
+drain() {  # prefix configs...: each config is system:script:n (system base|hop|hopq)
+    local pfx=$1 rep cfg sys script n backlog r done_jobs left
+    shift
+    for rep in $(seq "$REPS"); do
+        for cfg in "$@"; do
+            IFS=: read -r sys script n <<<"$cfg"
+            backlog=$(drain_backlog "$n")
+            reset_hopper
+            reset_baseline
+            if [ "$sys" = base ]; then preload_baseline "$backlog"; else preload_hopper drain "$backlog"; fi
+            checkpoint
+            [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
+            r=$(pgb "$TMP/$pfx.drain.$sys.$script.n$n.$rep.log" 4 "$SECS" "$script.sql" -D q=drain -D n="$n" \
+                -D 'ids={}' -D 'toks={}' -D id=0 -D tok=0)
+            [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS% -c hopper.notify=off}"
+            if [ "$sys" = base ]; then
+                left=$(baseline_left)
+                done_jobs=$((backlog - left))
+                left=$(q "SELECT pg_catalog.count(*) FROM bench.baseline_queue WHERE status = 'new'")
+            else
+                done_jobs=$(hopper_completed drain)
+                left=$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")
+            fi
+            [ "$left" -gt 0 ] || echo "warning: $pfx drain $cfg emptied its backlog of $backlog: the rate is a lower bound" >&2
+            rec "$pfx.drain.$sys.$script.n$n" "$rep" "$(rate "$done_jobs" "$r")"
+        done
+    done
+}
+
+steady() {  # prefix configs...: each config is system:consumer_script (system base|hop|hopq)
+    local pfx=$1 rep cfg sys script r rp done_jobs ppid
+    shift
+    for rep in $(seq "$REPS"); do
+        for cfg in "$@"; do
+            IFS=: read -r sys script <<<"$cfg"
+            reset_hopper
+            reset_baseline
+            checkpoint
+            [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
+            local push=hop_push.sql
+            [ "$sys" = base ] && push=base_push.sql
+            pgb "$TMP/$pfx.steady.$sys.$script.prod.$rep.log" 4 "$SECS" "$push" -D q=steady >"$TMP/prod.out" &
+            ppid=$!
+            if [ "$rep" = 1 ] && [ "$pfx" = on ]; then sample_waits "$SECS" "$TMP/waits.steady.$sys.$script" & fi
+            r=$(pgb "$TMP/$pfx.steady.$sys.$script.cons.$rep.log" 4 "$SECS" "$script.sql" -D q=steady -D n=1 \
+                -D id=0 -D tok=0)
+            wait "$ppid" || true
+            wait || true
+            [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS% -c hopper.notify=off}"
+            rp=$(cat "$TMP/prod.out")
+            if [ "$sys" = base ]; then
+                done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
+            else
+                done_jobs=$(hopper_completed steady)
+            fi
+            rec "$pfx.steady.$sys.$script" "$rep" "$(rate "$done_jobs" "$r")"
+            rec "$pfx.steady.$sys.$script.pushed" "$rep" "$(echo "$rp" | awk '{printf "%.0f", $2}')"
+        done
+    done
+}
+
+latency() {  # configs...: each is name:done_notify(on|off):synchronous_commit(on|off)
+    local rep cfg name dn sc out
+    for rep in $(seq "$REPS"); do
+        for cfg in "$@"; do
+            IFS=: read -r name dn sc <<<"$cfg"
+            reset_hopper
+            checkpoint
+            out=$(HOPPER_LATENCY_DONE_NOTIFY=$dn PGOPTIONS="-c synchronous_commit=$sc" timeout $((LAT_SECS * 3 + 60)) \
+                "$TMP/latency" "$CONNINFO" lat "$LAT_RATE" "$LAT_SECS" 4 4 "$TMP/lat.$name.$rep" 2>&1) || true
+            echo "$out" >"$TMP/lat.$name.$rep.log"
+            for k in p50_us p90_us p99_us p999_us max_us rate pushed started late_pushes; do
+                rec "lat.$name.$k" "$rep" "$(echo "$out" | tr ' ' '\n' | sed -n "s/^$k=//p" | tail -1)"
+            done
+        done
+    done
+}
+
+scaling() {
+    local have=0 size rep before r after hist_done=0 label
+    reset_hopper
+    for size in $SCALE_SIZES $([ "$HISTORY" -gt 0 ] && echo history); do
+        if [ "$size" = history ]; then
+            log "scaling: + $HISTORY finished jobs in history"
+            PGOPTIONS='-c synchronous_commit=off' q "INSERT INTO hopper.job_history (id, queue, state, priority,
+                run_at, attempt, max_attempts, created_at, started_at, finished_at, payload)
+                SELECT 1000000000000 + g, 'scale', 'completed', 0, pg_catalog.now(), 1, 5, pg_catalog.now(),
+                       pg_catalog.now(), pg_catalog.now(), pg_catalog.jsonb_build_object('n', g)
+                FROM pg_catalog.generate_series(1, $HISTORY) g" >/dev/null
+            q "VACUUM ANALYZE hopper.job_history" >/dev/null
+            label="${have}+${HISTORY}h"
+        else
+            log "scaling: backlog $size"
+            [ "$size" -gt "$have" ] && preload_hopper scale $((size - have))
+            have=$size
+            label=$size
+        fi
+        q "VACUUM ANALYZE hopper.jobs" >/dev/null
+        for rep in $(seq "$REPS"); do
+            checkpoint
+            before=$(hopper_completed scale)
+            r=$(pgb "$TMP/scale.$label.$rep.log" 4 "$SECS" hop_scale.sql -D q=scale -D n=10 -D 'ids={}' -D 'toks={}')
+            after=$(hopper_completed scale)
+            rec "scale.$label" "$rep" "$(rate $((after - before)) "$r")"
+        done
+        echo "$label" >>"$TMP/scale.labels"
+    done
+}
+
+sizes_sql="SELECT pg_catalog.pg_relation_size('hopper.jobs'), pg_catalog.pg_indexes_size('hopper.jobs'),
+    n_live_tup, n_dead_tup FROM pg_catalog.pg_stat_user_tables WHERE relid = 'hopper.jobs'::regclass"
+
+churn() {
+    reset_hopper
+    checkpoint
+    log "churn: ${CHURN_SECS}s at $PRESSURE_RATE jobs/s offered"
+    pgb "$TMP/churn.prod.log" 4 "$CHURN_SECS" hop_push.sql -D q=churn -R "$PRESSURE_RATE" >/dev/null &
+    local ppid=$! t0
+    pgb "$TMP/churn.cons.log" 4 "$CHURN_SECS" hop_complete_pull.sql -D q=churn -D id=0 -D tok=0 \
+        >"$TMP/churn.cons.out" &
+    local cpid=$!
+    t0=$(date +%s)
+    : >"$TMP/churn.tsv"
+    while kill -0 "$cpid" 2>/dev/null; do
+        sleep 5
+        printf '%s|%s\n' $(($(date +%s) - t0)) "$(q "$sizes_sql")" >>"$TMP/churn.tsv"
+    done
+    wait "$ppid" || true
+    wait "$cpid" || true
+    printf '%s|%s\n' $(($(date +%s) - t0)) "$(q "$sizes_sql")" >>"$TMP/churn.tsv"
+    rec churn.completed 1 "$(rate "$(hopper_completed churn)" "$(cat "$TMP/churn.cons.out")")"
+}
+
+pressure() {  # system (base|hop) held (0|1)
+    local sys=$1 held=$2 name r ppid done_jobs rp push script
+    name="$sys.$([ "$held" = 1 ] && echo held || echo clean)"
+    reset_hopper
+    reset_baseline
+    q "VACUUM hopper.jobs" >/dev/null
+    q "VACUUM bench.baseline_queue" >/dev/null
+    checkpoint
+    push=hop_push.sql script=hop_complete_pull.sql
+    [ "$sys" = base ] && push=base_push.sql script=base_pull_complete.sql
+    if [ "$held" = 1 ]; then
+        # A session that holds one snapshot for the whole run, as a long report query does.
+        PGAPPNAME=bench_snapshot psql -XAtq -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT 1" \
+            -c "SELECT pg_catalog.pg_sleep($PRESSURE_SECS + 30)" >/dev/null 2>&1 &
+        snapshot_pid=$!
+        sleep 1
+    fi
+    log "pressure: $name"
+    local before
+    before=$(q "$sizes_sql")
+    pgb "$TMP/pressure.$name.prod.log" 4 "$PRESSURE_SECS" "$push" -D q=pressure -R "$PRESSURE_RATE" \
+        >"$TMP/prod.out" &
+    ppid=$!
+    r=$(pgb "$TMP/pressure.$name.cons.log" 4 "$PRESSURE_SECS" "$script" -D q=pressure -D n=1 -D id=0 -D tok=0)
+    wait "$ppid" || true
+    rp=$(cat "$TMP/prod.out")
+    if [ "$sys" = base ]; then
+        done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
+        sleep 1
+        rec "pressure.$name.sizes" 1 "$(q "SELECT pg_catalog.pg_relation_size('bench.baseline_queue'),
+            pg_catalog.pg_indexes_size('bench.baseline_queue'), n_live_tup, n_dead_tup
+            FROM pg_catalog.pg_stat_user_tables WHERE relid = 'bench.baseline_queue'::regclass")"
+    else
+        done_jobs=$(hopper_completed pressure)
+        sleep 1
+        rec "pressure.$name.sizes" 1 "$(q "$sizes_sql")"
+    fi
+    rec "pressure.$name" 1 "$(rate "$done_jobs" "$r")"
+    rec "pressure.$name.offered" 1 "$(echo "$rp" | awk '{printf "%.0f", $2}')"
+    if [ "$held" = 1 ]; then
+        q "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
+           WHERE application_name = 'bench_snapshot'" >/dev/null
+        wait "$snapshot_pid" 2>/dev/null || true
+        snapshot_pid=
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------------
+log "settings: ${SECS}s runs, $REPS repetitions$([ "$quick" = 1 ] && echo ' (quick mode)')"
+q "SELECT name || ' = ' || setting || COALESCE(' ' || unit, '') FROM pg_catalog.pg_settings
+   WHERE name IN ('shared_buffers', 'synchronous_commit', 'fsync', 'wal_level', 'max_wal_size',
+                  'checkpoint_timeout', 'autovacuum', 'autovacuum_naptime', 'wal_sync_method',
+                  'max_connections', 'server_version', 'work_mem', 'full_page_writes')
+   ORDER BY name" >"$TMP/settings.txt"
+
+log "raw pgbench limits"
+raw_limits on
+
+ENQ=(base:single:1 hop:single:1 hopq:single:1 base:single:4 hop:single:4 hopq:single:4
+     base:b100:1 hop:b100:1 base:b100:4 hop:b100:4 hopq:b100:4 base:b1000:1 hop:b1000:1 base:b1000:4 hop:b1000:4)
+log "enqueue"
+enqueue on "${ENQ[@]}"
+
+DRAIN=(base:base_pull_complete:1 hop:hop_pull_complete1:1 hop:hop_complete_pull:1 hopq:hop_complete_pull:1
+       base:base_pull_complete:10 hop:hop_pull_complete_many:10 hop:hop_complete_many_pull:10
+       hopq:hop_complete_many_pull:10
+       base:base_pull_complete:100 hop:hop_pull_complete_many:100 hop:hop_complete_many_pull:100)
+log "drain"
+drain on "${DRAIN[@]}"
+
+STEADY=(base:base_pull_complete hop:hop_pull_complete1 hop:hop_complete_pull hopq:hop_complete_pull)
+log "steady state 4 producers + 4 consumers"
+steady on "${STEADY[@]}"
+
+log "push-to-start latency at $LAT_RATE jobs/s"
+latency default:on:on nodone:off:on syncoff:on:off
+
+log "backlog scaling"
+scaling
+
+churn
+
+pressure hop 0
+pressure hop 1
+pressure base 0
+pressure base 1
+
+if [ "$SYNC_OFF" = 1 ]; then
+    log "synchronous_commit = off pass"
+    export PGOPTIONS="-c synchronous_commit=off"
+    for rep in $(seq "$REPS"); do
+        q "TRUNCATE bench.raw_insert" >/dev/null
+        checkpoint
+        rec off.raw.insert.c4 "$rep" "$(pgb "$TMP/off.raw_insert.c4.$rep.log" 4 "$SECS" raw_insert.sql | awk '{printf "%.0f", $2}')"
+    done
+    enqueue off base:single:4 hop:single:4 hopq:single:4 base:b100:4 hop:b100:4
+    drain off base:base_pull_complete:1 hop:hop_complete_pull:1 hopq:hop_complete_pull:1 \
+        base:base_pull_complete:10 hop:hop_complete_many_pull:10
+    steady off base:base_pull_complete hop:hop_complete_pull hopq:hop_complete_pull
+    unset PGOPTIONS
+fi
+
+t_end=$(date +%s)
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+log "writing the report"
+BENCH_STARTED="$started_at" BENCH_ELAPSED=$((t_end - t_start)) BENCH_LOAD_START="$load_start" \
+    BENCH_LOAD_END="$load_end" BENCH_SECS=$SECS BENCH_REPS_USED=$REPS BENCH_QUICK_USED=$quick \
+    BENCH_LAT_RATE=$LAT_RATE BENCH_LAT_SECS=$LAT_SECS BENCH_CHURN_SECS=$CHURN_SECS \
+    BENCH_PRESSURE_SECS=$PRESSURE_SECS BENCH_PRESSURE_RATE=$PRESSURE_RATE BENCH_SYNC_OFF_USED=$SYNC_OFF \
+    bench/report.sh "$TMP" "$OUT"
+log "done in $((t_end - t_start)) s: $OUT/REPORT.md"

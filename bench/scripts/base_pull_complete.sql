@@ -1,0 +1,15 @@
+-- Baseline queue worker: pull up to :n (one transaction), then complete them = DELETE (a second
+-- transaction). An empty pull sleeps :idle microseconds, like a polling worker.
+WITH claimed AS (
+    UPDATE bench.baseline_queue SET status = 'running', updated_at = pg_catalog.now()
+    WHERE id IN (SELECT id FROM bench.baseline_queue
+                 WHERE status = 'new' AND scheduled_for <= pg_catalog.now()
+                 ORDER BY scheduled_for FOR UPDATE SKIP LOCKED LIMIT :n)
+    RETURNING *)
+SELECT COALESCE(pg_catalog.array_agg(id)::text, '{}') AS ids, pg_catalog.count(*) AS got FROM claimed
+\gset
+\if :got > 0
+DELETE FROM bench.baseline_queue WHERE id = ANY (:ids::bigint[]);
+\else
+\sleep :idle us
+\endif

@@ -1,0 +1,2 @@
+-- Baseline queue: push one job.
+INSERT INTO bench.baseline_queue (message) VALUES ('{"n": 1}');

@@ -1,0 +1,11 @@
+-- hopper worker, one commit per batch: complete the :n jobs held since the previous transaction
+-- (queue_complete_many) and pull the next :n, in one transaction.
+BEGIN;
+SELECT pg_catalog.count(*) FROM hopper.queue_complete_many(:ids::bigint[], :toks::bigint[]);
+SELECT COALESCE(pg_catalog.array_agg(id)::text, '{}') AS ids,
+       COALESCE(pg_catalog.array_agg(lease_token)::text, '{}') AS toks, pg_catalog.count(*) AS got
+FROM hopper.queue_pull(:q, :n) \gset
+COMMIT;
+\if :got = 0
+\sleep :idle us
+\endif

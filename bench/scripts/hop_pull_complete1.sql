@@ -1,0 +1,8 @@
+-- hopper worker, existing API: pull 1 (one transaction), then queue_complete (a second one).
+SELECT COALESCE(max(id), 0) AS id, COALESCE(max(lease_token), 0) AS tok
+FROM hopper.queue_pull(:q, 1) \gset
+\if :id > 0
+SELECT hopper.queue_complete(:id, :tok);
+\else
+\sleep :idle us
+\endif

@@ -1,0 +1,9 @@
+-- hopper worker: pull up to :n (one transaction), then queue_complete_many (a second one).
+SELECT COALESCE(pg_catalog.array_agg(id)::text, '{}') AS ids,
+       COALESCE(pg_catalog.array_agg(lease_token)::text, '{}') AS toks, pg_catalog.count(*) AS got
+FROM hopper.queue_pull(:q, :n) \gset
+\if :got > 0
+SELECT pg_catalog.count(*) FROM hopper.queue_complete_many(:ids::bigint[], :toks::bigint[]);
+\else
+\sleep :idle us
+\endif

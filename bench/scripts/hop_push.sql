@@ -1,0 +1,2 @@
+-- hopper: push one job.
+SELECT hopper.queue_push(:q, '{"n": 1}');

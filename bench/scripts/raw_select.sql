@@ -1,0 +1,2 @@
+-- pgbench limit: the round trip.
+SELECT 1;
