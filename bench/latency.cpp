@@ -8,6 +8,12 @@
 // until the next notification. Latency = time the pull returned the job - time the push was sent.
 // Both clocks are this process's steady clock.
 //
+// HOPPER_LATENCY_RELAY=on models wakeups relayed by one server-side process instead of sent by the
+// producers: producers push with hopper.notify off (no NOTIFY in their commits), and one relay
+// connection with synchronous_commit off checks every HOPPER_LATENCY_RELAY_US microseconds (default
+// 500) whether the queue has available jobs (a committed push not yet pulled) and, if so, sends one
+// NOTIFY "hopper:<queue>", which costs its asynchronous commit no fsync.
+//
 //   latency CONNINFO QUEUE RATE SECONDS PRODUCERS CONSUMERS OUT_PREFIX
 // writes OUT_PREFIX.txt (one latency in microseconds per line, sorted) and prints a summary line:
 //   pushed=N started=N p50_us=.. p90_us=.. p99_us=.. p999_us=.. max_us=.. rate=..
@@ -82,6 +88,11 @@ void prepare(PGconn* c, const char* name, const char* sql, int nparams) {
     }
 }
 
+bool relay_mode() {
+    const char* relay = std::getenv("HOPPER_LATENCY_RELAY");
+    return relay != nullptr && std::string(relay) == "on";
+}
+
 struct Shared {
     std::atomic<bool> stop{false};
     std::atomic<int64_t> started{0};
@@ -140,10 +151,32 @@ void consumer(const std::string& conninfo, const std::string& queue, Shared& sha
     shared.latencies.insert(shared.latencies.end(), mine.begin(), mine.end());
 }
 
+// The wakeup relay: one NOTIFY per batch of newly committed jobs, from an asynchronous commit.
+void relay(const std::string& conninfo, const std::string& queue, Shared& shared) {
+    Conn conn = connect(conninfo);
+    PGconn* c = conn.get();
+    exec(c, "SET synchronous_commit = off");
+    exec(c, "SET hopper.notify = off");
+    prepare(c, "ready",
+            "SELECT EXISTS (SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' "
+            "AND run_at <= pg_catalog.now())",
+            1);
+    std::string notify = "NOTIFY \"hopper:" + queue + "\"";
+    const char* every = std::getenv("HOPPER_LATENCY_RELAY_US");
+    int64_t period = every != nullptr ? std::strtoll(every, nullptr, 10) : 500;
+    const char* params[1] = {queue.c_str()};
+    while (!shared.stop.load()) {
+        Result r = exec_params(c, "ready", 1, params);
+        if (PQgetvalue(r.get(), 0, 0)[0] == 't') exec(c, notify.c_str());
+        std::this_thread::sleep_for(std::chrono::microseconds(period));
+    }
+}
+
 // Pushes `total` jobs at `rate` per second from `offset_us` after `start`; counts late pushes.
 void producer(const std::string& conninfo, const std::string& queue, double rate, int64_t total,
               int64_t start, int64_t offset_us, std::atomic<int64_t>& late) {
     Conn conn = connect(conninfo);
+    if (relay_mode()) exec(conn.get(), "SET hopper.notify = off");
     prepare(conn.get(), "push",
             "SELECT hopper.queue_push($1::text, pg_catalog.jsonb_build_object('t', $2::bigint))",
             2);
@@ -200,6 +233,8 @@ int main(int argc, char** argv) {
     int64_t start = now_us() + 500000;
     std::atomic<int64_t> late{0};
     std::vector<std::thread> pushers;
+    std::thread relay_thread;
+    if (relay_mode()) relay_thread = std::thread(relay, conninfo, queue, std::ref(shared));
     for (int i = 0; i < producers; ++i)
         pushers.emplace_back(producer, conninfo, queue, producer_rate, per_producer, start,
                              static_cast<int64_t>(1e6 / rate * i), std::ref(late));
@@ -211,6 +246,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     shared.stop.store(true);
     for (auto& t : threads) t.join();
+    if (relay_thread.joinable()) relay_thread.join();
 
     std::vector<int64_t>& l = shared.latencies;
     std::sort(l.begin(), l.end());

@@ -10,7 +10,7 @@
 #   BENCH_SCALE_SIZES        backlog sizes for the scaling runs (default "10000 100000 1000000")
 #   BENCH_HISTORY            finished jobs put in history for the last scaling run (default 1000000)
 #   BENCH_LATENCY_SECONDS    length of each latency run (default 5) at BENCH_LATENCY_RATE jobs/s (1000)
-#   BENCH_CHURN_SECONDS      length of the churn run (default 90)
+#   BENCH_CHURN_SECONDS      length of the churn run (default 60)
 #   BENCH_PRESSURE_SECONDS   length of each pressure run (default 30), at BENCH_PRESSURE_RATE (1000)
 #   BENCH_SYNC_OFF=0         skip the synchronous_commit=off pass
 set -euo pipefail
@@ -33,16 +33,17 @@ else
     SCALE_SIZES=${BENCH_SCALE_SIZES:-"10000 100000 1000000"}
     HISTORY=${BENCH_HISTORY:-1000000}
     LAT_SECS=${BENCH_LATENCY_SECONDS:-5}
-    CHURN_SECS=${BENCH_CHURN_SECONDS:-90}
+    CHURN_SECS=${BENCH_CHURN_SECONDS:-60}
     PRESSURE_SECS=${BENCH_PRESSURE_SECONDS:-30}
 fi
 LAT_RATE=${BENCH_LATENCY_RATE:-1000}
 PRESSURE_RATE=${BENCH_PRESSURE_RATE:-1000}
 SYNC_OFF=${BENCH_SYNC_OFF:-1}
-# Drain backlogs: enough jobs for a run of SECS at well above the rates expected on a 2-core box.
+# Drain backlogs: each drain run empties its backlog ("until empty"), so the size sets its length:
+# about SECS seconds at the rates seen on a 2-core box (shorter on a faster one).
 drain_backlog() {  # pull batch size
     local per_sec
-    case $1 in 1) per_sec=12000 ;; 10) per_sec=60000 ;; *) per_sec=200000 ;; esac
+    case $1 in 1) per_sec=4000 ;; 10) per_sec=20000 ;; *) per_sec=60000 ;; esac
     echo $((per_sec * SECS))
 }
 
@@ -93,8 +94,14 @@ checkpoint() { q "CHECKPOINT" >/dev/null; }
 pgb() {
     local logf=$1 c=$2 secs=$3 script=$4
     shift 4
-    local j=$((c < 2 ? 1 : 2))
-    if ! timeout $((secs * 4 + 60)) "$PGBENCH" -n -M prepared -c "$c" -j "$j" -T "$secs" \
+    local j=$((c < 2 ? 1 : 2)) length limit
+    # "t:N" runs N transactions per client instead of a fixed time (bounded by a generous timeout).
+    if [ "${secs#t:}" != "$secs" ]; then
+        length=(-t "${secs#t:}") limit=$((SECS * 20 + 120))
+    else
+        length=(-T "$secs") limit=$((secs * 4 + 60))
+    fi
+    if ! timeout "$limit" "$PGBENCH" -n -M prepared -c "$c" -j "$j" "${length[@]}" \
         -f "bench/scripts/$script" -D idle=1000 "$@" >"$logf" 2>&1; then
         echo "pgbench failed or had aborted clients (see $logf):" >&2
         grep -E 'error|ERROR|abort' "$logf" | head -3 >&2 || true
@@ -193,7 +200,8 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
             if [ "$sys" = base ]; then preload_baseline "$backlog"; else preload_hopper drain "$backlog"; fi
             checkpoint
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
-            r=$(pgb "$TMP/$pfx.drain.$sys.$script.n$n.$rep.log" 4 "$SECS" "$script.sql" -D q=drain -D n="$n" \
+            # Until empty: each of the 4 clients runs its share of the pulls (+1 for the stragglers).
+            r=$(pgb "$TMP/$pfx.drain.$sys.$script.n$n.$rep.log" 4 "t:$((backlog / (4 * n) + 1))" "$script.sql" -D q=drain -D n="$n" \
                 -D 'ids={}' -D 'toks={}' -D id=0 -D tok=0)
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS% -c hopper.notify=off}"
             if [ "$sys" = base ]; then
@@ -204,7 +212,7 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
                 done_jobs=$(hopper_completed drain)
                 left=$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")
             fi
-            [ "$left" -gt 0 ] || echo "warning: $pfx drain $cfg emptied its backlog of $backlog: the rate is a lower bound" >&2
+            [ "$left" -lt $((backlog / 100 + 10)) ] || echo "warning: $pfx drain $cfg left $left of $backlog jobs" >&2
             rec "$pfx.drain.$sys.$script.n$n" "$rep" "$(rate "$done_jobs" "$r")"
         done
     done
@@ -242,14 +250,15 @@ steady() {  # prefix configs...: each config is system:consumer_script (system b
     done
 }
 
-latency() {  # configs...: each is name:done_notify(on|off):synchronous_commit(on|off)
-    local rep cfg name dn sc out
+latency() {  # configs...: each is name:done_notify(on|off):synchronous_commit(on|off):relay(on|off)
+    local rep cfg name dn sc relay out
     for rep in $(seq "$REPS"); do
         for cfg in "$@"; do
-            IFS=: read -r name dn sc <<<"$cfg"
+            IFS=: read -r name dn sc relay <<<"$cfg"
             reset_hopper
             checkpoint
-            out=$(HOPPER_LATENCY_DONE_NOTIFY=$dn PGOPTIONS="-c synchronous_commit=$sc" timeout $((LAT_SECS * 3 + 60)) \
+            out=$(HOPPER_LATENCY_DONE_NOTIFY=$dn HOPPER_LATENCY_RELAY=$relay PGOPTIONS="-c synchronous_commit=$sc" \
+                timeout $((LAT_SECS * 3 + 60)) \
                 "$TMP/latency" "$CONNINFO" lat "$LAT_RATE" "$LAT_SECS" 4 4 "$TMP/lat.$name.$rep" 2>&1) || true
             echo "$out" >"$TMP/lat.$name.$rep.log"
             for k in p50_us p90_us p99_us p999_us max_us rate pushed started late_pushes; do
@@ -389,7 +398,7 @@ log "steady state 4 producers + 4 consumers"
 steady on "${STEADY[@]}"
 
 log "push-to-start latency at $LAT_RATE jobs/s"
-latency default:on:on nodone:off:on syncoff:on:off
+latency default:on:on:off nodone:off:on:off relay:off:on:on syncoff:on:off:off
 
 log "backlog scaling"
 scaling
@@ -409,9 +418,8 @@ if [ "$SYNC_OFF" = 1 ]; then
         checkpoint
         rec off.raw.insert.c4 "$rep" "$(pgb "$TMP/off.raw_insert.c4.$rep.log" 4 "$SECS" raw_insert.sql | awk '{printf "%.0f", $2}')"
     done
-    enqueue off base:single:4 hop:single:4 hopq:single:4 base:b100:4 hop:b100:4
-    drain off base:base_pull_complete:1 hop:hop_complete_pull:1 hopq:hop_complete_pull:1 \
-        base:base_pull_complete:10 hop:hop_complete_many_pull:10
+    enqueue off base:single:4 hop:single:4 hopq:single:4
+    drain off base:base_pull_complete:1 hop:hop_complete_pull:1 hopq:hop_complete_pull:1
     steady off base:base_pull_complete hop:hop_complete_pull hopq:hop_complete_pull
     unset PGOPTIONS
 fi

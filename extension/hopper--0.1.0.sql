@@ -66,8 +66,13 @@ ALTER SEQUENCE hopper.job_id_seq OWNED BY hopper.jobs.id;
 
 -- The claim scan: the first available jobs of a queue in pull order.
 CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, priority, run_at, id) WHERE state = 'available';
--- Expired leases (pull's inline rescue and the reaper).
-CREATE INDEX jobs_lease_idx ON hopper.jobs (queue, lease_until) WHERE state = 'running';
+-- Expired leases (pull's inline rescue and the reaper): lease_until is set exactly while a job runs.
+-- The predicate is deliberately not "state = 'running'": the statements that find one running job by
+-- (id, lease_token, state = 'running') must use the primary key, and with that predicate the planner
+-- takes this index instead whenever its statistics say few jobs run, then reads every entry of it
+-- (with a snapshot held open, every dead one too) to find one row. Queries on expired leases
+-- qualify by "lease_until < ...", which implies this predicate.
+CREATE INDEX jobs_lease_idx ON hopper.jobs (queue, lease_until) WHERE lease_until IS NOT NULL;
 -- "A second push with the same key while the first is unfinished returns the first job."
 CREATE UNIQUE INDEX jobs_dedup_idx ON hopper.jobs (queue, dedup_key) WHERE dedup_key IS NOT NULL;
 
