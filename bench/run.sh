@@ -39,11 +39,12 @@ fi
 LAT_RATE=${BENCH_LATENCY_RATE:-1000}
 PRESSURE_RATE=${BENCH_PRESSURE_RATE:-1000}
 SYNC_OFF=${BENCH_SYNC_OFF:-1}
-# Drain backlogs: each drain run empties its backlog ("until empty"), so the size sets its length:
-# about SECS seconds at the rates seen on a 2-core box (shorter on a faster one).
+# Drain backlogs: each drain run lasts SECS or until its backlog is empty, whichever comes first
+# (a client that finds the queue empty stops), so a backlog larger than a 2-core box drains in SECS
+# costs only its preload.
 drain_backlog() {  # pull batch size
     local per_sec
-    case $1 in 1) per_sec=4000 ;; 10) per_sec=20000 ;; *) per_sec=60000 ;; esac
+    case $1 in 1) per_sec=8000 ;; 10) per_sec=30000 ;; *) per_sec=60000 ;; esac
     echo $((per_sec * SECS))
 }
 
@@ -101,10 +102,14 @@ pgb() {
     else
         length=(-T "$secs") limit=$((secs * 4 + 60))
     fi
-    if ! timeout "$limit" "$PGBENCH" -n -M prepared -c "$c" -j "$j" "${length[@]}" \
-        -f "bench/scripts/$script" -D idle=1000 "$@" >"$logf" 2>&1; then
-        echo "pgbench failed or had aborted clients (see $logf):" >&2
-        grep -E 'error|ERROR|abort' "$logf" | head -3 >&2 || true
+    # With -D stop_when_empty=1 a client that finds the queue empty ends itself with a deliberate
+    # error ("the queue is empty"), pgbench's only way to stop one client early; other errors count.
+    timeout "$limit" "$PGBENCH" -n -M prepared -c "$c" -j "$j" "${length[@]}" \
+        -f "bench/scripts/$script" -D idle=1000 -D stop_when_empty=0 "$@" >"$logf" 2>&1 || true
+    if grep -E 'ERROR|FATAL|error:' "$logf" | grep -vE 'the queue is empty|Run was aborted|aborted in command' |
+        grep -q .; then
+        echo "pgbench reported errors (see $logf):" >&2
+        grep -E 'ERROR|FATAL|error:' "$logf" | grep -v 'the queue is empty' | head -3 >&2 || true
     fi
     local n tps
     n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$logf")
@@ -200,9 +205,8 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
             if [ "$sys" = base ]; then preload_baseline "$backlog"; else preload_hopper drain "$backlog"; fi
             checkpoint
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
-            # Until empty: each of the 4 clients runs its share of the pulls (+1 for the stragglers).
-            r=$(pgb "$TMP/$pfx.drain.$sys.$script.n$n.$rep.log" 4 "t:$((backlog / (4 * n) + 1))" "$script.sql" -D q=drain -D n="$n" \
-                -D 'ids={}' -D 'toks={}' -D id=0 -D tok=0)
+            r=$(pgb "$TMP/$pfx.drain.$sys.$script.n$n.$rep.log" 4 "$SECS" "$script.sql" -D q=drain -D n="$n" \
+                -D 'ids={}' -D 'toks={}' -D id=0 -D tok=0 -D stop_when_empty=1)
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS% -c hopper.notify=off}"
             if [ "$sys" = base ]; then
                 left=$(baseline_left)
@@ -212,7 +216,7 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
                 done_jobs=$(hopper_completed drain)
                 left=$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")
             fi
-            [ "$left" -lt $((backlog / 100 + 10)) ] || echo "warning: $pfx drain $cfg left $left of $backlog jobs" >&2
+            rec "$pfx.drain.$sys.$script.n$n.left" "$rep" "$left"
             rec "$pfx.drain.$sys.$script.n$n" "$rep" "$(rate "$done_jobs" "$r")"
         done
     done

@@ -11,5 +11,8 @@ SELECT COALESCE(pg_catalog.array_agg(id)::text, '{}') AS ids, pg_catalog.count(*
 \if :got > 0
 DELETE FROM bench.baseline_queue WHERE id = ANY (:ids::bigint[]);
 \else
+\if :stop_when_empty
+SELECT 'the queue is empty: this client is done'::integer;
+\endif
 \sleep :idle us
 \endif

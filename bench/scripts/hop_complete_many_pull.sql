@@ -7,5 +7,8 @@ SELECT COALESCE(pg_catalog.array_agg(id)::text, '{}') AS ids,
 FROM hopper.queue_pull(:q, :n) \gset
 COMMIT;
 \if :got = 0
+\if :stop_when_empty
+SELECT 'the queue is empty: this client is done'::integer;
+\endif
 \sleep :idle us
 \endif

@@ -3,5 +3,8 @@
 SELECT COALESCE(max(id), 0) AS id, COALESCE(max(lease_token), 0) AS tok
 FROM hopper.queue_complete_pull(NULLIF(:id::bigint, 0), NULLIF(:tok::bigint, 0), NULL, :q, 1) \gset
 \if :id = 0
+\if :stop_when_empty
+SELECT 'the queue is empty: this client is done'::integer;
+\endif
 \sleep :idle us
 \endif

@@ -4,5 +4,8 @@ FROM hopper.queue_pull(:q, 1) \gset
 \if :id > 0
 SELECT hopper.queue_complete(:id, :tok);
 \else
+\if :stop_when_empty
+SELECT 'the queue is empty: this client is done'::integer;
+\endif
 \sleep :idle us
 \endif

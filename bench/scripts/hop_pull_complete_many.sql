@@ -5,5 +5,8 @@ FROM hopper.queue_pull(:q, :n) \gset
 \if :got > 0
 SELECT pg_catalog.count(*) FROM hopper.queue_complete_many(:ids::bigint[], :toks::bigint[]);
 \else
+\if :stop_when_empty
+SELECT 'the queue is empty: this client is done'::integer;
+\endif
 \sleep :idle us
 \endif

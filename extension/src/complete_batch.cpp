@@ -131,22 +131,37 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
     result::SetResult out(fcinfo);
     if (n == 0) return (Datum)0;
 
-    // One statement for the batch; the fencing check is the join condition, as in queue_complete.
-    static spi::Statement st(
-        "WITH input AS (SELECT u.id, u.token, u.result "
-        "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[]), "
-        "                 pg_catalog.unnest($3::jsonb[])) AS u(id, token, result)), "
-        "done AS (DELETE FROM hopper.jobs j USING input i "
-        "  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'running' "
-        "  RETURNING j.*, i.result AS new_result) "
-        HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
+        // One statement for the batch. "held" keeps the (id, token) pairs that still hold their
+        // lease, each checked by a primary-key lookup (OFFSET 0 keeps it a per-id lookup: estimated
+        // on statistics that usually say few jobs run, a join would scan the table or loop n x n).
+        // The DELETE then takes those ids by primary key and re-checks the token (a concurrent
+        // rescue gives the job a new token, and tokens are unique, so a set test is the pair test);
+        // the result of each job comes from its own pair.
+#define HOPPER_HELD_CTE                                                                        \
+    "WITH held AS MATERIALIZED (SELECT DISTINCT ON (u.id) u.id, u.token, u.result "            \
+    "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[]), "     \
+    "                  pg_catalog.unnest($3::jsonb[])) AS u(id, token, result), "              \
+    "  LATERAL (SELECT 1 FROM hopper.jobs jj WHERE jj.id = u.id AND jj.lease_token = u.token " \
+    "           AND jj.state = 'running' OFFSET 0) x ORDER BY u.id), "                         \
+    "done AS (DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM held)) "        \
+    "  AND j.lease_token = ANY (ARRAY(SELECT token FROM held)) AND j.state = 'running' "       \
+    "  RETURNING j.*) "
+    static spi::Statement without_results(
+        HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), d.new_result FROM done d RETURNING id, queue",
+        "pg_catalog.now(), NULL FROM done d RETURNING id, queue",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID});
+    static spi::Statement with_results(
+        HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
+        "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
+        "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id RETURNING id, queue",
+        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID});
+#undef HOPPER_HELD_CTE
     spi::Connection conn;
     spi::Result r =
-        conn.exec(st, {spi::arg_datum(PG_GETARG_DATUM(0)), spi::arg_datum(PG_GETARG_DATUM(1)),
-                       spi::arg_datum(results_null ? (Datum)0 : PG_GETARG_DATUM(2), results_null)});
+        conn.exec(results_null ? without_results : with_results,
+                  {spi::arg_datum(PG_GETARG_DATUM(0)), spi::arg_datum(PG_GETARG_DATUM(1)),
+                   spi::arg_datum(results_null ? (Datum)0 : PG_GETARG_DATUM(2), results_null)});
     std::unordered_map<int64_t, std::string> done;
     done.reserve(r.rows());
     for (uint64_t i = 0; i < r.rows(); ++i) done.emplace(r.get_int64(i, 1), r.get_text(i, 2));
