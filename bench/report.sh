@@ -220,6 +220,9 @@ echo
 
 echo "## Churn: sustained push/pull/complete ($BENCH_CHURN_SECS s at $BENCH_PRESSURE_RATE jobs/s offered)"
 echo
+echo "hopper with \`hopper.notify = off\`, consumers on \`queue_complete_pull\`; sampled every 5 s (dead rows from"
+echo "pg_stat_user_tables, which lags a little)."
+echo
 echo "| seconds | hopper.jobs heap | indexes | live rows | dead rows |"
 echo "|---|---|---|---|---|"
 awk -F'|' '{ printf "| %s | %.0f kB | %.0f kB | %s | %s |\n", $1, $2 / 1024, $3 / 1024, $4, $5 }' "$TMP/churn.tsv"
@@ -233,7 +236,9 @@ echo
 echo "## Pressure: a snapshot held open for the whole run ($BENCH_PRESSURE_SECS s, $BENCH_PRESSURE_RATE jobs/s offered)"
 echo
 echo "One session runs \`BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1; SELECT pg_sleep(...)\` across the run."
-echo "Consumers pull one at a time (hopper: \`queue_complete_pull\`; baseline: UPDATE, then DELETE)."
+echo "4 producers offer $BENCH_PRESSURE_RATE jobs/s in total (pgbench -R); 4 consumers pull one at a time (hopper:"
+echo "\`queue_complete_pull\`; baseline: UPDATE, then DELETE; an empty pull sleeps 1 ms). hopper runs with"
+echo "\`hopper.notify = off\` here and in the churn run: these two are about storage."
 echo
 echo "| system | clean: completed/s | held: completed/s | held / clean | heap, indexes, live, dead after held run |"
 echo "|---|---|---|---|---|"

@@ -306,7 +306,11 @@ scaling() {
 sizes_sql="SELECT pg_catalog.pg_relation_size('hopper.jobs'), pg_catalog.pg_indexes_size('hopper.jobs'),
     n_live_tup, n_dead_tup FROM pg_catalog.pg_stat_user_tables WHERE relid = 'hopper.jobs'::regclass"
 
+# Churn and pressure are about storage, so hopper runs them with hopper.notify = off: with NOTIFY
+# serializing commits (see the report) it could not even take the offered rate on a slow disk.
 churn() {
+    local PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
+    export PGOPTIONS
     reset_hopper
     checkpoint
     log "churn: ${CHURN_SECS}s at $PRESSURE_RATE jobs/s offered"
@@ -330,6 +334,8 @@ churn() {
 pressure() {  # system (base|hop) held (0|1)
     local sys=$1 held=$2 name r ppid done_jobs rp push script
     name="$sys.$([ "$held" = 1 ] && echo held || echo clean)"
+    local PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
+    export PGOPTIONS
     reset_hopper
     reset_baseline
     q "VACUUM hopper.jobs" >/dev/null

@@ -1,5 +1,7 @@
 -- Baseline queue worker: pull up to :n (one transaction), then complete them = DELETE (a second
 -- transaction). An empty pull sleeps :idle microseconds, like a polling worker.
+-- With stop_when_empty = 1 (drain runs) a client that finds the queue empty ends itself with a
+-- deliberate error, pgbench's only way to stop one client; otherwise it sleeps :idle microseconds.
 WITH claimed AS (
     UPDATE bench.baseline_queue SET status = 'running', updated_at = pg_catalog.now()
     WHERE id IN (SELECT id FROM bench.baseline_queue

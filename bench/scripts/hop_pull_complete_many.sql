@@ -1,4 +1,6 @@
 -- hopper worker: pull up to :n (one transaction), then queue_complete_many (a second one).
+-- With stop_when_empty = 1 (drain runs) a client that finds the queue empty ends itself with a
+-- deliberate error, pgbench's only way to stop one client; otherwise it sleeps :idle microseconds.
 SELECT COALESCE(pg_catalog.array_agg(id)::text, '{}') AS ids,
        COALESCE(pg_catalog.array_agg(lease_token)::text, '{}') AS toks, pg_catalog.count(*) AS got
 FROM hopper.queue_pull(:q, :n) \gset
