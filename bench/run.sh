@@ -10,7 +10,7 @@
 #   BENCH_SCALE_SIZES        backlog sizes for the scaling runs (default "10000 100000 1000000")
 #   BENCH_HISTORY            finished jobs put in history for the last scaling run (default 1000000)
 #   BENCH_LATENCY_SECONDS    length of each latency run (default 5) at BENCH_LATENCY_RATE jobs/s (1000)
-#   BENCH_CHURN_SECONDS      length of the churn run (default 60)
+#   BENCH_CHURN_SECONDS      length of the churn run (default 90; autovacuum_naptime scaled to match)
 #   BENCH_PRESSURE_SECONDS   length of each pressure run (default 30), at BENCH_PRESSURE_RATE (1000)
 #   BENCH_SYNC_OFF=0         skip the synchronous_commit=off pass
 set -euo pipefail
@@ -33,7 +33,7 @@ else
     SCALE_SIZES=${BENCH_SCALE_SIZES:-"10000 100000 1000000"}
     HISTORY=${BENCH_HISTORY:-1000000}
     LAT_SECS=${BENCH_LATENCY_SECONDS:-5}
-    CHURN_SECS=${BENCH_CHURN_SECONDS:-60}
+    CHURN_SECS=${BENCH_CHURN_SECONDS:-90}
     PRESSURE_SECS=${BENCH_PRESSURE_SECONDS:-30}
 fi
 LAT_RATE=${BENCH_LATENCY_RATE:-1000}
@@ -182,6 +182,7 @@ enqueue() {  # prefix configs...: each config is system:mode:clients (system bas
             batch=1
             case $mode in single) ;; *) batch=${mode#b} ;; esac
             case $sys in
+                raw) script=raw_insert.sql; q "TRUNCATE bench.raw_insert" >/dev/null ;;
                 base) script=base_push.sql; [ "$batch" = 1 ] || script=base_push_batch.sql ;;
                 *) script=hop_push.sql; [ "$batch" = 1 ] || script=hop_push_batch.sql ;;
             esac
@@ -312,8 +313,12 @@ churn() {
     local PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
     export PGOPTIONS
     reset_hopper
+    # The run compresses 30 minutes into CHURN_SECS; autovacuum's cadence is compressed alike.
+    CHURN_NAPTIME=$((60 * CHURN_SECS / 1800 > 1 ? 60 * CHURN_SECS / 1800 : 1))
+    q "ALTER SYSTEM SET autovacuum_naptime = '${CHURN_NAPTIME}s'" >/dev/null
+    q "SELECT pg_catalog.pg_reload_conf()" >/dev/null
     checkpoint
-    log "churn: ${CHURN_SECS}s at $PRESSURE_RATE jobs/s offered"
+    log "churn: ${CHURN_SECS}s at $PRESSURE_RATE jobs/s offered, autovacuum_naptime ${CHURN_NAPTIME}s"
     pgb "$TMP/churn.prod.log" 4 "$CHURN_SECS" hop_push.sql -D q=churn -R "$PRESSURE_RATE" >/dev/null &
     local ppid=$! t0
     pgb "$TMP/churn.cons.log" 4 "$CHURN_SECS" hop_complete_pull.sql -D q=churn -D id=0 -D tok=0 \
@@ -328,6 +333,8 @@ churn() {
     wait "$ppid" || true
     wait "$cpid" || true
     printf '%s|%s\n' $(($(date +%s) - t0)) "$(q "$sizes_sql")" >>"$TMP/churn.tsv"
+    q "ALTER SYSTEM RESET autovacuum_naptime" >/dev/null
+    q "SELECT pg_catalog.pg_reload_conf()" >/dev/null
     rec churn.completed 1 "$(rate "$(hopper_completed churn)" "$(cat "$TMP/churn.cons.out")")"
 }
 
@@ -391,7 +398,9 @@ q "SELECT name || ' = ' || setting || COALESCE(' ' || unit, '') FROM pg_catalog.
 log "raw pgbench limits"
 raw_limits on
 
-ENQ=(base:single:1 hop:single:1 hopq:single:1 base:single:4 hop:single:4 hopq:single:4
+# raw:single:N repeats the pgbench INSERT limit inside this loop, so the enqueue targets compare
+# measurements interleaved with each other.
+ENQ=(raw:single:1 base:single:1 hop:single:1 hopq:single:1 raw:single:4 base:single:4 hop:single:4 hopq:single:4
      base:b100:1 hop:b100:1 base:b100:4 hop:b100:4 hopq:b100:4 base:b1000:1 hop:b1000:1 base:b1000:4 hop:b1000:4)
 log "enqueue"
 enqueue on "${ENQ[@]}"
@@ -423,12 +432,7 @@ pressure base 1
 if [ "$SYNC_OFF" = 1 ]; then
     log "synchronous_commit = off pass"
     export PGOPTIONS="-c synchronous_commit=off"
-    for rep in $(seq "$REPS"); do
-        q "TRUNCATE bench.raw_insert" >/dev/null
-        checkpoint
-        rec off.raw.insert.c4 "$rep" "$(pgb "$TMP/off.raw_insert.c4.$rep.log" 4 "$SECS" raw_insert.sql | awk '{printf "%.0f", $2}')"
-    done
-    enqueue off base:single:4 hop:single:4 hopq:single:4
+    enqueue off raw:single:4 base:single:4 hop:single:4 hopq:single:4
     drain off base:base_pull_complete:1 hop:hop_complete_pull:1 hopq:hop_complete_pull:1
     steady off base:base_pull_complete hop:hop_complete_pull hopq:hop_complete_pull
     unset PGOPTIONS
@@ -440,6 +444,6 @@ log "writing the report"
 BENCH_STARTED="$started_at" BENCH_ELAPSED=$((t_end - t_start)) BENCH_LOAD_START="$load_start" \
     BENCH_LOAD_END="$load_end" BENCH_SECS=$SECS BENCH_REPS_USED=$REPS BENCH_QUICK_USED=$quick \
     BENCH_LAT_RATE=$LAT_RATE BENCH_LAT_SECS=$LAT_SECS BENCH_CHURN_SECS=$CHURN_SECS \
-    BENCH_PRESSURE_SECS=$PRESSURE_SECS BENCH_PRESSURE_RATE=$PRESSURE_RATE BENCH_SYNC_OFF_USED=$SYNC_OFF \
+    BENCH_PRESSURE_SECS=$PRESSURE_SECS BENCH_CHURN_NAPTIME=${CHURN_NAPTIME:-60} BENCH_PRESSURE_RATE=$PRESSURE_RATE BENCH_SYNC_OFF_USED=$SYNC_OFF \
     bench/report.sh "$TMP" "$OUT"
 log "done in $((t_end - t_start)) s: $OUT/REPORT.md"
