@@ -17,7 +17,7 @@
 #define HOPPER_INTERVAL_PARAM(p) "(" p "::int8 * interval '1 microsecond')"
 
 // The columns of hopper.job_info, in the order read_job_info expects.
-#define HOPPER_JOB_INFO_COLUMNS                                                                  \
+#define HOPPER_JOB_INFO_COLUMNS \
     "id, queue, kind, state, attempt, max_attempts, priority, " HOPPER_US("run_at") ", "        \
     HOPPER_US("created_at") ", " HOPPER_US("started_at") ", " HOPPER_US("finished_at") ", "     \
     "worker, last_error, errors, result, progress, progress_detail, payload"

@@ -20,15 +20,17 @@ namespace {
 // Pushes with a fresh connection, retrying while the server is still coming back.
 int64_t push_when_up(const std::string& queue) {
     int64_t id = 0;
-    bool pushed = eventually([&] {
-        try {
-            Client c(conninfo());
-            id = c.push(queue, "{}");
-            return true;
-        } catch (const ConnectionError&) {
-            return false;
-        }
-    }, 60s);
+    bool pushed = eventually(
+        [&] {
+            try {
+                Client c(conninfo());
+                id = c.push(queue, "{}");
+                return true;
+            } catch (const ConnectionError&) {
+                return false;
+            }
+        },
+        60s);
     EXPECT_TRUE(pushed) << "the server did not come back";
     return id;
 }
@@ -72,13 +74,15 @@ TEST(Reconnect, WorkerCarriesOnAfterServerRestart) {
     // The client library reconnects by itself too, outside a transaction.
     Client c(conninfo());
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    EXPECT_TRUE(eventually([&] {
-        try {
-            return c.job_status(after).state == JobState::Completed;
-        } catch (const ConnectionError&) {
-            return false;  // the first call after the restart notices the loss
-        }
-    }, 60s));
+    EXPECT_TRUE(eventually(
+        [&] {
+            try {
+                return c.job_status(after).state == JobState::Completed;
+            } catch (const ConnectionError&) {
+                return false;  // the first call after the restart notices the loss
+            }
+        },
+        60s));
     w.stop();
     t.join();
     EXPECT_EQ(w.stats().completed, 2u);

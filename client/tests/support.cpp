@@ -47,7 +47,9 @@ class DatabaseEnvironment : public ::testing::Environment {
 
 }  // namespace
 
-const std::string& conninfo() { return g_conninfo; }
+const std::string& conninfo() {
+    return g_conninfo;
+}
 
 std::string unique_queue(const std::string& prefix) {
     static std::atomic<int> n{0};

@@ -15,8 +15,9 @@ namespace {
 class TransactionTest : public ::testing::Test {
   protected:
     void SetUp() override {
-        c.exec("CREATE TABLE IF NOT EXISTS videos (id serial PRIMARY KEY, path text, "
-               "status text NOT NULL DEFAULT 'pending', job_id bigint)");
+        c.exec(
+            "CREATE TABLE IF NOT EXISTS videos (id serial PRIMARY KEY, path text, "
+            "status text NOT NULL DEFAULT 'pending', job_id bigint)");
     }
     // The queue was created by the push inside the transaction, so it went with the rollback too.
     void expect_no_queue(const std::string& q) {
@@ -135,6 +136,37 @@ TEST_F(TransactionTest, CompleteWithRollsBackWhenTheJobIsLost) {
     EXPECT_EQ(c.exec("SELECT status FROM videos WHERE id = $1", vid).text(0, 0), "pending")
         << "the row update must roll back with the failed completion";
     EXPECT_FALSE(handler_conn.connection().in_transaction());
+}
+
+TEST_F(TransactionTest, FailWithUpdatesOwnRowKnowingTheNewState) {
+    std::string q = unique_queue("tx");
+    auto vid = c.exec("INSERT INTO videos (path) VALUES ($1) RETURNING id", "bad.mp4").int64(0, 0);
+    PushOptions po;
+    po.max_attempts = 2;
+    int64_t id = c.push(q, "{}", po);
+    Client handler_conn(conninfo());
+    auto mark = [&](Client& h, JobState s) {
+        h.exec("UPDATE videos SET status = $1 WHERE id = $2",
+               std::string(s == JobState::Dead ? "failed" : "retrying"), vid);
+    };
+    Job first = c.pull(q).at(0);
+    JobContext ctx1(first, handler_conn, nullptr);
+    FailOptions now;
+    now.retry_in = Duration(0);
+    EXPECT_EQ(ctx1.fail_with("probe failed", now, mark), JobState::Available);
+    EXPECT_EQ(c.exec("SELECT status FROM videos WHERE id = $1", vid).text(0, 0), "retrying");
+
+    Job second = c.pull(q).at(0);
+    JobContext ctx2(second, handler_conn, nullptr);
+    EXPECT_EQ(ctx2.fail_with("probe failed again", {}, mark), JobState::Dead);
+    EXPECT_TRUE(ctx2.finished());
+    EXPECT_EQ(c.exec("SELECT status FROM videos WHERE id = $1", vid).text(0, 0), "failed");
+    EXPECT_EQ(c.job_status(id).state, JobState::Dead);
+    // A stale token changes nothing, and the caller's SQL does not run.
+    JobContext stale(second, handler_conn, nullptr);
+    bool ran = false;
+    EXPECT_FALSE(stale.fail_with("late", {}, [&](Client&, JobState) { ran = true; }));
+    EXPECT_FALSE(ran);
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ class Running {
     std::thread t_;
 };
 
-bool state_is(Client& c, int64_t id, JobState s) { return c.job_status(id).state == s; }
+bool state_is(Client& c, int64_t id, JobState s) {
+    return c.job_status(id).state == s;
+}
 
 TEST(Worker, RunsHandlersByKindAndStoresResults) {
     Client c(conninfo());
@@ -107,9 +109,9 @@ TEST(Worker, OnAnyHandlesJobsWithoutTheirOwnHandler) {
     o.kind = "anything";
     int64_t a = c.push(q, "{}", o);
     int64_t b = c.push(q, "{}");
-    ASSERT_TRUE(eventually([&] {
-        return state_is(c, a, JobState::Completed) && state_is(c, b, JobState::Completed);
-    }, 60s));
+    ASSERT_TRUE(eventually(
+        [&] { return state_is(c, a, JobState::Completed) && state_is(c, b, JobState::Completed); },
+        60s));
     std::lock_guard<std::mutex> lock(m);
     EXPECT_EQ(seen, (std::set<std::string>{"anything", "(none)"}));
 }
@@ -141,6 +143,28 @@ TEST(Worker, HandlerFailuresRetryOrBury) {
     ASSERT_TRUE(eventually([&] { return state_is(c, d, JobState::Dead); }, 60s));
     EXPECT_EQ(c.job_status(d).attempt, 2);
     EXPECT_EQ(c.job_status(d).last_error, "disk full");
+}
+
+TEST(Worker, HandlerCompletesInItsOwnTransaction) {
+    Client c(conninfo());
+    c.exec("CREATE TABLE IF NOT EXISTS uploads (id bigint PRIMARY KEY, status text NOT NULL)");
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    std::atomic<bool> completed_by_handler{false};
+    w.on_any([&](JobContext& job) {
+        completed_by_handler = job.complete_with(
+            [&](Client& h) { h.exec("INSERT INTO uploads VALUES ($1, 'processed')", job.id()); },
+            std::string(R"({"done": true})"));
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_TRUE(completed_by_handler.load());
+    EXPECT_EQ(c.exec("SELECT status FROM uploads WHERE id = $1", id).text(0, 0), "processed");
+    EXPECT_EQ(c.job_status(id).result, R"({"done": true})");
+    r.stop();
+    EXPECT_EQ(w.stats().completed, 1u);
+    EXPECT_EQ(w.stats().lost, 0u) << "the runtime must not try to complete it a second time";
 }
 
 TEST(Worker, ProgressIsVisibleWhileTheHandlerRuns) {
@@ -217,7 +241,8 @@ TEST(Worker, CancelStopsTheHandler) {
     ASSERT_TRUE(eventually([&] { return reason.load() != -1; }, 60s));
     EXPECT_EQ(reason.load(), static_cast<int>(StopReason::Cancelled));
     EXPECT_EQ(callback_reason.load(), static_cast<int>(StopReason::Cancelled));
-    EXPECT_EQ(c.job_status(id).state, JobState::Cancelled) << "the handler's return changed nothing";
+    EXPECT_EQ(c.job_status(id).state, JobState::Cancelled)
+        << "the handler's return changed nothing";
 }
 
 TEST(Worker, LostLeaseStopsTheHandler) {
@@ -298,8 +323,9 @@ TEST(Worker, ShutdownReleasesJobsPastTheDeadline) {
 
 // Pull-to-finish bookkeeping of the helper process: each handled job is one row in `handled`.
 void create_handled_table(Client& c) {
-    c.exec("CREATE TABLE IF NOT EXISTS handled (job_id bigint NOT NULL, attempt int NOT NULL, "
-           "pid int NOT NULL, queue text NOT NULL)");
+    c.exec(
+        "CREATE TABLE IF NOT EXISTS handled (job_id bigint NOT NULL, attempt int NOT NULL, "
+        "pid int NOT NULL, queue text NOT NULL)");
 }
 
 TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
@@ -327,11 +353,13 @@ TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
     });
     Running r(w);
     // Wait until the helper is connected and listening, so both compete from the start.
-    ASSERT_TRUE(eventually([&] {
-        return c.exec("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-                      "hopper_test_worker")
-                   .int64(0, 0) > 0;
-    }, 60s));
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                          "hopper_test_worker")
+                       .int64(0, 0) > 0;
+        },
+        60s));
 
     std::vector<std::string> payloads;
     for (int i = 0; i < 50; ++i) payloads.push_back(fmt::format(R"({{"i": {}}})", i));

@@ -21,8 +21,8 @@ long long parse_integer(const std::string& what, const std::string& text, long l
     char* end = nullptr;
     long long v = std::strtoll(text.c_str(), &end, 10);
     if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
-        throw UsageError(
-            fmt::format("{} must be a whole number from {} to {}, got \"{}\"", what, min, max, text));
+        throw UsageError(fmt::format("{} must be a whole number from {} to {}, got \"{}\"", what,
+                                     min, max, text));
     return v;
 }
 

@@ -38,7 +38,9 @@ void want_positional(const Args& a, size_t min, size_t max, const char* what) {
         throw UsageError(fmt::format("expected {}", what));
 }
 
-Client connect(const Args& a) { return Client(a.option("db").value_or("")); }
+Client connect(const Args& a) {
+    return Client(a.option("db").value_or(""));
+}
 
 int64_t job_id_arg(const std::string& s) {
     return parse_integer("ID", s, 1, std::numeric_limits<int64_t>::max());
@@ -48,16 +50,19 @@ int64_t job_id_arg(const std::string& s) {
 TimePoint run_at_arg(Client& c, const std::string& s) {
     if (!s.empty() && s[0] == '+') {
         char unit = s.back();
-        long long mult = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 0;
+        long long mult = unit == 's'   ? 1
+                         : unit == 'm' ? 60
+                         : unit == 'h' ? 3600
+                         : unit == 'd' ? 86400
+                                       : 0;
         if (mult == 0) throw UsageError("--run-at +N needs a unit: s, m, h or d (e.g. +90s)");
         long long n = parse_integer("--run-at", s.substr(1, s.size() - 2), 0, 3660L * 86400);
         return Clock::now() + std::chrono::seconds(n * mult);
     }
     try {
-        auto r = c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8",
-                        s);
-        return TimePoint(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::microseconds(r.int64(0, 0))));
+        auto r = c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8", s);
+        return TimePoint(
+            std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(r.int64(0, 0))));
     } catch (const Error& e) {
         throw UsageError(fmt::format("--run-at: {}", e.what()));
     }
@@ -77,10 +82,9 @@ int cmd_push(const Argv& argv, Io io) {
         "  --concurrency-key KEY    jobs sharing a key never run at the same time\n"
         "  --db CONNINFO  --json  --help\n";
     Args a;
-    if (parse_or_help(argv,
-                      {"kind", "priority", "run-at", "max-attempts", "dedup-key",
-                       "concurrency-key"},
-                      {}, help, io, a))
+    if (parse_or_help(
+            argv, {"kind", "priority", "run-at", "max-attempts", "dedup-key", "concurrency-key"},
+            {}, help, io, a))
         return kOk;
     want_positional(a, 2, 2, "QUEUE and JSON (see hopper push --help)");
     PushOptions o;
@@ -284,8 +288,8 @@ int cmd_reaper(const Argv& argv, Io io) {
     if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
     want_positional(a, 1, 1, "a subcommand: status");
     if (a.positional[0] != "status")
-        throw UsageError(fmt::format("unknown reaper subcommand \"{}\" (expected status)",
-                                     a.positional[0]));
+        throw UsageError(
+            fmt::format("unknown reaper subcommand \"{}\" (expected status)", a.positional[0]));
     Client c = connect(a);
     Result r;
     try {
@@ -303,20 +307,19 @@ int cmd_reaper(const Argv& argv, Io io) {
     }
     auto last_run = [&](int i) -> std::optional<TimePoint> {
         if (r.is_null(i, 3)) return std::nullopt;
-        return TimePoint(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::microseconds(r.int64(i, 3))));
+        return TimePoint(
+            std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(r.int64(i, 3))));
     };
     if (a.flag("json")) {
         io.out << '[';
         for (int i = 0; i < r.rows(); ++i)
             io.out << (i ? ", " : "")
-                   << fmt::format("{{\"pid\": {}, \"database\": {}, \"mode\": {}, "
-                                  "\"last_run\": {}, \"jobs_rescued\": {}, \"jobs_pruned\": {}}}",
-                                  r.opt_text(i, 0).value_or("null"),
-                                  opt_string_json(r.opt_text(i, 1)),
-                                  opt_string_json(r.opt_text(i, 2)), time_json(last_run(i)),
-                                  r.opt_text(i, 4).value_or("null"),
-                                  r.opt_text(i, 5).value_or("null"));
+                   << fmt::format(
+                          "{{\"pid\": {}, \"database\": {}, \"mode\": {}, "
+                          "\"last_run\": {}, \"jobs_rescued\": {}, \"jobs_pruned\": {}}}",
+                          r.opt_text(i, 0).value_or("null"), opt_string_json(r.opt_text(i, 1)),
+                          opt_string_json(r.opt_text(i, 2)), time_json(last_run(i)),
+                          r.opt_text(i, 4).value_or("null"), r.opt_text(i, 5).value_or("null"));
         io.out << "]\n";
         return kOk;
     }

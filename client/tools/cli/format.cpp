@@ -20,7 +20,9 @@ std::tm utc(TimePoint t) {
 }
 }  // namespace
 
-std::string time_text(TimePoint t) { return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", utc(t)); }
+std::string time_text(TimePoint t) {
+    return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", utc(t));
+}
 
 std::string time_json(const std::optional<TimePoint>& t) {
     if (!t) return "null";
@@ -40,7 +42,9 @@ std::string age_text(Duration d) {
     return fmt::format("{}d{:02d}h", s / 86400, (s % 86400) / 3600);
 }
 
-std::string opt_json(const std::optional<std::string>& raw) { return raw ? *raw : "null"; }
+std::string opt_json(const std::optional<std::string>& raw) {
+    return raw ? *raw : "null";
+}
 
 std::string opt_string_json(const std::optional<std::string>& text) {
     return text ? json::quote(*text) : "null";
@@ -69,8 +73,8 @@ std::string stat_json(const QueueStat& s) {
         "{{\"queue\": {}, \"available\": {}, \"scheduled\": {}, \"running\": {}, "
         "\"completed\": {}, \"dead\": {}, \"cancelled\": {}, \"oldest_available_age_s\": {}, "
         "\"paused\": {}}}",
-        json::quote(s.queue), s.available, s.scheduled, s.running, s.completed, s.dead,
-        s.cancelled, age, s.paused ? "true" : "false");
+        json::quote(s.queue), s.available, s.scheduled, s.running, s.completed, s.dead, s.cancelled,
+        age, s.paused ? "true" : "false");
 }
 
 void Table::print(std::ostream& out) const {

@@ -43,9 +43,9 @@ using Command = int (*)(const Argv&, Io);
 
 int run(const std::vector<std::string>& args, Io io) {
     const std::map<std::string, Command> commands = {
-        {"push", cmd_push},   {"stats", cmd_stats}, {"jobs", cmd_jobs},
-        {"show", cmd_show},   {"retry", cmd_retry}, {"cancel", cmd_cancel},
-        {"wait", cmd_wait},   {"watch", cmd_watch}, {"reaper", cmd_reaper},
+        {"push", cmd_push}, {"stats", cmd_stats}, {"jobs", cmd_jobs},
+        {"show", cmd_show}, {"retry", cmd_retry}, {"cancel", cmd_cancel},
+        {"wait", cmd_wait}, {"watch", cmd_watch}, {"reaper", cmd_reaper},
     };
     // The command is the first word that is neither an option nor --db's value.
     size_t at = 0;

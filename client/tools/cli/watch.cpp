@@ -117,9 +117,9 @@ int cmd_watch(const Argv& argv, Io io) {
                 rt.add({std::to_string(j.id), j.queue, j.kind.value_or("-"),
                         fmt::format("{}/{}", j.attempt, j.max_attempts),
                         j.progress ? fmt::format("{:.0f}%", *j.progress * 100) : "-",
-                        j.started_at ? age_text(std::chrono::duration_cast<Duration>(
-                                           wall - *j.started_at))
-                                     : "-",
+                        j.started_at
+                            ? age_text(std::chrono::duration_cast<Duration>(wall - *j.started_at))
+                            : "-",
                         j.worker.value_or("-")});
             rt.print(io.out);
         }
