@@ -193,7 +193,7 @@ TEST(Worker, HeartbeatsKeepALongJobPastItsLease) {
     Client c(conninfo());
     std::string q = unique_queue("w");
     QueueOptions qo;
-    qo.lease = 2s;
+    qo.lease = 3s;  // heartbeats every second: two may run late before the lease is at risk
     c.queue_create(q, qo);
     Worker w(options(q));
     std::atomic<bool> stopped{false};
@@ -201,14 +201,14 @@ TEST(Worker, HeartbeatsKeepALongJobPastItsLease) {
     w.on_any([&](JobContext& job) {
         started = true;
         // Three leases long: only heartbeats keep the job ours.
-        stopped = job.wait_for_stop(6s);
+        stopped = job.wait_for_stop(9s);
     });
     Running r(w);
     int64_t id = c.push(q, "{}");
     ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
     // Meanwhile nobody else can take the job over.
     Client thief(conninfo());
-    auto until = std::chrono::steady_clock::now() + 5s;
+    auto until = std::chrono::steady_clock::now() + 7s;
     while (std::chrono::steady_clock::now() < until) {
         EXPECT_TRUE(thief.pull(q).empty()) << "the job was taken over while its worker held it";
         std::this_thread::sleep_for(250ms);
