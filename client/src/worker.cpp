@@ -317,8 +317,14 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
             held = client.complete(job.id, job.lease_token, ctx.result());
             if (held) ++completed;
         } else {
-            held = client.fail(job.id, job.lease_token, error, fo).has_value();
-            if (held) ++failed;
+            std::optional<JobState> now = client.fail(job.id, job.lease_token, error, fo);
+            held = now.has_value();
+            if (held) {
+                ++failed;
+                // Operators read failures here; completions are too many to be worth a line.
+                log(fmt::format("job {} ({}) failed, now {}: {}", job.id,
+                                job.kind.value_or("no kind"), to_string(*now), error));
+            }
         }
         if (!held && stopped != StopReason::Shutdown) {
             ++lost;
