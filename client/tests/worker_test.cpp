@@ -328,6 +328,38 @@ void create_handled_table(Client& c) {
         "pid int NOT NULL, queue text NOT NULL)");
 }
 
+// The helper worker program in a child process; killed outright if a test ends early.
+class HelperProcess {
+  public:
+    HelperProcess(const std::string& queue, int concurrency) {
+        std::string n = std::to_string(concurrency);
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::execl(HOPPER_TEST_WORKER, HOPPER_TEST_WORKER, conninfo().c_str(), queue.c_str(),
+                    n.c_str(), static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+    }
+    ~HelperProcess() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+    }
+    pid_t pid() const { return pid_; }
+    // SIGTERM (a graceful shutdown) and the wait status.
+    int terminate() {
+        int status = 0;
+        ::kill(pid_, SIGTERM);
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+        return status;
+    }
+
+  private:
+    pid_t pid_ = -1;
+};
+
 TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
     Client c(conninfo());
     create_handled_table(c);
@@ -335,13 +367,8 @@ TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
     constexpr int kJobs = 400;
 
     // A second process: the helper worker with 8 threads, stopped by SIGTERM.
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-        ::execl(HOPPER_TEST_WORKER, HOPPER_TEST_WORKER, conninfo().c_str(), q.c_str(), "8",
-                static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
+    HelperProcess helper(q, 8);
+    ASSERT_GT(helper.pid(), 0);
 
     WorkerOptions o = options(q, 8);
     o.max_batch = 8;
@@ -367,9 +394,7 @@ TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
 
     bool all_done = eventually([&] { return c.stats(q).at(0).completed == kJobs; }, 120s);
     r.stop();
-    ::kill(child, SIGTERM);
-    int status = 0;
-    ::waitpid(child, &status, 0);
+    int status = helper.terminate();
     ASSERT_TRUE(all_done) << "completed: " << c.stats(q).at(0).completed;
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "helper status " << status;
 
