@@ -84,3 +84,6 @@ format:
 
 clean-all: clean
 	rm -rf $(CLIENT_BUILD) .hopper output_iso results regression.diffs regression.out
+
+# PGXS tracks no header dependencies unless PostgreSQL was configured with --enable-depend.
+$(OBJS): $(wildcard extension/include/hopper/*.hpp)

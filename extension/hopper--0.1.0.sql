@@ -71,6 +71,13 @@ CREATE INDEX jobs_lease_idx ON hopper.jobs (queue, lease_until) WHERE state = 'r
 -- "A second push with the same key while the first is unfinished returns the first job."
 CREATE UNIQUE INDEX jobs_dedup_idx ON hopper.jobs (queue, dedup_key) WHERE dedup_key IS NOT NULL;
 
+-- pg_dump skips the rows of extension tables unless told otherwise: queues and live jobs are the
+-- state a backup must keep.
+SELECT pg_catalog.pg_extension_config_dump('hopper.queues', '');
+SELECT pg_catalog.pg_extension_config_dump('hopper.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('hopper.job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('hopper.lease_token_seq', '');
+
 -- Finished jobs (completed, dead, cancelled), partitioned by day of finished_at so that retention
 -- drops whole partitions instead of deleting rows.
 CREATE TABLE hopper.job_history (

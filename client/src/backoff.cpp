@@ -25,7 +25,9 @@ Duration Backoff::next() {
     return d;
 }
 
-void Backoff::reset() { current_ = min_; }
+void Backoff::reset() {
+    current_ = min_;
+}
 
 Duration jittered(Duration d, double jitter) {
     jitter = std::clamp(jitter, 0.0, 1.0);

@@ -7,8 +7,12 @@
 namespace hopper {
 
 namespace {
-Param opt_int(const std::optional<int>& v) { return v ? Param(std::to_string(*v)) : std::nullopt; }
-Param id_param(int64_t v) { return std::to_string(v); }
+Param opt_int(const std::optional<int>& v) {
+    return v ? Param(std::to_string(*v)) : std::nullopt;
+}
+Param id_param(int64_t v) {
+    return std::to_string(v);
+}
 }  // namespace
 
 Client::Client(std::string conninfo) : conn_(std::move(conninfo)) {}
@@ -64,8 +68,7 @@ int64_t Client::queue_purge(const std::string& queue) {
     return call("hopper_queue_purge", "SELECT hopper.queue_purge($1)", {queue}).int64(0, 0);
 }
 
-int64_t Client::push(const std::string& queue, const std::string& payload,
-                     const PushOptions& o) {
+int64_t Client::push(const std::string& queue, const std::string& payload, const PushOptions& o) {
     auto r = call("hopper_push",
                   "SELECT hopper.queue_push($1, $2::jsonb, " HOPPER_TS_PARAM("$3") ", $4::int, "
                   "$5, $6::int, $7, $8)",
@@ -82,12 +85,12 @@ std::vector<int64_t> Client::push_batch(const std::string& queue,
         if (k.empty()) return std::nullopt;
         return rows::array_literal(k);
     };
-    auto r = call("hopper_push_batch",
-                  "SELECT * FROM hopper.queue_push_batch($1, $2::jsonb[], " HOPPER_TS_PARAM("$3")
-                  ", $4::int, $5, $6::int, $7::text[], $8::text[])",
-                  {queue, rows::array_literal(p), rows::micros(o.run_at),
-                   std::to_string(o.priority), o.kind, opt_int(o.max_attempts),
-                   keys(o.dedup_keys), keys(o.concurrency_keys)});
+    auto r =
+        call("hopper_push_batch",
+             "SELECT * FROM hopper.queue_push_batch($1, $2::jsonb[], " HOPPER_TS_PARAM(
+                 "$3") ", $4::int, $5, $6::int, $7::text[], $8::text[])",
+             {queue, rows::array_literal(p), rows::micros(o.run_at), std::to_string(o.priority),
+              o.kind, opt_int(o.max_attempts), keys(o.dedup_keys), keys(o.concurrency_keys)});
     std::vector<int64_t> ids;
     ids.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) ids.push_back(r.int64(i, 0));
@@ -119,8 +122,8 @@ bool Client::complete(int64_t id, int64_t token, const std::optional<std::string
 std::optional<JobState> Client::fail(int64_t id, int64_t token, const std::string& error,
                                      const FailOptions& o) {
     auto r = call("hopper_fail",
-                  "SELECT hopper.queue_fail($1::int8, $2::int8, $3, " HOPPER_INTERVAL_PARAM("$4")
-                  ", $5::bool)",
+                  "SELECT hopper.queue_fail($1::int8, $2::int8, $3, " HOPPER_INTERVAL_PARAM(
+                      "$4") ", $5::bool)",
                   {id_param(id), id_param(token), error, rows::micros(o.retry_in),
                    detail::to_param(o.permanent)});
     if (r.is_null(0, 0)) return std::nullopt;
@@ -128,10 +131,10 @@ std::optional<JobState> Client::fail(int64_t id, int64_t token, const std::strin
 }
 
 bool Client::heartbeat(int64_t id, int64_t token, std::optional<Duration> extend) {
-    return call("hopper_heartbeat",
-                "SELECT hopper.queue_heartbeat($1::int8, $2::int8, " HOPPER_INTERVAL_PARAM("$3")
-                ")",
-                {id_param(id), id_param(token), rows::micros(extend)})
+    return call(
+               "hopper_heartbeat",
+               "SELECT hopper.queue_heartbeat($1::int8, $2::int8, " HOPPER_INTERVAL_PARAM("$3") ")",
+               {id_param(id), id_param(token), rows::micros(extend)})
         .boolean(0, 0);
 }
 
@@ -160,17 +163,18 @@ bool Client::retry(int64_t id) {
 }
 
 JobInfo Client::job_status(int64_t id) {
-    auto r = call("hopper_job_status",
-                  "SELECT " HOPPER_JOB_INFO_COLUMNS " FROM hopper.job_status($1::int8)",
-                  {id_param(id)});
+    auto r =
+        call("hopper_job_status",
+             "SELECT " HOPPER_JOB_INFO_COLUMNS " FROM hopper.job_status($1::int8)", {id_param(id)});
     return rows::read_job_info(r, 0);
 }
 
 std::vector<QueueStat> Client::stats(const std::optional<std::string>& queue) {
-    auto r = call("hopper_stats",
-                  "SELECT queue, available, scheduled, running, completed, dead, cancelled, "
-                  HOPPER_US("oldest_available_age") ", paused FROM hopper.queue_stats($1)",
-                  {queue});
+    auto r =
+        call("hopper_stats",
+             "SELECT queue, available, scheduled, running, completed, dead, cancelled, " HOPPER_US(
+                 "oldest_available_age") ", paused FROM hopper.queue_stats($1)",
+             {queue});
     std::vector<QueueStat> out;
     for (int i = 0; i < r.rows(); ++i) out.push_back(rows::read_queue_stat(r, i));
     return out;

@@ -30,9 +30,13 @@ std::string trimmed(const char* msg) {
 
 }  // namespace
 
-void Connection::Finish::operator()(pg_conn* c) const noexcept { PQfinish(c); }
+void Connection::Finish::operator()(pg_conn* c) const noexcept {
+    PQfinish(c);
+}
 
-Connection::Connection(std::string conninfo) : conninfo_(std::move(conninfo)) { connect(); }
+Connection::Connection(std::string conninfo) : conninfo_(std::move(conninfo)) {
+    connect();
+}
 Connection::Connection(Connection&&) noexcept = default;
 Connection& Connection::operator=(Connection&&) noexcept = default;
 Connection::~Connection() = default;
@@ -45,12 +49,17 @@ void Connection::connect() {
         throw ConnectionError(
             fmt::format("could not connect: {}", trimmed(PQerrorMessage(conn_.get()))));
     // Silence NOTICEs (e.g. "extension already exists") that libpq would print to stderr.
-    PQsetNoticeProcessor(conn_.get(), [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn_.get(), [](void*, const char*) {}, nullptr);
 }
 
-void Connection::reconnect() { connect(); }
+void Connection::reconnect() {
+    connect();
+}
 
-bool Connection::ok() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
+bool Connection::ok() const {
+    return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+}
 
 bool Connection::in_transaction() const {
     if (!conn_) return false;
@@ -98,8 +107,8 @@ Result Connection::exec_prepared(const char* name, const char* sql,
         prepared_.insert(name);
     }
     ParamArrays a(params);
-    return check(PQexecPrepared(conn_.get(), name, static_cast<int>(params.size()),
-                                a.values.data(), nullptr, nullptr, 0));
+    return check(PQexecPrepared(conn_.get(), name, static_cast<int>(params.size()), a.values.data(),
+                                nullptr, nullptr, 0));
 }
 
 std::string Connection::escape_identifier(std::string_view name) const {
@@ -139,7 +148,11 @@ bool Connection::wait(std::chrono::milliseconds timeout, int extra_fd) {
     return r > 0;
 }
 
-int Connection::backend_pid() const { return PQbackendPID(conn_.get()); }
-int Connection::socket() const { return PQsocket(conn_.get()); }
+int Connection::backend_pid() const {
+    return PQbackendPID(conn_.get());
+}
+int Connection::socket() const {
+    return PQsocket(conn_.get());
+}
 
 }  // namespace hopper

@@ -37,10 +37,10 @@ Client& Heartbeat::control() {
 
 void Heartbeat::add(const Job& job, JobContext& ctx) {
     // lease/3: two heartbeats can fail in a row before the lease runs out.
-    Duration lease = lease_ ? *lease_
-                            : std::chrono::duration_cast<Duration>(job.lease_until - Clock::now());
-    Duration interval = std::clamp<Duration>(lease / 3, std::chrono::milliseconds(100),
-                                             std::chrono::minutes(10));
+    Duration lease =
+        lease_ ? *lease_ : std::chrono::duration_cast<Duration>(job.lease_until - Clock::now());
+    Duration interval =
+        std::clamp<Duration>(lease / 3, std::chrono::milliseconds(100), std::chrono::minutes(10));
     std::lock_guard<std::mutex> lock(m_);
     entries_[job.id] = Entry{job.lease_token, &ctx, interval, Steady::now() + interval};
 }
@@ -117,8 +117,8 @@ void Heartbeat::beat_due() {
                 if (control().heartbeat(d.id, d.token, lease_)) continue;
                 // Tell "an operator cancelled it" from "someone else has it now".
                 JobState st = control().job_status(d.id).state;
-                lost.emplace_back(d.id, st == JobState::Cancelled ? StopReason::Cancelled
-                                                                  : StopReason::Lost);
+                lost.emplace_back(
+                    d.id, st == JobState::Cancelled ? StopReason::Cancelled : StopReason::Lost);
             }
             backoff_.reset();
         } catch (const std::exception& ex) {

@@ -16,10 +16,14 @@ struct JobContext::State {
 
 std::string_view to_string(StopReason r) {
     switch (r) {
-        case StopReason::None: return "none";
-        case StopReason::Lost: return "lost";
-        case StopReason::Cancelled: return "cancelled";
-        case StopReason::Shutdown: return "shutdown";
+        case StopReason::None:
+            return "none";
+        case StopReason::Lost:
+            return "lost";
+        case StopReason::Cancelled:
+            return "cancelled";
+        case StopReason::Shutdown:
+            return "shutdown";
     }
     return "unknown";
 }
@@ -80,8 +84,25 @@ bool JobContext::complete_with(const std::function<void(Client&)>& in_transactio
         return false;
     }
     tx.commit();
-    finished_ = true;
+    finished_ = Finished::Completed;
     return true;
+}
+
+std::optional<JobState> JobContext::fail_with(
+    const std::string& error, const FailOptions& options,
+    const std::function<void(Client&, JobState)>& in_transaction) {
+    Transaction tx(client_);
+    // Failing first tells the caller's SQL what became of the job; nothing is visible to anyone
+    // else until the commit, so the order inside the transaction does not matter.
+    std::optional<JobState> state = client_.fail(job_.id, job_.lease_token, error, options);
+    if (!state) {
+        tx.rollback();
+        return std::nullopt;
+    }
+    if (in_transaction) in_transaction(client_, *state);
+    tx.commit();
+    finished_ = Finished::Failed;
+    return state;
 }
 
 }  // namespace hopper

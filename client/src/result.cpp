@@ -10,12 +10,18 @@
 
 namespace hopper {
 
-void Result::Free::operator()(pg_result* r) const noexcept { PQclear(r); }
+void Result::Free::operator()(pg_result* r) const noexcept {
+    PQclear(r);
+}
 
 Result::Result(pg_result* res) : res_(res) {}
 
-int Result::rows() const { return res_ ? PQntuples(res_.get()) : 0; }
-int Result::columns() const { return res_ ? PQnfields(res_.get()) : 0; }
+int Result::rows() const {
+    return res_ ? PQntuples(res_.get()) : 0;
+}
+int Result::columns() const {
+    return res_ ? PQnfields(res_.get()) : 0;
+}
 
 int Result::column(const char* name) const {
     int c = res_ ? PQfnumber(res_.get(), name) : -1;
@@ -23,7 +29,9 @@ int Result::column(const char* name) const {
     return c;
 }
 
-bool Result::is_null(int row, int col) const { return PQgetisnull(res_.get(), row, col) != 0; }
+bool Result::is_null(int row, int col) const {
+    return PQgetisnull(res_.get(), row, col) != 0;
+}
 
 std::string_view Result::text(int row, int col) const {
     return std::string_view(PQgetvalue(res_.get(), row, col),
@@ -58,7 +66,9 @@ double Result::float8(int row, int col) const {
     return v;
 }
 
-bool Result::boolean(int row, int col) const { return text(row, col) == "t"; }
+bool Result::boolean(int row, int col) const {
+    return text(row, col) == "t";
+}
 
 int64_t Result::affected_rows() const {
     const char* n = res_ ? PQcmdTuples(res_.get()) : "";

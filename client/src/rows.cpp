@@ -10,8 +10,7 @@ Param micros(std::optional<Duration> d) {
 
 Param micros(std::optional<TimePoint> t) {
     if (!t) return std::nullopt;
-    return std::to_string(
-        std::chrono::duration_cast<Duration>(t->time_since_epoch()).count());
+    return std::to_string(std::chrono::duration_cast<Duration>(t->time_since_epoch()).count());
 }
 
 TimePoint time_at(const Result& r, int row, int col) {

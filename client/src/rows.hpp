@@ -11,13 +11,13 @@
 #include "hopper/types.hpp"
 
 // A timestamptz or interval column as int8 microseconds (NULL stays NULL).
-#define HOPPER_US(col) "(pg_catalog.extract(epoch FROM " col ") * 1000000)::int8"
+#define HOPPER_US(col) "(EXTRACT(epoch FROM " col ") * 1000000)::int8"
 // int8 microseconds parameters back into timestamptz / interval.
 #define HOPPER_TS_PARAM(p) "pg_catalog.to_timestamp(" p "::float8 / 1000000)"
 #define HOPPER_INTERVAL_PARAM(p) "(" p "::int8 * interval '1 microsecond')"
 
 // The columns of hopper.job_info, in the order read_job_info expects.
-#define HOPPER_JOB_INFO_COLUMNS                                                                  \
+#define HOPPER_JOB_INFO_COLUMNS \
     "id, queue, kind, state, attempt, max_attempts, priority, " HOPPER_US("run_at") ", "        \
     HOPPER_US("created_at") ", " HOPPER_US("started_at") ", " HOPPER_US("finished_at") ", "     \
     "worker, last_error, errors, result, progress, progress_detail, payload"

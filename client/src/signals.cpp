@@ -32,6 +32,8 @@ SignalWatch::~SignalWatch() {
     g_wake.store(nullptr);
 }
 
-bool SignalWatch::received() { return g_received.load(); }
+bool SignalWatch::received() {
+    return g_received.load();
+}
 
 }  // namespace hopper::internal

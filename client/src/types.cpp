@@ -8,12 +8,18 @@ namespace hopper {
 
 std::string_view to_string(JobState s) {
     switch (s) {
-        case JobState::Available: return "available";
-        case JobState::Scheduled: return "scheduled";
-        case JobState::Running: return "running";
-        case JobState::Completed: return "completed";
-        case JobState::Dead: return "dead";
-        case JobState::Cancelled: return "cancelled";
+        case JobState::Available:
+            return "available";
+        case JobState::Scheduled:
+            return "scheduled";
+        case JobState::Running:
+            return "running";
+        case JobState::Completed:
+            return "completed";
+        case JobState::Dead:
+            return "dead";
+        case JobState::Cancelled:
+            return "cancelled";
     }
     return "unknown";
 }

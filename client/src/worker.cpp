@@ -33,7 +33,7 @@ struct Worker::Impl {
     std::atomic<bool> running{false};
     internal::Wakeup wake;
 
-    std::mutex m;  // guards pending, in_flight, handlers_done
+    std::mutex m;                     // guards pending, in_flight, handlers_done
     std::condition_variable work_cv;  // a job is pending, or the handler threads must end
     std::condition_variable idle_cv;  // a job finished
     std::deque<Job> pending;
@@ -50,14 +50,13 @@ struct Worker::Impl {
             ::gethostname(host, sizeof host - 1);
             opt.name = fmt::format("{}:{}", host, ::getpid());
         }
-        if (!opt.log) opt.log = [](const std::string& msg) {
-            std::cerr << "hopper worker: " << msg << std::endl;
-        };
+        if (!opt.log)
+            opt.log = [](const std::string& msg) {
+                std::cerr << "hopper worker: " << msg << std::endl;
+            };
     }
 
-    bool stopping() const {
-        return stop_requested.load() || internal::SignalWatch::received();
-    }
+    bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
 
     void log(const std::string& msg) const { opt.log(msg); }
 
@@ -309,7 +308,7 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
     hb.remove(job.id);
     StopReason stopped = ctx.stop_reason();
     if (ctx.finished()) {
-        ++completed;
+        ++(ctx.finished_as() == JobContext::Finished::Completed ? completed : failed);
         return;
     }
     report(client, job, [&] {
@@ -318,8 +317,14 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
             held = client.complete(job.id, job.lease_token, ctx.result());
             if (held) ++completed;
         } else {
-            held = client.fail(job.id, job.lease_token, error, fo).has_value();
-            if (held) ++failed;
+            std::optional<JobState> now = client.fail(job.id, job.lease_token, error, fo);
+            held = now.has_value();
+            if (held) {
+                ++failed;
+                // Operators read failures here; completions are too many to be worth a line.
+                log(fmt::format("job {} ({}) failed, now {}: {}", job.id,
+                                job.kind.value_or("no kind"), to_string(*now), error));
+            }
         }
         if (!held && stopped != StopReason::Shutdown) {
             ++lost;

@@ -1,6 +1,7 @@
 // Workers: heartbeat, progress and release of a job they hold. A stale token is the normal news
 // "you lost this job" (false), not an error; an unknown id is P0002.
-#include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "hopper/args.hpp"
 #include "hopper/jobs.hpp"
@@ -11,6 +12,14 @@ extern "C" {
 }
 
 using namespace hopper;
+
+namespace {
+std::string format_real(float v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+    return buf;
+}
+}  // namespace
 
 HOPPER_FUNCTION(hopper_queue_heartbeat) {
     int64_t id = args::job_id(fcinfo, 0);
@@ -38,7 +47,7 @@ HOPPER_FUNCTION(hopper_queue_progress) {
     float4 progress = PG_GETARG_FLOAT4(2);
     if (!(progress >= 0.0f && progress <= 1.0f))
         throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
-                      "progress must be a fraction between 0 and 1, got " + std::to_string(progress));
+                      "progress must be a fraction between 0 and 1, got " + format_real(progress));
     bool detail_null = args::is_null(fcinfo, 3);
     static spi::Statement st(
         "UPDATE hopper.jobs SET progress = $3, progress_detail = COALESCE($4, progress_detail) "

@@ -32,9 +32,9 @@ int32_t limit_arg(FunctionCallInfo fcinfo, int n) {
         throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "lim must not be NULL");
     int32_t lim = PG_GETARG_INT32(n);
     if (lim < 1 || lim > kMaxListLimit)
-        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
-                      "lim must be between 1 and " + std::to_string(kMaxListLimit) + ", got " +
-                          std::to_string(lim));
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "lim must be between 1 and " +
+                                                           std::to_string(kMaxListLimit) +
+                                                           ", got " + std::to_string(lim));
     return lim;
 }
 
@@ -65,8 +65,7 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     result::SetResult out(fcinfo);
     spi::Connection conn;
     queues::require(conn, queue);
-    spi::Result r =
-        conn.exec(st, {spi::arg_text(queue), spi::arg_text(state), spi::arg_int4(lim)});
+    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(state), spi::arg_int4(lim)});
     for (uint64_t i = 0; i < r.rows(); ++i) out.add_row(r, i);
     conn.finish();
     return (Datum)0;

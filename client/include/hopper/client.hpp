@@ -18,11 +18,21 @@
 namespace hopper {
 
 namespace detail {
-inline Param to_param(std::nullopt_t) { return std::nullopt; }
-inline Param to_param(const std::string& s) { return s; }
-inline Param to_param(std::string_view s) { return std::string(s); }
-inline Param to_param(const char* s) { return s ? Param(s) : std::nullopt; }
-inline Param to_param(bool b) { return std::string(b ? "true" : "false"); }
+inline Param to_param(std::nullopt_t) {
+    return std::nullopt;
+}
+inline Param to_param(const std::string& s) {
+    return s;
+}
+inline Param to_param(std::string_view s) {
+    return std::string(s);
+}
+inline Param to_param(const char* s) {
+    return s ? Param(s) : std::nullopt;
+}
+inline Param to_param(bool b) {
+    return std::string(b ? "true" : "false");
+}
 template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
 Param to_param(T v) {
     return std::to_string(v);
@@ -67,7 +77,7 @@ class Client {
 
     // Operators.
     bool cancel(int64_t id);
-    bool retry(int64_t id);  // dead or cancelled -> available; other states: Error 55000
+    bool retry(int64_t id);          // dead or cancelled -> available; other states: Error 55000
     JobInfo job_status(int64_t id);  // unknown id: Error P0002
     std::vector<QueueStat> stats(const std::optional<std::string>& queue = {});
     // A queue's jobs, newest first.

@@ -35,12 +35,12 @@ class ConnectionError : public Error {
 
 // SQLSTATEs the queue functions use, for comparing against Error::sqlstate().
 namespace sqlstate {
-inline constexpr const char* kNoData = "P0002";              // unknown job or queue
-inline constexpr const char* kInvalidParameter = "22023";    // bad argument value
-inline constexpr const char* kNullNotAllowed = "22004";      // NULL where a value is required
+inline constexpr const char* kNoData = "P0002";            // unknown job or queue
+inline constexpr const char* kInvalidParameter = "22023";  // bad argument value
+inline constexpr const char* kNullNotAllowed = "22004";    // NULL where a value is required
 inline constexpr const char* kNumericOutOfRange = "22003";
 inline constexpr const char* kProgramLimitExceeded = "54000";  // payload or name too large
-inline constexpr const char* kObjectNotInState = "55000";    // e.g. retry of a running job
+inline constexpr const char* kObjectNotInState = "55000";      // e.g. retry of a running job
 inline constexpr const char* kUndefinedFunction = "42883";
 }  // namespace sqlstate
 

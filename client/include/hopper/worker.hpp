@@ -96,13 +96,24 @@ class JobContext {
     bool complete_with(const std::function<void(Client&)>& in_transaction,
                        const std::optional<std::string>& result = {});
 
+    // Fails the job now, in one transaction with the handler's own SQL, which learns the job's
+    // new state (Available or Scheduled: it will be retried; Dead: it will not):
+    //   job.fail_with("ffmpeg: invalid data", {}, [&](hopper::Client& c, hopper::JobState s) {
+    //       if (s == hopper::JobState::Dead) c.exec("UPDATE videos SET status = 'failed' ...");
+    //   });
+    // Returns nullopt (and rolls back) when the job is no longer ours.
+    std::optional<JobState> fail_with(const std::string& error, const FailOptions& options,
+                                      const std::function<void(Client&, JobState)>& in_transaction);
+
     // This worker thread's own connection, for the handler's SQL. Use it from the handler's
     // thread only (progress() may be called from anywhere).
     Client& client() { return client_; }
 
     // Runtime side: raising the stop flag, and whether the handler already finished the job.
+    enum class Finished { No, Completed, Failed };
     void request_stop(StopReason reason);
-    bool finished() const { return finished_; }
+    bool finished() const { return finished_ != Finished::No; }
+    Finished finished_as() const { return finished_; }
     const std::optional<std::string>& result() const { return result_; }
 
   private:
@@ -112,24 +123,24 @@ class JobContext {
     ProgressSink report_progress_;
     std::shared_ptr<State> state_;
     std::optional<std::string> result_;
-    bool finished_ = false;
+    Finished finished_ = Finished::No;
 };
 
 using Handler = std::function<void(JobContext&)>;
 
 struct WorkerOptions {
-    std::string conninfo;            // empty: PG* environment
+    std::string conninfo;  // empty: PG* environment
     std::string queue = "default";
-    int concurrency = 1;             // jobs run at once, each on its own thread and connection
-    int max_batch = 16;              // most jobs fetched in one pull when the queue is deep
-    std::optional<Duration> lease;   // unset: the queue's lease
-    std::string name;                // recorded as the job's worker; default host:pid
+    int concurrency = 1;            // jobs run at once, each on its own thread and connection
+    int max_batch = 16;             // most jobs fetched in one pull when the queue is deep
+    std::optional<Duration> lease;  // unset: the queue's lease
+    std::string name;               // recorded as the job's worker; default host:pid
     Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
-    double poll_jitter = 0.25;       // +- fraction of poll_interval, so workers do not beat in step
-    Duration shutdown_timeout = std::chrono::seconds(30);  // then running jobs are released
+    double poll_jitter = 0.25;  // +- fraction of poll_interval, so workers do not beat in step
+    Duration shutdown_timeout = std::chrono::seconds(30);   // then running jobs are released
     Duration min_backoff = std::chrono::milliseconds(100);  // after database errors, doubling
     Duration max_backoff = std::chrono::seconds(10);
-    bool handle_signals = true;      // SIGINT/SIGTERM start a graceful shutdown during run()
+    bool handle_signals = true;  // SIGINT/SIGTERM start a graceful shutdown during run()
     // Where the worker reports what happened (errors, lost jobs); default: stderr. Empty messages
     // are never sent. Called from several threads.
     std::function<void(const std::string&)> log;

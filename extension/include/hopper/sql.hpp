@@ -24,7 +24,6 @@
 
 // Exponential backoff with jitter for a job j of queue q: base * 2^attempt, capped, minus up to
 // jitter (a fraction) of it so that a burst of failures does not come back as a burst.
-// LEAST is SQL syntax, not a function, so it cannot be schema-qualified (nor redirected).
 #define HOPPER_BACKOFF(j, q)                                                                       \
     "(LEAST(" q ".backoff_cap, " q ".backoff_base * pg_catalog.power(2::float8, "        \
     "LEAST(" j ".attempt, 30)::float8)) * (1.0::float8 - " q                             \

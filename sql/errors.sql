@@ -1,0 +1,117 @@
+-- Bad input: every one gets an ERROR with a real SQLSTATE and a message naming the argument, and a
+-- failed call changes nothing.
+SET hopper.notify = off;
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    -- Job ids depend on test order; the message shape is what is tested.
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'job [0-9]+', 'job N');
+END $$;
+
+SELECT hopper.queue_create('errs') AS created;
+SELECT hopper.queue_push('errs', '{"n": 1}') AS id \gset
+SELECT id AS pulled, lease_token AS token FROM hopper.queue_pull('errs') \gset
+
+-- Queue names
+SELECT pg_temp.try($$SELECT hopper.queue_push(NULL, '{}')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('', '{}')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('has space', '{}')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('-leading-dash', '{}')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('robert''); DROP TABLE hopper.jobs;--', '{}')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push(repeat('q', 49), '{}')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push(repeat('q', 48), '{}') > 0$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('ok.name:with-all_chars9', '{}') > 0$$);
+
+-- Payloads: objects only, and bounded
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', NULL)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '[1, 2]')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '42')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '"text"')$$);
+SET hopper.max_payload_bytes = 1024;
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', jsonb_build_object('blob', repeat('x', 2000)))$$);
+RESET hopper.max_payload_bytes;
+
+-- run_at, priority, kind, max_attempts, keys
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', run_at => 'infinity')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', run_at => now() + interval '11 years')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', run_at => now() - interval '2 years')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', priority => 32768)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', priority => -32769)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', kind => '')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', kind => repeat('k', 129))$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', max_attempts => 0)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', max_attempts => 1001)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', dedup_key => '')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('errs', '{}', concurrency_key => repeat('c', 513))$$);
+
+-- Batch push
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', NULL)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}', NULL]::jsonb[])$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}', '[]']::jsonb[])$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}', '{}']::jsonb[], dedup_keys => ARRAY['a'])$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}']::jsonb[], dedup_keys => ARRAY[''])$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY[['{}'], ['{}']]::jsonb[])$$);
+
+-- Pull
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 0)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', -5)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', NULL)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1001)$$);
+SET hopper.max_pull = 10;
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 11)$$);
+RESET hopper.max_pull;
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '0 seconds')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '-5 seconds')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '2 days')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, worker => '')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, at => '-infinity')$$);
+-- An unknown queue has nothing to pull: not an error (workers may start before the first push).
+SELECT count(*) AS from_unknown FROM hopper.queue_pull('never-pushed', 5);
+
+-- Unknown job ids are errors (P0002); NULL ids and tokens are 22004
+SELECT pg_temp.try($$SELECT hopper.queue_complete(987654321, 1)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_fail(987654321, 1, 'x')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_heartbeat(987654321, 1)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_progress(987654321, 1, 0.5)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_release(987654321, 1)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_cancel(987654321)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_retry(987654321)$$);
+SELECT pg_temp.try($$SELECT hopper.job_status(987654321)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_complete(NULL, 1)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_complete(1, NULL)$$);
+
+-- Lease operations on the running job: bad values
+SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, 1.5)$$, :pulled, :token));
+SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, -0.1)$$, :pulled, :token));
+SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, 'NaN')$$, :pulled, :token));
+SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, NULL)$$, :pulled, :token));
+SELECT pg_temp.try(format($$SELECT hopper.queue_heartbeat(%s, %s, '-1 second')$$, :pulled, :token));
+SELECT pg_temp.try(format($$SELECT hopper.queue_fail(%s, %s, 'x', retry_in => '-1 second')$$, :pulled, :token));
+-- A wrong token is news, not an error
+SELECT hopper.queue_complete(:pulled, :token + 1000) AS wrong_token_complete,
+       hopper.queue_fail(:pulled, :token + 1000, 'x') AS wrong_token_fail,
+       hopper.queue_heartbeat(:pulled, :token + 1000) AS wrong_token_heartbeat,
+       hopper.queue_progress(:pulled, :token + 1000, 0.1) AS wrong_token_progress,
+       hopper.queue_release(:pulled, :token + 1000) AS wrong_token_release;
+-- Retry of a live job is refused with its state
+SELECT pg_temp.try(format($$SELECT hopper.queue_retry(%s)$$, :pulled));
+
+-- Queue administration
+SELECT pg_temp.try($$SELECT hopper.queue_create('errs', max_attempts => 0)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_create('errs', lease => '0 s')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_create('errs', backoff_base => '2 days')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_create('errs', jitter => 1.5)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pause('nope')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_resume('nope')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_purge('nope')$$);
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_stats('nope')$$);
+SELECT hopper.queue_drop('nope') AS dropped_unknown;
+SET hopper.auto_create_queues = off;
+SELECT pg_temp.try($$SELECT hopper.queue_push('not-created', '{}')$$);
+RESET hopper.auto_create_queues;
+
+-- Nothing above changed the queue: still the one running job, and the two valid pushes elsewhere.
+SELECT queue, available, scheduled, running, completed, dead, cancelled FROM hopper.queue_stats('errs');
+SELECT state, attempt FROM hopper.job_status(:pulled);

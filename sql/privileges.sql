@@ -1,0 +1,49 @@
+-- Privileges: nothing is executable by PUBLIC; hopper_producer may push and read status,
+-- hopper_worker may pull and finish jobs. Functions run as the caller.
+SET hopper.notify = off;
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+
+SELECT rolname FROM pg_roles WHERE rolname IN ('hopper_producer', 'hopper_worker') ORDER BY 1;
+SELECT count(*) AS public_executable
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = 'hopper' AND has_function_privilege('public', p.oid, 'EXECUTE');
+
+CREATE ROLE regress_hopper_app;
+GRANT hopper_producer TO regress_hopper_app;
+CREATE ROLE regress_hopper_worker;
+GRANT hopper_worker TO regress_hopper_worker;
+CREATE ROLE regress_hopper_nobody;
+SELECT hopper.queue_create('priv') AS created;
+
+SET ROLE regress_hopper_app;
+SELECT pg_temp.try($$SELECT hopper.queue_push('priv', '{"from": "app"}')$$) AS app_push;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_push_batch('priv', ARRAY['{}']::jsonb[])$$) AS app_batch;
+SELECT pg_temp.try($$SELECT hopper.queue_push('priv-auto', '{}')$$) AS app_push_new_queue;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_stats('priv')$$) AS app_stats;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('priv')$$) AS app_pull;
+SELECT pg_temp.try($$SELECT hopper.queue_drop('priv')$$) AS app_drop;
+
+SET ROLE regress_hopper_worker;
+SELECT pg_temp.try($$
+    SELECT hopper.queue_complete(id, lease_token, '{"done": true}') FROM hopper.queue_pull('priv', 1)$$)
+    AS worker_pull_complete;
+SELECT pg_temp.try($$
+    SELECT hopper.queue_fail(id, lease_token, 'no') FROM hopper.queue_pull('priv', 1)$$) AS worker_pull_fail;
+SELECT pg_temp.try($$SELECT hopper.queue_push('priv', '{}')$$) AS worker_push;
+
+SET ROLE regress_hopper_nobody;
+SELECT pg_temp.try($$SELECT hopper.queue_push('priv', '{}')$$) AS nobody_push;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('priv')$$) AS nobody_pull;
+SELECT pg_temp.try($$SELECT * FROM hopper.jobs$$) AS nobody_reads_table;
+
+RESET ROLE;
+SELECT available, scheduled, running, completed, dead FROM hopper.queue_stats('priv');
+SELECT hopper.queue_drop('priv'), hopper.queue_drop('priv-auto');
+DROP ROLE regress_hopper_app, regress_hopper_worker, regress_hopper_nobody;

@@ -1,0 +1,94 @@
+-- Failure handling: backoff schedule, retry_in, permanent failures, dead after max attempts,
+-- error history, and bringing dead or cancelled jobs back.
+SET hopper.notify = off;
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'job [0-9]+', 'job N');
+END $$;
+-- No jitter, so the backoff schedule is exact: base * 2^attempt, capped.
+SELECT hopper.queue_create('retry', max_attempts => 3, backoff_base => '10 seconds',
+                           backoff_cap => '30 seconds', jitter => 0) AS created;
+SELECT hopper.queue_push('retry', '{"job": "flaky"}') AS id \gset
+
+-- Attempt 1 fails: back after 10 s * 2^1 = 20 s.
+SELECT lease_token AS t1, attempt FROM hopper.queue_pull('retry') \gset
+SELECT hopper.queue_fail(:id, :t1, 'boom 1') AS state;
+SELECT state, attempt, last_error, round(extract(epoch FROM run_at - now())) AS delay_s
+FROM hopper.job_status(:id);
+-- Not before its time...
+SELECT count(*) AS early FROM hopper.queue_pull('retry', at => now() + interval '19 seconds');
+-- ...but then.
+SELECT lease_token AS t2, attempt FROM hopper.queue_pull('retry', at => now() + interval '21 seconds') \gset
+SELECT :attempt AS second_attempt;
+-- Attempt 2 fails: 10 s * 2^2 = 40 s, capped at 30 s.
+SELECT hopper.queue_fail(:id, :t2, 'boom 2') AS state;
+SELECT round(extract(epoch FROM run_at - now())) AS capped_delay_s FROM hopper.job_status(:id);
+-- The old token is dead after the retry: fencing.
+SELECT hopper.queue_complete(:id, :t1) AS stale_complete;
+-- Attempt 3 fails: attempts used up, dead.
+SELECT lease_token AS t3 FROM hopper.queue_pull('retry', at => now() + interval '31 seconds') \gset
+SELECT hopper.queue_fail(:id, :t3, 'boom 3') AS state;
+SELECT state, attempt, last_error, finished_at IS NOT NULL AS finished,
+       jsonb_array_length(errors) AS n_errors,
+       (SELECT array_agg(e->>'error' ORDER BY (e->>'attempt')::int) FROM jsonb_array_elements(errors) e) AS error_log
+FROM hopper.job_status(:id);
+-- Failing a dead job's old lease: stale, NULL.
+SELECT hopper.queue_fail(:id, :t3, 'again') IS NULL AS stale_fail;
+
+-- queue_retry brings it back with attempts starting over; errors are kept.
+SELECT hopper.queue_retry(:id) AS retried;
+SELECT state, attempt, jsonb_array_length(errors) AS n_errors FROM hopper.job_status(:id);
+SELECT lease_token AS t4, attempt FROM hopper.queue_pull('retry') \gset
+SELECT :attempt AS attempt_after_retry;
+
+-- retry_in overrides the backoff; permanent goes straight to dead.
+SELECT hopper.queue_fail(:id, :t4, 'rate limited', retry_in => '5 minutes') AS state;
+SELECT round(extract(epoch FROM run_at - now())) AS retry_in_s FROM hopper.job_status(:id);
+SELECT lease_token AS t5 FROM hopper.queue_pull('retry', at => now() + interval '6 minutes') \gset
+SELECT hopper.queue_fail(:id, :t5, 'file is corrupt', permanent => true) AS state;
+SELECT state, attempt, last_error FROM hopper.job_status(:id);
+
+-- retry_in of zero: available at once.
+SELECT hopper.queue_push('retry', '{"job": "now"}') AS id2 \gset
+SELECT lease_token AS u1 FROM hopper.queue_pull('retry') \gset
+SELECT hopper.queue_fail(:id2, :u1, 'try again now', retry_in => '0 seconds') AS state;
+
+-- Jitter only ever shortens the delay, by at most the jitter fraction.
+SELECT hopper.queue_create('jittery', backoff_base => '100 seconds', backoff_cap => '1 hour',
+                           jitter => 0.5) AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('jittery', array_fill('{}'::jsonb, ARRAY[50]));
+CREATE TEMP TABLE jit AS
+    SELECT p.id, hopper.queue_fail(p.id, p.lease_token, 'x') AS state
+    FROM hopper.queue_pull('jittery', 50) p;
+SELECT count(*) AS failed, bool_and(state = 'scheduled') AS all_scheduled FROM jit;
+SELECT min(extract(epoch FROM s.run_at - now())) >= 100 AS at_least_half,
+       max(extract(epoch FROM s.run_at - now())) <= 200 AS at_most_full,
+       count(DISTINCT s.run_at) > 1 AS spread
+FROM jit, hopper.job_status(jit.id) s;
+
+-- Cancel: a waiting job and a running one; the running job's holder learns at its heartbeat.
+SELECT hopper.queue_push('retry', '{"job": "cancel me"}') AS c1 \gset
+SELECT hopper.queue_cancel(:c1) AS cancelled;
+SELECT state FROM hopper.job_status(:c1);
+SELECT hopper.queue_cancel(:c1) AS cancelled_twice;
+SELECT hopper.queue_push('retry', '{"job": "cancel me running"}', priority => -10) AS c2 \gset
+SELECT lease_token AS ct FROM hopper.queue_pull('retry') \gset
+SELECT hopper.queue_cancel(:c2) AS cancelled_running;
+SELECT hopper.queue_heartbeat(:c2, :ct) AS holder_still_owns_it;
+SELECT hopper.queue_complete(:c2, :ct) AS holder_completes;
+SELECT hopper.queue_retry(:c2) AS retried_cancelled;
+SELECT state FROM hopper.job_status(:c2);
+-- A completed job cannot be retried.
+SELECT lease_token AS ct2, id AS c2b FROM hopper.queue_pull('retry') \gset
+SELECT hopper.queue_complete(:c2b, :ct2) AS completed;
+SELECT pg_temp.try(format('SELECT hopper.queue_retry(%s)', :c2b));
+
+-- Release: back to available without spending an attempt.
+SELECT hopper.queue_push('retry', '{"job": "release me"}', priority => -20) AS r1 \gset
+SELECT lease_token AS rt, attempt FROM hopper.queue_pull('retry') \gset
+SELECT hopper.queue_release(:r1, :rt) AS released;
+SELECT state, attempt FROM hopper.job_status(:r1);
+SELECT hopper.queue_release(:r1, :rt) AS released_twice;
