@@ -93,7 +93,7 @@ EncodePlan build_encode(const EncodeSettings& s, const MediaInfo& source,
     std::string graph = fmt::format("[0:v:0]split={}", rs.size());
     for (size_t i = 0; i < rs.size(); ++i) graph += fmt::format("[s{}]", i);
     for (size_t i = 0; i < rs.size(); ++i)
-        graph += fmt::format(";[s{}]scale={}:{}[v{}]", i, rs[i].width, rs[i].height, i);
+        graph += fmt::format(";[s{}]scale={}:{},setsar=1[v{}]", i, rs[i].width, rs[i].height, i);
     a.insert(a.end(), {"-filter_complex", graph});
     std::string stream_map;
     for (size_t i = 0; i < rs.size(); ++i) {

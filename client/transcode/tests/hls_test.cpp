@@ -89,8 +89,9 @@ TEST(Encode, LadderHasAMasterPlaylistAndOneStreamPerRung) {
     EXPECT_EQ(plan.playlist, "master.m3u8");
     EXPECT_EQ(after(a, "-master_pl_name"), "master.m3u8");
     EXPECT_EQ(after(a, "-var_stream_map"), "v:0,a:0,name:720p v:1,a:1,name:480p");
-    EXPECT_EQ(after(a, "-filter_complex"),
-              "[0:v:0]split=2[s0][s1];[s0]scale=1280:720[v0];[s1]scale=854:480[v1]");
+    EXPECT_EQ(
+        after(a, "-filter_complex"),
+        "[0:v:0]split=2[s0][s1];[s0]scale=1280:720,setsar=1[v0];[s1]scale=854:480,setsar=1[v1]");
     EXPECT_EQ(after(a, "-hls_segment_filename"), "/o/%v/seg_%05d.ts");
     EXPECT_EQ(a.back(), "/o/%v/index.m3u8");
     EXPECT_EQ(after(a, "-preset"), "ultrafast");
