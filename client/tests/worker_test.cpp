@@ -78,6 +78,41 @@ TEST(Worker, RunsHandlersByKindAndStoresResults) {
     EXPECT_EQ(w.stats().completed, 20u);
 }
 
+TEST(Worker, PullsInBatchesWhenTheQueueIsDeep) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::vector<std::string> payloads(64, "{}");
+    c.push_batch(q, payloads);
+    WorkerOptions o = options(q, 8);
+    o.max_batch = 8;
+    Worker w(o);
+    w.on_any([](JobContext&) { std::this_thread::sleep_for(2ms); });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 64; }, 60s));
+    r.stop();
+    // One job per pull would take 64 pulls; refilling free slots in batches takes far fewer.
+    EXPECT_LE(w.stats().pulls, 32u);
+    EXPECT_GE(w.stats().pulls, 8u) << "never more than max_batch jobs per pull";
+}
+
+TEST(Worker, PollsWhenNoNotificationArrives) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    WorkerOptions o = options(q);
+    o.poll_interval = 300ms;
+    Worker w(o);
+    std::atomic<int> handled{0};
+    w.on_any([&](JobContext&) { ++handled; });
+    Running r(w);
+    // Let the worker's first (empty) pull pass, then push without a NOTIFY.
+    std::this_thread::sleep_for(500ms);
+    c.exec("SET hopper.notify = off");
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 30s));
+    EXPECT_EQ(handled.load(), 1);
+}
+
 TEST(Worker, UnknownKindIsFailedWithAClearError) {
     Client c(conninfo());
     std::string q = unique_queue("w");

@@ -151,6 +151,7 @@ struct WorkerStats {
     uint64_t failed = 0;    // failed attempts (retried or dead)
     uint64_t lost = 0;      // finished by the handler, but the job was no longer ours
     uint64_t released = 0;  // given back at shutdown
+    uint64_t pulls = 0;     // pull calls that returned at least one job
 };
 
 class Worker {
