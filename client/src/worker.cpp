@@ -196,6 +196,11 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 }
                 if (deep) continue;
             }
+            // A NOTIFY that arrived with the pull's reply sits in libpq's queue, not the socket.
+            if (!conn->connection().notifications().empty()) {
+                deep = true;
+                if (free_slots > 0) continue;
+            }
             // Wait for a NOTIFY, a freed slot, stop() or a signal; poll anyway now and then.
             Duration wait = internal::jittered(opt.poll_interval, opt.poll_jitter);
             bool woke = conn->connection().wait(
