@@ -366,12 +366,14 @@ void create_handled_table(Client& c) {
 // The helper worker program in a child process; killed outright if a test ends early.
 class HelperProcess {
   public:
-    HelperProcess(const std::string& queue, int concurrency) {
+    HelperProcess(const std::string& queue, int concurrency, const std::string& mode = "record",
+                  int shutdown_timeout_ms = 30000) {
         std::string n = std::to_string(concurrency);
+        std::string t = std::to_string(shutdown_timeout_ms);
         pid_ = ::fork();
         if (pid_ == 0) {
             ::execl(HOPPER_TEST_WORKER, HOPPER_TEST_WORKER, conninfo().c_str(), queue.c_str(),
-                    n.c_str(), static_cast<char*>(nullptr));
+                    n.c_str(), mode.c_str(), t.c_str(), static_cast<char*>(nullptr));
             ::_exit(127);
         }
     }
@@ -382,10 +384,10 @@ class HelperProcess {
         }
     }
     pid_t pid() const { return pid_; }
-    // SIGTERM (a graceful shutdown) and the wait status.
-    int terminate() {
+    // SIGTERM or SIGINT (a graceful shutdown) and the wait status.
+    int terminate(int sig = SIGTERM) {
         int status = 0;
-        ::kill(pid_, SIGTERM);
+        ::kill(pid_, sig);
         ::waitpid(pid_, &status, 0);
         pid_ = -1;
         return status;
@@ -440,6 +442,29 @@ TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
     EXPECT_EQ(r2.int64(0, 0), 2) << "both processes should have taken part";
     auto s = c.stats(q).at(0);
     EXPECT_EQ(s.dead + s.available + s.running + s.scheduled, 0);
+}
+
+TEST(Worker, SigintReleasesRunningJobsAndExitsCleanly) {
+    Client c(conninfo());
+    std::string q = unique_queue("sigint");
+    HelperProcess helper(q, 2, "block", 300);
+    ASSERT_GT(helper.pid(), 0);
+    int64_t a = c.push(q, "{}");
+    int64_t b = c.push(q, "{}");
+    ASSERT_TRUE(eventually(
+        [&] { return state_is(c, a, JobState::Running) && state_is(c, b, JobState::Running); },
+        60s));
+    EXPECT_NE(c.job_status(a).worker.value_or("").find(std::to_string(helper.pid())),
+              std::string::npos)
+        << "the default worker name is host:pid";
+    int status = helper.terminate(SIGINT);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "helper status " << status;
+    for (int64_t id : {a, b}) {
+        JobInfo s = c.job_status(id);
+        EXPECT_EQ(s.state, JobState::Available) << "job " << id << " was not given back";
+        EXPECT_EQ(s.attempt, 0) << "a release does not use up an attempt";
+        EXPECT_FALSE(s.last_error);
+    }
 }
 
 }  // namespace
