@@ -327,9 +327,18 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
     }
     hb.remove(job.id);
     StopReason stopped = ctx.stop_reason();
-    if (ctx.finished()) {
-        ++(ctx.finished_as() == JobContext::Finished::Completed ? completed : failed);
-        return;
+    switch (ctx.finished_as()) {
+        case JobContext::Finished::Completed:
+            ++completed;
+            return;
+        case JobContext::Finished::Failed:
+            ++failed;
+            return;
+        case JobContext::Finished::Released:
+            ++released;
+            return;
+        case JobContext::Finished::No:
+            break;
     }
     report(client, job, [&] {
         bool held;

@@ -202,6 +202,28 @@ TEST(Worker, HandlerCompletesInItsOwnTransaction) {
     EXPECT_EQ(w.stats().lost, 0u) << "the runtime must not try to complete it a second time";
 }
 
+TEST(Worker, HandlerCanReleaseItsJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    std::atomic<int> calls{0};
+    w.on_any([&](JobContext& job) {
+        // The first time, give it back; the second time, do it.
+        if (++calls == 1) {
+            EXPECT_TRUE(job.release());
+        }
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_EQ(calls.load(), 2);
+    EXPECT_EQ(c.job_status(id).attempt, 1) << "the release did not use up an attempt";
+    r.stop();
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 1u);
+    EXPECT_EQ(w.stats().lost, 0u);
+}
+
 TEST(Worker, ProgressIsVisibleWhileTheHandlerRuns) {
     Client c(conninfo());
     std::string q = unique_queue("w");
