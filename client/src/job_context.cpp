@@ -88,6 +88,12 @@ bool JobContext::complete_with(const std::function<void(Client&)>& in_transactio
     return true;
 }
 
+bool JobContext::release() {
+    if (!client_.release(job_.id, job_.lease_token)) return false;
+    finished_ = Finished::Released;
+    return true;
+}
+
 std::optional<JobState> JobContext::fail_with(
     const std::string& error, const FailOptions& options,
     const std::function<void(Client&, JobState)>& in_transaction) {

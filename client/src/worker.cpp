@@ -23,6 +23,7 @@ namespace hopper {
 
 using internal::Backoff;
 using Steady = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kGatherWait{20};
 
 struct Worker::Impl {
     WorkerOptions opt;
@@ -40,7 +41,7 @@ struct Worker::Impl {
     int in_flight = 0;  // pending + running
     bool handlers_done = false;
 
-    std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0};
+    std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0}, pulls{0};
 
     explicit Impl(WorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
@@ -111,7 +112,7 @@ void Worker::stop() {
 
 WorkerStats Worker::stats() const {
     return {impl_->completed.load(), impl_->failed.load(), impl_->lost.load(),
-            impl_->released.load()};
+            impl_->released.load(), impl_->pulls.load()};
 }
 
 void Worker::run() {
@@ -143,6 +144,8 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> conn;
     bool deep = false;  // the last pull filled every free slot: there is probably more
+    bool gathered = false;
+    const int batch_target = std::max(1, std::min(opt.max_batch, opt.concurrency) / 2);
     while (!stopping()) {
         try {
             if (!conn) {
@@ -160,7 +163,18 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 std::lock_guard<std::mutex> lock(m);
                 free_slots = opt.concurrency - in_flight;
             }
+            if (free_slots > 0 && deep && free_slots < batch_target && !gathered) {
+                // The queue is deep but only a slot or two is free: give the other handlers a
+                // moment to finish too, so one pull fills several slots instead of one each.
+                gathered = true;
+                std::unique_lock<std::mutex> lock(m);
+                idle_cv.wait_for(lock, kGatherWait, [&] {
+                    return stopping() || opt.concurrency - in_flight >= batch_target;
+                });
+                continue;
+            }
             if (free_slots > 0 && deep) {
+                gathered = false;
                 PullOptions po;
                 po.n = std::min(free_slots, opt.max_batch);
                 po.lease = opt.lease;
@@ -172,6 +186,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 backoff.reset();
                 deep = static_cast<int>(jobs.size()) == po.n;
                 if (!jobs.empty()) {
+                    ++pulls;
                     {
                         std::lock_guard<std::mutex> lock(m);
                         for (auto& j : jobs) pending.push_back(std::move(j));
@@ -180,6 +195,11 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                     work_cv.notify_all();
                 }
                 if (deep) continue;
+            }
+            // A NOTIFY that arrived with the pull's reply sits in libpq's queue, not the socket.
+            if (!conn->connection().notifications().empty()) {
+                deep = true;
+                if (free_slots > 0) continue;
             }
             // Wait for a NOTIFY, a freed slot, stop() or a signal; poll anyway now and then.
             Duration wait = internal::jittered(opt.poll_interval, opt.poll_jitter);
@@ -307,9 +327,18 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
     }
     hb.remove(job.id);
     StopReason stopped = ctx.stop_reason();
-    if (ctx.finished()) {
-        ++(ctx.finished_as() == JobContext::Finished::Completed ? completed : failed);
-        return;
+    switch (ctx.finished_as()) {
+        case JobContext::Finished::Completed:
+            ++completed;
+            return;
+        case JobContext::Finished::Failed:
+            ++failed;
+            return;
+        case JobContext::Finished::Released:
+            ++released;
+            return;
+        case JobContext::Finished::No:
+            break;
     }
     report(client, job, [&] {
         bool held;

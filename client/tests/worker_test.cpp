@@ -78,6 +78,41 @@ TEST(Worker, RunsHandlersByKindAndStoresResults) {
     EXPECT_EQ(w.stats().completed, 20u);
 }
 
+TEST(Worker, PullsInBatchesWhenTheQueueIsDeep) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::vector<std::string> payloads(64, "{}");
+    c.push_batch(q, payloads);
+    WorkerOptions o = options(q, 8);
+    o.max_batch = 8;
+    Worker w(o);
+    w.on_any([](JobContext&) { std::this_thread::sleep_for(2ms); });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 64; }, 60s));
+    r.stop();
+    // One job per pull would take 64 pulls; refilling free slots in batches takes far fewer.
+    EXPECT_LE(w.stats().pulls, 32u);
+    EXPECT_GE(w.stats().pulls, 8u) << "never more than max_batch jobs per pull";
+}
+
+TEST(Worker, PollsWhenNoNotificationArrives) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    WorkerOptions o = options(q);
+    o.poll_interval = 300ms;
+    Worker w(o);
+    std::atomic<int> handled{0};
+    w.on_any([&](JobContext&) { ++handled; });
+    Running r(w);
+    // Let the worker's first (empty) pull pass, then push without a NOTIFY.
+    std::this_thread::sleep_for(500ms);
+    c.exec("SET hopper.notify = off");
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 30s));
+    EXPECT_EQ(handled.load(), 1);
+}
+
 TEST(Worker, UnknownKindIsFailedWithAClearError) {
     Client c(conninfo());
     std::string q = unique_queue("w");
@@ -165,6 +200,28 @@ TEST(Worker, HandlerCompletesInItsOwnTransaction) {
     r.stop();
     EXPECT_EQ(w.stats().completed, 1u);
     EXPECT_EQ(w.stats().lost, 0u) << "the runtime must not try to complete it a second time";
+}
+
+TEST(Worker, HandlerCanReleaseItsJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    std::atomic<int> calls{0};
+    w.on_any([&](JobContext& job) {
+        // The first time, give it back; the second time, do it.
+        if (++calls == 1) {
+            EXPECT_TRUE(job.release());
+        }
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_EQ(calls.load(), 2);
+    EXPECT_EQ(c.job_status(id).attempt, 1) << "the release did not use up an attempt";
+    r.stop();
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 1u);
+    EXPECT_EQ(w.stats().lost, 0u);
 }
 
 TEST(Worker, ProgressIsVisibleWhileTheHandlerRuns) {
@@ -331,12 +388,14 @@ void create_handled_table(Client& c) {
 // The helper worker program in a child process; killed outright if a test ends early.
 class HelperProcess {
   public:
-    HelperProcess(const std::string& queue, int concurrency) {
+    HelperProcess(const std::string& queue, int concurrency, const std::string& mode = "record",
+                  int shutdown_timeout_ms = 30000) {
         std::string n = std::to_string(concurrency);
+        std::string t = std::to_string(shutdown_timeout_ms);
         pid_ = ::fork();
         if (pid_ == 0) {
             ::execl(HOPPER_TEST_WORKER, HOPPER_TEST_WORKER, conninfo().c_str(), queue.c_str(),
-                    n.c_str(), static_cast<char*>(nullptr));
+                    n.c_str(), mode.c_str(), t.c_str(), static_cast<char*>(nullptr));
             ::_exit(127);
         }
     }
@@ -347,10 +406,10 @@ class HelperProcess {
         }
     }
     pid_t pid() const { return pid_; }
-    // SIGTERM (a graceful shutdown) and the wait status.
-    int terminate() {
+    // SIGTERM or SIGINT (a graceful shutdown) and the wait status.
+    int terminate(int sig = SIGTERM) {
         int status = 0;
-        ::kill(pid_, SIGTERM);
+        ::kill(pid_, sig);
         ::waitpid(pid_, &status, 0);
         pid_ = -1;
         return status;
@@ -405,6 +464,29 @@ TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
     EXPECT_EQ(r2.int64(0, 0), 2) << "both processes should have taken part";
     auto s = c.stats(q).at(0);
     EXPECT_EQ(s.dead + s.available + s.running + s.scheduled, 0);
+}
+
+TEST(Worker, SigintReleasesRunningJobsAndExitsCleanly) {
+    Client c(conninfo());
+    std::string q = unique_queue("sigint");
+    HelperProcess helper(q, 2, "block", 300);
+    ASSERT_GT(helper.pid(), 0);
+    int64_t a = c.push(q, "{}");
+    int64_t b = c.push(q, "{}");
+    ASSERT_TRUE(eventually(
+        [&] { return state_is(c, a, JobState::Running) && state_is(c, b, JobState::Running); },
+        60s));
+    EXPECT_NE(c.job_status(a).worker.value_or("").find(std::to_string(helper.pid())),
+              std::string::npos)
+        << "the default worker name is host:pid";
+    int status = helper.terminate(SIGINT);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "helper status " << status;
+    for (int64_t id : {a, b}) {
+        JobInfo s = c.job_status(id);
+        EXPECT_EQ(s.state, JobState::Available) << "job " << id << " was not given back";
+        EXPECT_EQ(s.attempt, 0) << "a release does not use up an attempt";
+        EXPECT_FALSE(s.last_error);
+    }
 }
 
 }  // namespace

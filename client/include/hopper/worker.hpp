@@ -60,7 +60,8 @@ enum class StopReason {
 };
 std::string_view to_string(StopReason r);
 
-// What a handler sees of its job. Methods may be called from any thread.
+// What a handler sees of its job. progress(), the stop methods and on_stop() may be called from any
+// thread; the rest from the handler's own thread (they use its connection).
 class JobContext {
   public:
     using ProgressSink = std::function<bool(double, const std::optional<std::string>&)>;
@@ -77,6 +78,7 @@ class JobContext {
     int attempt() const { return job_.attempt; }
 
     // Records progress (0..1) and optional JSON detail. false: the job is no longer ours.
+    // (A context built without a progress sink reports on client(), from the handler's thread.)
     bool progress(double fraction, const std::optional<std::string>& detail = {});
 
     bool stop_requested() const { return stop_reason() != StopReason::None; }
@@ -105,12 +107,16 @@ class JobContext {
     std::optional<JobState> fail_with(const std::string& error, const FailOptions& options,
                                       const std::function<void(Client&, JobState)>& in_transaction);
 
+    // Gives the job back for another worker to run now, without using up an attempt (e.g. this
+    // machine lacks a resource the job needs). false when the job is no longer ours.
+    bool release();
+
     // This worker thread's own connection, for the handler's SQL. Use it from the handler's
     // thread only (progress() may be called from anywhere).
     Client& client() { return client_; }
 
     // Runtime side: raising the stop flag, and whether the handler already finished the job.
-    enum class Finished { No, Completed, Failed };
+    enum class Finished { No, Completed, Failed, Released };
     void request_stop(StopReason reason);
     bool finished() const { return finished_ != Finished::No; }
     Finished finished_as() const { return finished_; }
@@ -151,6 +157,7 @@ struct WorkerStats {
     uint64_t failed = 0;    // failed attempts (retried or dead)
     uint64_t lost = 0;      // finished by the handler, but the job was no longer ours
     uint64_t released = 0;  // given back at shutdown
+    uint64_t pulls = 0;     // pull calls that returned at least one job
 };
 
 class Worker {
