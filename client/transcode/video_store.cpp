@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS transcode.videos (
 }  // namespace
 
 void ensure_schema(hopper::Client& client) {
+    // Readers (status) may lack the right to create anything: only create what is missing.
+    auto exists = client.exec("SELECT pg_catalog.to_regclass('transcode.videos') IS NOT NULL");
+    if (exists.boolean(0, 0)) return;
     // CREATE ... IF NOT EXISTS still races with itself (duplicate pg_type rows): serialise.
     hopper::Transaction tx(client);
     client.exec("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('transcode.videos'))");
