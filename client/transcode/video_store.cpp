@@ -149,7 +149,9 @@ void mark_failed(hopper::Client& client, const std::string& video_id, int64_t jo
 void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id) {
     client.exec(
         "UPDATE transcode.videos SET processing_status = 'pending', updated_at = pg_catalog.now() "
-        "WHERE id = $1 AND job_id = $2 AND processing_status = 'processing'",
+        "WHERE id = $1 AND job_id = $2 AND processing_status = 'processing' "
+        // Released means another worker may pull the job at once: never undo its claim.
+        "  AND (SELECT s.state FROM hopper.job_status($2) s) <> 'running'",
         video_id, job_id);
 }
 
