@@ -41,7 +41,7 @@ playlist=$(psql -X -A -t -c "SELECT processed_file_path FROM transcode.videos WH
 echo
 echo "Play it:  ffplay $playlist"
 echo "Files:"
-(cd "$(dirname "$playlist")" && find . -type f | sort | sed 's/^/  /' | head -20)
+(cd "$(dirname "$playlist")" && find . -type f | sort | sed -n "1,20s/^/  /p")
 
 step "ffprobe $playlist"
 ffprobe -hide_banner "$playlist" 2>&1 | grep -E '^ *(Input|Duration|Program|Stream)'

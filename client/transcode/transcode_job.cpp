@@ -208,6 +208,7 @@ void Transcode::run() {
             // Only the deadline throws JobStopped without a stop: a timeout during the probe.
             std::string msg = "timed out while probing the input";
             mark_failed(db_, p_.video_id, job_.id(), msg, last_attempt);
+            if (last_attempt) throw hopper::PermanentFailure(msg);
             throw std::runtime_error(msg);
         }
         on_stopped();
