@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hopper/spi.hpp"
 
@@ -23,5 +24,13 @@ struct Counts {
 // `backoff` they come back after the queue's retry backoff; without, at `at`.
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t limit,
                       bool backoff);
+
+// Rescues up to `limit` running jobs pulled with session_bound whose claiming backend (pid and
+// backend start time, since pids are reused) is no longer among the server's backends, whatever
+// their lease says. The attempt stays counted: they come back available at `at`, or go to history
+// as dead when attempts are used up, with the error "worker backend gone (pid N)"; their token is
+// cleared. Sends NOTIFY for the queues that got jobs back. Runs as a role that may see every
+// backend's start time (the reaper's superuser).
+Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit);
 
 }  // namespace hopper::rescue
