@@ -172,6 +172,36 @@ Next guarded_round() {
     return next;
 }
 
+// Sleeps hopper.reaper_naptime. A long naptime is slept in slices of kStepAsideCheckMs: DROP
+// DATABASE waits only 5 s for other connections to leave, so the reaper looks at least that often
+// whether someone wants its database.
+constexpr int kStepAsideCheckMs = 1000;
+
+Next guarded_nap() {
+    bool failed = false;
+    try {
+        for (int left = naptime_ms; left > 0; left -= kStepAsideCheckMs) {
+            nap(left < kStepAsideCheckMs ? left : kStepAsideCheckMs);
+            // A reload may have turned the reaper off or shortened its naptime: round at once.
+            if (left <= kStepAsideCheckMs || ConfigReloadPending) break;
+            bool wanted = false;
+            worker::in_transaction([&] { wanted = database_wanted(); });
+            if (wanted) {
+                pg_guard([] {
+                    ereport(LOG, (errmsg("hopper reaper exits: another session needs the "
+                                         "database alone")));
+                });
+                return Next::exit;
+            }
+        }
+    } catch (...) {
+        worker::remember_failure();
+        failed = true;
+    }
+    if (failed) worker::report_failure("hopper reaper nap");
+    return Next::go_on;
+}
+
 }  // namespace
 }  // namespace hopper::reaper
 
@@ -203,8 +233,6 @@ void hopper_reaper_main(Datum main_arg) {
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         if (guarded_round() == Next::exit) proc_exit(0);
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, naptime_ms,
-                        PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
+        if (guarded_nap() == Next::exit) proc_exit(0);
     }
 }
