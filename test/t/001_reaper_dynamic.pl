@@ -84,6 +84,44 @@ my $t_kill9 = check_rescued_from_gone_backend(
 	$node->safe_psql('app', "SELECT hopper.queue_cancel($id)");
 }
 
+# LISTENing workers are woken by the reaper when a scheduled job comes due, and when a crashed
+# session-bound job is back.
+{
+	my ($reaper) = split /\|/, reaper_of($node, 'app');
+	my $l = start_session($node, 'app');
+	session_query($l, 'LISTEN "hopper:wake"');
+	$node->safe_psql('app',
+		"SELECT hopper.queue_push('wake', '{}', run_at => now() + interval '2 seconds')");
+	like(session_query($l, 'SELECT 1'), qr/Asynchronous notification "hopper:wake"/,
+		'the push itself notifies');
+	my ($heard, $t0) = ('', time);
+	while (time - $t0 < 6 && $heard !~ /notification/)
+	{
+		usleep(100_000);
+		$heard = session_query($l, 'SELECT 1');
+	}
+	like($heard, qr/Asynchronous notification "hopper:wake" received from server process with PID $reaper/,
+		'the reaper notifies when the scheduled job comes due');
+	note sprintf('scheduled job: reaper NOTIFY heard %.3f s after the push (run_at + 2 s)', time - $t0);
+
+	my $s = start_session($node, 'app');
+	$node->safe_psql('app', "SELECT hopper.queue_push('wake', '{}')");
+	session_query($l, 'SELECT 1');    # drains the push's notification
+	session_query($s, "SELECT id FROM hopper.queue_pull('wake', 1, session_bound => true)");
+	kill 'KILL', session_client_pid($s);
+	eval { $s->{run}->finish };
+	($heard, $t0) = ('', time);
+	while (time - $t0 < 5 && $heard !~ /notification/)
+	{
+		usleep(100_000);
+		$heard = session_query($l, 'SELECT 1');
+	}
+	like($heard, qr/Asynchronous notification "hopper:wake" received from server process with PID $reaper/,
+		'the reaper notifies when a crashed worker\'s job is back');
+	$l->{in} .= "\\q\n";
+	$l->{run}->finish;
+}
+
 # An expired lease is rescued within lease + 2 s, with the queue's backoff.
 {
 	my $id = $node->safe_psql('app', "SELECT hopper.queue_push('leases', '{}')");
