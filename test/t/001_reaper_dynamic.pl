@@ -39,7 +39,7 @@ sub check_rescued_from_gone_backend
 	$kill->($s, $backend);
 	my $took = wait_until($node, 'app',
 		"SELECT state = 'available' FROM hopper.job_status($id)", 10);
-	my $elapsed = defined $took ? time - $t0 : undef;
+	my $elapsed = defined $took ? rescued_after($node, 'app', $id, $t0) : undef;
 	ok(defined $elapsed && $elapsed < 2, "$how: job available again within 2 s");
 	note sprintf('%s: rescued %.3f s after the kill (lease was 1 hour)', $how, $elapsed // -1);
 	is( $node->safe_psql('app',
@@ -130,7 +130,7 @@ my $t_kill9 = check_rescued_from_gone_backend(
 		"SELECT id, lease_token FROM hopper.queue_pull('leases', 1, lease => '2 seconds', worker => 'w-slow')");
 	my $took = wait_until($node, 'app',
 		"SELECT state <> 'running' FROM hopper.job_status($id)", 15);
-	my $elapsed = defined $took ? time - $t0 : undef;
+	my $elapsed = defined $took ? rescued_after($node, 'app', $id, $t0) : undef;
 	ok(defined $elapsed && $elapsed < 2 + 2, 'expired lease rescued within lease + 2 s');
 	note sprintf('expired lease: rescued %.3f s after the pull (lease 2 s)', $elapsed // -1);
 	is( $node->safe_psql('app',

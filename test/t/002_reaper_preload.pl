@@ -69,7 +69,7 @@ note sprintf('replacement reaper after %.3f s', $took // -1);
 	kill 'KILL', session_client_pid($s);
 	eval { $s->{run}->finish };
 	my $t = wait_until($node, 'with_ext', "SELECT state = 'available' FROM hopper.job_status($id)", 10);
-	my $elapsed = defined $t ? time - $t0 : undef;
+	my $elapsed = defined $t ? rescued_after($node, 'with_ext', $id, $t0) : undef;
 	ok(defined $elapsed && $elapsed < 2, 'preload: a killed client\'s session-bound job is back within 2 s');
 	note sprintf('preload, client kill -9: rescued %.3f s after the kill', $elapsed // -1);
 }

@@ -11,7 +11,7 @@ use Time::HiRes qw(time usleep);
 
 use Exporter 'import';
 our @EXPORT = qw(wait_until reaper_of session_query start_session session_backend_pid
-  session_client_pid);
+  session_client_pid rescued_after);
 
 # Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
 # Returns the seconds it took, or undef on timeout.
@@ -27,6 +27,16 @@ sub wait_until
 		usleep(50_000);
 	}
 	return undef;
+}
+
+# Seconds from the epoch time $t0 to the rescue of job $id, as the job's error log records it (the
+# rescuing transaction's start), so that the polling of the test does not count.
+sub rescued_after
+{
+	my ($node, $db, $id, $t0) = @_;
+	my $at = $node->safe_psql($db,
+		"SELECT extract(epoch FROM (errors->-1->>'at')::timestamptz) FROM hopper.job_status($id)");
+	return $at eq '' ? undef : $at - $t0;
 }
 
 # The reaper of database $db as "pid|mode", or '' if none runs, read from another database
