@@ -60,7 +60,8 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
 Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
 #define HOPPER_GONE_ERROR(alias) "'worker backend gone (pid ' || " alias ".claimed_pid || ')'"
     // The live set is read after the statement's snapshot is taken, so a claimer whose claim we
-    // see and who is missing from it has really exited. Candidates are then locked together with
+    // see and who is missing from it has really exited. (A backend whose start time this role may
+    // not see counts as alive: better late than a job taken from a live worker.) Candidates are then locked together with
     // the token seen: a job re-claimed meanwhile by a newer backend has another token and is left.
     static spi::Statement st(
         "WITH live AS MATERIALIZED ("
@@ -70,7 +71,7 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "  SELECT j.id, j.lease_token FROM hopper.jobs j "
         "  WHERE j.state = 'running' AND j.session_bound AND NOT EXISTS ("
         "    SELECT 1 FROM live l WHERE l.pid = j.claimed_pid "
-        "      AND l.backend_start = j.claimed_backend_start) "
+        "      AND (l.backend_start = j.claimed_backend_start OR l.backend_start IS NULL)) "
         "  ORDER BY j.id LIMIT $2), "
         "orphans AS MATERIALIZED ("
         "  SELECT j.id FROM hopper.jobs j JOIN candidates c "
