@@ -1,5 +1,6 @@
 # A rescue storm: 100,000 running jobs whose leases expired together are rescued by the reaper in
-# bounded transactions while pushes, pulls and completions carry on. Reports how long it took.
+# bounded transactions while pushes, pulls and completions carry on; then 20,000 session-bound jobs
+# whose backend exited. Reports how long each took.
 use strict;
 use warnings;
 
@@ -86,6 +87,27 @@ is( $node->safe_psql('app',
 ok($node->safe_psql('app',
 		"SELECT jobs_rescued >= $jobs FROM hopper.reaper_status() WHERE database = 'app'") eq 't',
 	'reaper_status counts them');
+
+# The same for session-bound jobs whose backend exited: no lease to wait for.
+my $orphans = 20_000;
+$node->safe_psql('app', 'SELECT hopper.reaper_stop()');
+$node->safe_psql('app',
+	join '', map { "SELECT count(*) FROM hopper.queue_push_batch('orphans', array_fill('{}'::jsonb, ARRAY[1000]));\n" }
+	  1 .. $orphans / 1000);
+$node->safe_psql('app',
+	join '', map { "SELECT count(*) FROM hopper.queue_pull('orphans', 1000, lease => '1 hour', session_bound => true);\n" }
+	  1 .. $orphans / 1000);    # safe_psql's session ends here: the claimer is gone
+is($node->safe_psql('app', 'SELECT hopper.reaper_start()'), 't', 'reaper started again');
+$t0 = time;
+my $took = wait_until($node, 'app',
+	"SELECT count(*) = 0 FROM hopper.jobs WHERE queue = 'orphans' AND state = 'running'", 120);
+ok(defined $took, "all $orphans session-bound jobs of the exited backend rescued");
+note sprintf('orphan storm: %d session-bound jobs rescued in %.1f s after the reaper started',
+	$orphans, $took // -1);
+is( $node->safe_psql('app',
+		"SELECT count(*) FROM hopper.jobs WHERE queue = 'orphans' AND state = 'available' "
+		  . "AND attempt = 1 AND last_error LIKE 'worker backend gone (pid %)'"),
+	$orphans, 'each one available again with its attempt counted');
 
 session_query($client, 'SELECT 1');
 $client->{in} .= "\\q\n";
