@@ -41,6 +41,8 @@ bool parked(spi::Connection& conn) {
 }  // namespace
 
 bool start(Oid db, Mode mode, TransactionId wait_for, bool warn) {
+    // pg_upgrade restores the schema with CREATE EXTENSION: no reaper may touch the data then.
+    if (IsBinaryUpgrade) return false;
     BackgroundWorker w;
     std::memset(&w, 0, sizeof w);
     w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
