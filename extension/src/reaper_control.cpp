@@ -49,13 +49,20 @@ HOPPER_FUNCTION(hopper_reaper_start) {
 HOPPER_FUNCTION(hopper_reaper_stop) {
     set_stopped(true);
     bool was_running = false;
-    for (const reaper::Process& p : reaper::processes()) {
-        if (p.database != MyDatabaseId) continue;
-        was_running = was_running || p.active;
-        // A reaper stops on SIGTERM at its next interrupt check (die()).
-        kill(p.pid, SIGTERM);
-    }
-    for (int waited = 0; waited < kStopWaitMs && reaper::lock_is_held(); waited += 20) {
+    for (int waited = 0; waited < kStopWaitMs; waited += 20) {
+        // Signals every reaper process of this database, again on each round: one started by a
+        // push or the launcher meanwhile (it cannot see the uncommitted stop yet) goes too,
+        // rather than waiting for this transaction while this transaction waits for it.
+        pg_guard([] { pgstat_clear_snapshot(); });
+        bool any = false;
+        for (const reaper::Process& p : reaper::processes()) {
+            if (p.database != MyDatabaseId) continue;
+            any = true;
+            if (waited == 0) was_running = was_running || p.active;
+            // A reaper stops on SIGTERM at its next interrupt check (die()).
+            kill(p.pid, SIGTERM);
+        }
+        if (!any && !reaper::lock_is_held()) PG_RETURN_BOOL(was_running);
         pg_guard([] {
             (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 20,
                             PG_WAIT_EXTENSION);
@@ -63,9 +70,7 @@ HOPPER_FUNCTION(hopper_reaper_stop) {
             CHECK_FOR_INTERRUPTS();
         });
     }
-    if (reaper::lock_is_held())
-        throw PgError(ERRCODE_OBJECT_IN_USE,
-                      "the hopper reaper of this database did not stop within 10 s", {},
-                      "Look for it in pg_stat_activity (backend_type 'hopper reaper').");
-    PG_RETURN_BOOL(was_running);
+    throw PgError(ERRCODE_OBJECT_IN_USE,
+                  "the hopper reaper of this database did not stop within 10 s", {},
+                  "Look for it in pg_stat_activity (backend_type 'hopper reaper').");
 }

@@ -70,19 +70,18 @@ bool extension_present() {
 // running CREATE EXTENSION: dynamic workers start before their creator commits) has ended.
 bool extension_present_after_creator() {
     bool present = false;
-    bool waited = false;
+    TransactionId xid = start_info.wait_for;
     worker::in_transaction([&] {
         present = extension_present();
-        TransactionId xid = start_info.wait_for;
         if (present || !TransactionIdIsValid(xid)) return;
-        waited = pg_guard([&] {
-            if (!TransactionIdIsInProgress(xid)) return false;
-            XactLockTableWait(xid, nullptr, nullptr, XLTW_None);
-            return true;
+        pg_guard([&] {
+            if (TransactionIdIsInProgress(xid)) XactLockTableWait(xid, nullptr, nullptr, XLTW_None);
         });
     });
-    // A new transaction sees what the creator committed.
-    if (!present && waited) worker::in_transaction([&] { present = extension_present(); });
+    // Look again in a new transaction, whether or not there was a wait: the creator may have
+    // committed between the first look and the in-progress test.
+    if (!present && TransactionIdIsValid(xid))
+        worker::in_transaction([&] { present = extension_present(); });
     return present;
 }
 
