@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "hopper/spi.hpp"
 
@@ -29,8 +28,8 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
 // backend start time, since pids are reused) is no longer among the server's backends, whatever
 // their lease says. The attempt stays counted: they come back available at `at`, or go to history
 // as dead when attempts are used up, with the error "worker backend gone (pid N)"; their token is
-// cleared. Sends NOTIFY for the queues that got jobs back. Runs as a role that may see every
-// backend's start time (the reaper's superuser).
+// cleared. Sends NOTIFY for the queues that got jobs back. A backend whose start time the role may
+// not see counts as alive, so run it as a role that sees them all (the reaper runs as superuser).
 Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit);
 
 }  // namespace hopper::rescue
