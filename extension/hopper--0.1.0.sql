@@ -315,6 +315,14 @@ GRANT SELECT, INSERT ON hopper.job_history TO hopper_worker;
 GRANT USAGE ON SEQUENCE hopper.lease_token_seq TO hopper_worker;
 
 -- ---------------------------------------------------------------------------------------------------
+-- Listing: the jobs of one queue (live and finished), optionally in one state, newest first.
+CREATE FUNCTION hopper.queue_jobs(queue text, state text DEFAULT NULL, lim integer DEFAULT 100)
+RETURNS SETOF hopper.job_info AS 'MODULE_PATHNAME', 'hopper_queue_jobs'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+REVOKE ALL ON FUNCTION hopper.queue_jobs(text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.queue_jobs(text, text, integer) TO hopper_producer, hopper_worker;
+
+-- ---------------------------------------------------------------------------------------------------
 -- Reaper: a background worker per database that rescues stuck jobs (expired leases, session-bound
 -- jobs whose backend is gone), prunes history and wakes workers. See README "The reaper".
 
