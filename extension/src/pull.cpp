@@ -3,6 +3,7 @@
 
 #include "hopper/args.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
 
@@ -67,6 +68,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
 
     result::SetResult out(fcinfo);
     spi::Connection conn;
+    reaper::ensure_running(conn);
     auto claim = [&](int64_t limit) {
         return conn.exec(
             claim_statement(),

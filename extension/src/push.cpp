@@ -8,6 +8,7 @@
 #include "hopper/args.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/queues.hpp"
+#include "hopper/reaper.hpp"
 #include "hopper/result.hpp"
 
 extern "C" {
@@ -105,6 +106,7 @@ HOPPER_FUNCTION(hopper_queue_push) {
     auto concurrency_key = args::optional_text(fcinfo, 7, "concurrency_key", args::kMaxKey);
 
     spi::Connection conn;
+    reaper::ensure_running(conn);
     std::optional<int64_t> id;
     // At most a few rounds: each one either inserts, finds the duplicate, or creates the queue.
     for (int round = 0; round < 4 && !id; ++round) {
@@ -171,6 +173,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     if (n == 0) return (Datum)0;
 
     spi::Connection conn;
+    reaper::ensure_running(conn);
     queues::ensure(conn, queue);
 
     // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with
