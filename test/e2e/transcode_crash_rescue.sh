@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A worker killed with SIGKILL mid-encode: its ffmpeg dies with it, nothing is published, and once
-# its short lease expires a second worker takes the job over and completes it.
+# its short lease expires (or sooner, when the reaper sees its connection gone) a second worker
+# takes the job over and completes it.
 source "$(dirname "$0")/lib/transcode.sh"
 
 make_clip "$WORK/clip.mp4" 6
