@@ -23,8 +23,9 @@ void _PG_init(void);
 void _PG_init(void) {
     using namespace hopper::guc;
     DefineCustomBoolVariable("hopper.auto_create_queues",
-                             "Pushing to an unknown queue creates it with default settings.", nullptr,
-                             &auto_create_queues, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+                             "Pushing to an unknown queue creates it with default settings.",
+                             nullptr, &auto_create_queues, true, PGC_USERSET, 0, nullptr, nullptr,
+                             nullptr);
     DefineCustomIntVariable("hopper.max_pull", "Most jobs one queue_pull call may claim.", nullptr,
                             &max_pull, 1000, 1, 100000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("hopper.max_payload_bytes", "Largest job payload accepted, in bytes.",

@@ -59,9 +59,9 @@ bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz sin
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' "
         "AND run_at > $2 AND run_at <= $3 AND ($4 OR run_at > created_at) LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID});
-    return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(since)),
-                           spi::arg_datum(TimestampTzGetDatum(until)),
-                           spi::arg_bool(including_pushed)})
+    return !conn.exec(st,
+                      {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(since)),
+                       spi::arg_datum(TimestampTzGetDatum(until)), spi::arg_bool(including_pushed)})
                 .empty();
 }
 

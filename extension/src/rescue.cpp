@@ -10,11 +10,12 @@ extern "C" {
 
 namespace hopper::rescue {
 
-Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t limit,
-                      bool backoff) {
+Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                      int64_t limit, bool backoff) {
     // A cheap probe first: on the hot path there is usually nothing to rescue.
     static spi::Statement probe(
-        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'running' AND lease_until < $2 LIMIT 1",
+        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'running' AND lease_until < $2 "
+        "LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID});
     if (conn.exec(probe, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at))}).empty())
         return {};
@@ -61,8 +62,9 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
 #define HOPPER_GONE_ERROR(alias) "'worker backend gone (pid ' || " alias ".claimed_pid || ')'"
     // The live set is read after the statement's snapshot is taken, so a claimer whose claim we
     // see and who is missing from it has really exited. (A backend whose start time this role may
-    // not see counts as alive: better late than a job taken from a live worker.) Candidates are then locked together with
-    // the token seen: a job re-claimed meanwhile by a newer backend has another token and is left.
+    // not see counts as alive: better late than a job taken from a live worker.) Candidates are
+    // then locked together with the token seen: a job re-claimed meanwhile by a newer backend has
+    // another token and is left.
     static spi::Statement st(
         "WITH live AS MATERIALIZED ("
         "  SELECT a.pid, a.backend_start FROM pg_catalog.pg_stat_get_activity(NULL::integer) a "

@@ -21,8 +21,8 @@ struct Counts {
 // Rescues up to `limit` running jobs of `queue` whose lease ended before `at`. Their lease token is
 // cleared, so the old holder can no longer complete, fail, heartbeat or report progress. With
 // `backoff` they come back after the queue's retry backoff; without, at `at`.
-Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t limit,
-                      bool backoff);
+Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                      int64_t limit, bool backoff);
 
 // Rescues up to `limit` running jobs pulled with session_bound whose claiming backend (pid and
 // backend start time, since pids are reused) is no longer among the server's backends, whatever
