@@ -202,6 +202,13 @@ reaper)
     if psql -X -A -t -q -c "SELECT to_regprocedure('hopper.reaper_status()') IS NOT NULL" | grep -q t; then
         expect_rc 0 "reaper status"
         expect_out "^PID +DATABASE +MODE" "header"
+        # The install script started this database's reaper; give it a moment to report.
+        for _ in $(seq 50); do
+            run reaper status --json
+            grep -q "\"database\": \"$db\", \"mode\": \"dynamic\"" <<<"$out" && break
+            sleep 0.2
+        done
+        expect_out "\"database\": \"$db\", \"mode\": \"dynamic\"" "this database's reaper listed"
     else
         expect_rc 7 "no reaper_status() in this database"
         expect_err "no hopper.reaper_status\(\)" "message"
