@@ -2,31 +2,9 @@
 -- and one real rescue (an expired lease) observed by polling. Crash recovery, both start-up modes,
 -- retention and the rescue storm need a server of their own: they are TAP tests (test/t).
 SET hopper.notify = off;
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/include/try.sql
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
--- Polls a condition every 50 ms for up to `seconds`; true as soon as it holds. (The backend status
--- that reaper_status() reads is a snapshot per transaction: cleared before every look.)
-CREATE FUNCTION pg_temp.wait_for(cond text, seconds int DEFAULT 20) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    ok boolean;
-BEGIN
-    FOR i IN 1 .. seconds * 20 LOOP
-        PERFORM pg_stat_clear_snapshot();
-        EXECUTE 'SELECT ' || cond INTO ok;
-        IF ok THEN RETURN true; END IF;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-    RETURN false;
-END $$;
-CREATE VIEW pg_temp.my_reaper AS
-    SELECT * FROM hopper.reaper_status() WHERE database = current_database();
+\i sql/include/wait_for.sql
 
 -- CREATE EXTENSION started this database's reaper.
 SELECT pg_temp.wait_for($$EXISTS (SELECT 1 FROM pg_temp.my_reaper WHERE last_run IS NOT NULL)$$)
@@ -91,21 +69,7 @@ SET hopper.notify = off;
 SELECT hopper.queue_push('reaped', '{"n": 2}') > 0 AS pushed;
 SELECT pg_sleep(1);
 SELECT count(*) AS reapers_after_push FROM hopper.reaper_status() WHERE database = current_database();
-CREATE FUNCTION pg_temp.wait_for(cond text, seconds int DEFAULT 20) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    ok boolean;
-BEGIN
-    FOR i IN 1 .. seconds * 20 LOOP
-        PERFORM pg_stat_clear_snapshot();
-        EXECUTE 'SELECT ' || cond INTO ok;
-        IF ok THEN RETURN true; END IF;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-    RETURN false;
-END $$;
-CREATE VIEW pg_temp.my_reaper AS
-    SELECT * FROM hopper.reaper_status() WHERE database = current_database();
+\i sql/include/wait_for.sql
 
 -- Start brings it back (after this transaction commits).
 SELECT hopper.reaper_start() AS started;

@@ -155,13 +155,7 @@ void hopper_reaper_launcher_main(Datum main_arg) {
 
     sigjmp_buf local_sigjmp_buf;
     if (sigsetjmp(local_sigjmp_buf, 1) != 0) {
-        error_context_stack = nullptr;
-        HOLD_INTERRUPTS();
-        EmitErrorReport();
-        AbortCurrentTransaction();
-        MemoryContextSwitchTo(TopMemoryContext);
-        FlushErrorState();
-        RESUME_INTERRUPTS();
+        hopper::reaper::recover_after_error();
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kScanEveryMs,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

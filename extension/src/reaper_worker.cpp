@@ -202,6 +202,16 @@ Next guarded_nap() {
 }
 
 }  // namespace
+
+void recover_after_error() {
+    error_context_stack = nullptr;
+    HOLD_INTERRUPTS();
+    EmitErrorReport();
+    AbortCurrentTransaction();
+    MemoryContextSwitchTo(TopMemoryContext);
+    FlushErrorState();
+    RESUME_INTERRUPTS();
+}
 }  // namespace hopper::reaper
 
 void hopper_reaper_main(Datum main_arg) {
@@ -214,14 +224,7 @@ void hopper_reaper_main(Datum main_arg) {
 
     sigjmp_buf local_sigjmp_buf;
     if (sigsetjmp(local_sigjmp_buf, 1) != 0) {
-        // An error that escaped every guard: report it, clean up, pause, carry on.
-        error_context_stack = nullptr;
-        HOLD_INTERRUPTS();
-        EmitErrorReport();
-        AbortCurrentTransaction();
-        MemoryContextSwitchTo(TopMemoryContext);
-        FlushErrorState();
-        RESUME_INTERRUPTS();
+        recover_after_error();
         if (++failures_in_a_row >= kMaxFailuresInARow) proc_exit(1);
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, naptime_ms,
                         PG_WAIT_EXTENSION);

@@ -23,6 +23,11 @@ extern int batch_size;        // hopper.reaper_batch_size
 extern int prune_interval_s;  // hopper.reaper_prune_interval
 void define_gucs();
 
+// The common part of a background worker's sigsetjmp handler, for an error that escaped every
+// guard: report it, abort the transaction, reset memory and error state. The caller then pauses
+// before carrying on, so a persistent error does not spin.
+void recover_after_error();
+
 // True in every process of a server that loaded hopper from shared_preload_libraries (set in the
 // postmaster by _PG_init and inherited through fork).
 extern bool preloaded;
