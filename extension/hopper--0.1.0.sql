@@ -76,6 +76,13 @@ CREATE INDEX jobs_lease_idx ON hopper.jobs (queue, lease_until) WHERE lease_unti
 -- "A second push with the same key while the first is unfinished returns the first job."
 CREATE UNIQUE INDEX jobs_dedup_idx ON hopper.jobs (queue, dedup_key) WHERE dedup_key IS NOT NULL;
 
+-- pg_dump skips the rows of extension tables unless told otherwise: queues and live jobs are the
+-- state a backup must keep.
+SELECT pg_catalog.pg_extension_config_dump('hopper.queues', '');
+SELECT pg_catalog.pg_extension_config_dump('hopper.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('hopper.job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('hopper.lease_token_seq', '');
+
 -- Finished jobs (completed, dead, cancelled), partitioned by day of finished_at so that retention
 -- drops whole partitions instead of deleting rows.
 CREATE TABLE hopper.job_history (
@@ -311,6 +318,62 @@ GRANT SELECT ON hopper.queues TO hopper_worker;
 GRANT SELECT, UPDATE, DELETE ON hopper.jobs TO hopper_worker;
 GRANT SELECT, INSERT ON hopper.job_history TO hopper_worker;
 GRANT USAGE ON SEQUENCE hopper.lease_token_seq TO hopper_worker;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Listing: the jobs of one queue (live and finished), optionally in one state, newest first.
+CREATE FUNCTION hopper.queue_jobs(queue text, state text DEFAULT NULL, lim integer DEFAULT 100)
+RETURNS SETOF hopper.job_info AS 'MODULE_PATHNAME', 'hopper_queue_jobs'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+REVOKE ALL ON FUNCTION hopper.queue_jobs(text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.queue_jobs(text, text, integer) TO hopper_producer, hopper_worker;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Reaper: a background worker per database that rescues stuck jobs (expired leases, session-bound
+-- jobs whose backend is gone), prunes history and wakes workers. See README "The reaper".
+
+-- Session-bound running jobs, which the reaper checks against the live backends every pass.
+CREATE INDEX jobs_session_idx ON hopper.jobs (id) WHERE state = 'running' AND session_bound;
+
+-- Whether reaper_stop() parked this database's reaper (until reaper_start()). One row.
+CREATE TABLE hopper.reaper_control (
+    only_row   boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    stopped    boolean NOT NULL DEFAULT false,
+    changed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO hopper.reaper_control DEFAULT VALUES;
+
+-- One row per running reaper of the server: its pid, the database it serves, how it was started
+-- (preload: by the launcher of a server with shared_preload_libraries = 'hopper'; dynamic: by
+-- CREATE EXTENSION, reaper_start() or a push/pull that found none), when its last pass ended, and
+-- how many jobs it rescued and history rows it pruned since it started.
+CREATE FUNCTION hopper.reaper_status(
+    OUT pid integer,
+    OUT database text,
+    OUT mode text,
+    OUT last_run timestamptz,
+    OUT jobs_rescued bigint,
+    OUT jobs_pruned bigint)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'hopper_reaper_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 4;
+
+-- Starts this database's reaper (and clears a reaper_stop()); false if one runs already.
+CREATE FUNCTION hopper.reaper_start()
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_reaper_start' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Stops this database's reaper and keeps it stopped until reaper_start(); waits until it has
+-- exited, so DROP DATABASE can follow. True if one was running.
+CREATE FUNCTION hopper.reaper_stop()
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_reaper_stop' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION hopper.reaper_status(), hopper.reaper_start(), hopper.reaper_stop()
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.reaper_status() TO hopper_producer, hopper_worker;
+-- queue_push and queue_pull read the parked flag when they find no reaper running.
+GRANT SELECT ON hopper.reaper_control TO hopper_producer, hopper_worker;
+
+-- This database's reaper. Dynamic workers are not transactional: it waits for this transaction
+-- to end before it looks for the extension.
+SELECT hopper.reaper_start();
 
 -- ---------------------------------------------------------------------------------------------------
 -- Batched completion (fewer commits and round trips per job; see the README's Performance section).

@@ -1,14 +1,7 @@
 -- Bad input: every one gets an ERROR with a real SQLSTATE and a message naming the argument, and a
 -- failed call changes nothing.
 SET hopper.notify = off;
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    -- Job ids depend on test order; the message shape is what is tested.
-    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'job [0-9]+', 'job N');
-END $$;
+\i sql/include/try.sql
 
 SELECT hopper.queue_create('errs') AS created;
 SELECT hopper.queue_push('errs', '{"n": 1}') AS id \gset

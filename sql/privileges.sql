@@ -1,13 +1,7 @@
 -- Privileges: nothing is executable by PUBLIC; hopper_producer may push and read status,
 -- hopper_worker may pull and finish jobs. Functions run as the caller.
 SET hopper.notify = off;
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i sql/include/try.sql
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
 
 SELECT rolname FROM pg_roles WHERE rolname IN ('hopper_producer', 'hopper_worker') ORDER BY 1;

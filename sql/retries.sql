@@ -1,13 +1,7 @@
 -- Failure handling: backoff schedule, retry_in, permanent failures, dead after max attempts,
 -- error history, and bringing dead or cancelled jobs back.
 SET hopper.notify = off;
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'job [0-9]+', 'job N');
-END $$;
+\i sql/include/try.sql
 -- No jitter, so the backoff schedule is exact: base * 2^attempt, capped.
 SELECT hopper.queue_create('retry', max_attempts => 3, backoff_base => '10 seconds',
                            backoff_cap => '30 seconds', jitter => 0) AS created;

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  g++ make cmake pkg-config
+  g++ make cmake pkg-config clang-format
   postgresql-15 postgresql-client-15 postgresql-server-dev-15 libpq-dev
   libfmt-dev libgtest-dev googletest
   libipc-run-perl

@@ -38,7 +38,9 @@ bool queue_char_ok(char c, bool first) {
 
 }  // namespace
 
-bool is_null(FunctionCallInfo fcinfo, int n) { return PG_NARGS() <= n || PG_ARGISNULL(n); }
+bool is_null(FunctionCallInfo fcinfo, int n) {
+    return PG_NARGS() <= n || PG_ARGISNULL(n);
+}
 
 void check_queue_name(const std::string& q, const char* argname) {
     bool ok = !q.empty() && q.size() <= static_cast<size_t>(kMaxQueueName);
@@ -62,8 +64,8 @@ std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const c
     std::string s = text_arg(fcinfo, n);
     if (s.empty()) invalid(std::string(argname) + " must not be empty (pass NULL for none)");
     if (s.size() > static_cast<size_t>(max_len))
-        invalid(std::string(argname) + " is " + std::to_string(s.size()) + " bytes long; the limit is " +
-                std::to_string(max_len));
+        invalid(std::string(argname) + " is " + std::to_string(s.size()) +
+                " bytes long; the limit is " + std::to_string(max_len));
     return s;
 }
 
@@ -99,8 +101,8 @@ Datum payload(FunctionCallInfo fcinfo, int n, const char* argname) {
     return PointerGetDatum(jb);
 }
 
-std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* argname, int64_t min_us,
-                                   int64_t max_us, bool allow_zero) {
+std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* argname,
+                                   int64_t min_us, int64_t max_us, bool allow_zero) {
     if (is_null(fcinfo, n)) return std::nullopt;
     const Interval* iv = PG_GETARG_INTERVAL_P(n);
     // Months count as 30 days, as PostgreSQL's own interval comparison does.
@@ -132,8 +134,8 @@ int16_t priority(FunctionCallInfo fcinfo, int n) {
     int32_t p = PG_GETARG_INT32(n);
     if (p < PG_INT16_MIN || p > PG_INT16_MAX)
         throw PgError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-                      "priority " + std::to_string(p) + " is out of range",
-                      {}, "priority is a smallint: -32768 to 32767, smaller runs first.");
+                      "priority " + std::to_string(p) + " is out of range", {},
+                      "priority is a smallint: -32768 to 32767, smaller runs first.");
     return static_cast<int16_t>(p);
 }
 

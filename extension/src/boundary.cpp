@@ -59,9 +59,7 @@ void guarded_call(void (*fn)(void*), void* arg) {
     MemoryContext caller_context = CurrentMemoryContext;
     ErrorData* volatile edata = nullptr;
     PG_TRY();
-    {
-        fn(arg);
-    }
+    { fn(arg); }
     PG_CATCH();
     {
         MemoryContextSwitchTo(caller_context);

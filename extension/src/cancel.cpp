@@ -38,7 +38,8 @@ HOPPER_FUNCTION(hopper_queue_retry) {
         "  AND state IN ('dead', 'cancelled') RETURNING *) "
         "INSERT INTO hopper.jobs (id, queue, state, priority, run_at, attempt, max_attempts, "
         "  created_at, kind, dedup_key, concurrency_key, last_error, errors, payload) "
-        "SELECT id, queue, 'available', priority, pg_catalog.now(), 0, max_attempts, created_at, kind, "
+        "SELECT id, queue, 'available', priority, pg_catalog.now(), 0, max_attempts, created_at, "
+        "kind, "
         "  dedup_key, concurrency_key, last_error, errors, payload FROM back RETURNING queue",
         {INT8OID});
     spi::Connection conn;

@@ -24,9 +24,9 @@ HOPPER_FUNCTION(hopper_queue_complete) {
         "pg_catalog.now(), $3 FROM done d RETURNING queue",
         {INT8OID, INT8OID, JSONBOID});
     spi::Connection conn;
-    spi::Result r = conn.exec(st, {spi::arg(id), spi::arg(token),
-                                   spi::arg_datum(result_null ? (Datum)0 : PG_GETARG_DATUM(2),
-                                                  result_null)});
+    spi::Result r =
+        conn.exec(st, {spi::arg(id), spi::arg(token),
+                       spi::arg_datum(result_null ? (Datum)0 : PG_GETARG_DATUM(2), result_null)});
     bool done = !r.empty();
     if (done)
         notify::job_done(id, r.get_text(0, 1), "completed");

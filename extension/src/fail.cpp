@@ -45,8 +45,8 @@ HOPPER_FUNCTION(hopper_queue_fail) {
 
     spi::Connection conn;
     const char* state = nullptr;
-    spi::Result r = conn.exec(retry, {spi::arg(id), spi::arg(token), error, retry_in,
-                                      spi::arg_bool(permanent)});
+    spi::Result r = conn.exec(
+        retry, {spi::arg(id), spi::arg(token), error, retry_in, spi::arg_bool(permanent)});
     if (!r.empty()) {
         state = r.get_bool(0, 1) ? "scheduled" : "available";
     } else {

@@ -54,10 +54,10 @@ HOPPER_FUNCTION(hopper_queue_progress) {
         "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING id",
         {INT8OID, INT8OID, FLOAT4OID, JSONBOID});
     spi::Connection conn;
-    bool held = !conn.exec(st, {spi::arg(id), spi::arg(token), spi::arg_datum(PG_GETARG_DATUM(2)),
-                                spi::arg_datum(detail_null ? (Datum)0 : PG_GETARG_DATUM(3),
-                                               detail_null)})
-                     .empty();
+    bool held =
+        !conn.exec(st, {spi::arg(id), spi::arg(token), spi::arg_datum(PG_GETARG_DATUM(2)),
+                        spi::arg_datum(detail_null ? (Datum)0 : PG_GETARG_DATUM(3), detail_null)})
+             .empty();
     if (!held) jobs::state_of(conn, id);
     conn.finish();
     PG_RETURN_BOOL(held);

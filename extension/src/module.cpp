@@ -1,8 +1,10 @@
 // Module entry: the magic block and the extension's settings.
 #include "hopper/boundary.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/reaper.hpp"
 
 extern "C" {
+#include "miscadmin.h"
 #include "utils/guc.h"
 }
 
@@ -21,8 +23,9 @@ void _PG_init(void);
 void _PG_init(void) {
     using namespace hopper::guc;
     DefineCustomBoolVariable("hopper.auto_create_queues",
-                             "Pushing to an unknown queue creates it with default settings.", nullptr,
-                             &auto_create_queues, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+                             "Pushing to an unknown queue creates it with default settings.",
+                             nullptr, &auto_create_queues, true, PGC_USERSET, 0, nullptr, nullptr,
+                             nullptr);
     DefineCustomIntVariable("hopper.max_pull", "Most jobs one queue_pull call may claim.", nullptr,
                             &max_pull, 1000, 1, 100000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("hopper.max_payload_bytes", "Largest job payload accepted, in bytes.",
@@ -32,6 +35,12 @@ void _PG_init(void) {
                              "Send NOTIFY on push (channel hopper:<queue>) and when a job finishes "
                              "(channel hopper:done).",
                              nullptr, &notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    // Reaper: settings, and in a preloaded server the launcher that starts one per database.
+    hopper::reaper::define_gucs();
+    if (process_shared_preload_libraries_in_progress) {
+        hopper::reaper::preloaded = true;
+        hopper::reaper::register_launcher();
+    }
     MarkGUCPrefixReserved("hopper");
 }
 }

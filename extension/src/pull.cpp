@@ -3,6 +3,7 @@
 
 #include "hopper/args.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
 
@@ -46,7 +47,8 @@ spi::Statement& claim_statement() {
 
 HOPPER_FUNCTION(hopper_queue_pull) {
     std::string queue = args::queue_name(fcinfo, 0);
-    if (args::is_null(fcinfo, 1)) throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "n must not be NULL");
+    if (args::is_null(fcinfo, 1))
+        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "n must not be NULL");
     int32_t n = PG_GETARG_INT32(1);
     if (n <= 0)
         throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
@@ -59,14 +61,15 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
     auto worker = args::optional_text(fcinfo, 3, "worker", args::kMaxWorker);
     bool kinds_null = args::is_null(fcinfo, 4);
-    TimestampTz at = args::is_null(fcinfo, 5) ? GetCurrentTransactionStartTimestamp()
-                                              : PG_GETARG_TIMESTAMPTZ(5);
+    TimestampTz at =
+        args::is_null(fcinfo, 5) ? GetCurrentTransactionStartTimestamp() : PG_GETARG_TIMESTAMPTZ(5);
     if (TIMESTAMP_NOT_FINITE(at))
         throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "at must be a finite timestamp");
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
 
     result::SetResult out(fcinfo);
     spi::Connection conn;
+    reaper::ensure_running(conn);
     auto claim = [&](int64_t limit) {
         return conn.exec(
             claim_statement(),

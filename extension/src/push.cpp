@@ -8,6 +8,7 @@
 #include "hopper/args.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/queues.hpp"
+#include "hopper/reaper.hpp"
 #include "hopper/result.hpp"
 
 extern "C" {
@@ -26,7 +27,8 @@ namespace {
 // dedup hit or a missing queue shows up as "no row inserted".
 spi::Statement& insert_one() {
     static spi::Statement st(
-        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, dedup_key, "
+        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, "
+        "dedup_key, "
         "concurrency_key, payload) "
         "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
         "pg_catalog.now(), $5, $6, $7, $8 FROM hopper.queues q WHERE q.name = $1 "
@@ -105,6 +107,7 @@ HOPPER_FUNCTION(hopper_queue_push) {
     auto concurrency_key = args::optional_text(fcinfo, 7, "concurrency_key", args::kMaxKey);
 
     spi::Connection conn;
+    reaper::ensure_running(conn);
     std::optional<int64_t> id;
     // At most a few rounds: each one either inserts, finds the duplicate, or creates the queue.
     for (int round = 0; round < 4 && !id; ++round) {
@@ -125,9 +128,10 @@ HOPPER_FUNCTION(hopper_queue_push) {
     }
     conn.finish();
     if (!id)
-        throw PgError(ERRCODE_T_R_SERIALIZATION_FAILURE,
-                      "could not push to queue \"" + queue + "\": the deduplicated job kept changing",
-                      {}, "Retry the push.");
+        throw PgError(
+            ERRCODE_T_R_SERIALIZATION_FAILURE,
+            "could not push to queue \"" + queue + "\": the deduplicated job kept changing", {},
+            "Retry the push.");
     PG_RETURN_INT64(*id);
 }
 
@@ -171,12 +175,14 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     if (n == 0) return (Datum)0;
 
     spi::Connection conn;
+    reaper::ensure_running(conn);
     queues::ensure(conn, queue);
 
     // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with
     // the payload index; a dedup hit inserts nothing for its slot.
     static spi::Statement insert(
-        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, dedup_key, "
+        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, "
+        "dedup_key, "
         "concurrency_key, payload) "
         "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
         "pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, u.payload "
@@ -191,7 +197,8 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
          TEXTARRAYOID});
 
     auto text_array = [&](const std::vector<std::optional<std::string>>& keys) -> spi::Arg {
-        bool any = std::any_of(keys.begin(), keys.end(), [](const auto& k) { return k.has_value(); });
+        bool any =
+            std::any_of(keys.begin(), keys.end(), [](const auto& k) { return k.has_value(); });
         if (!any) return spi::null_arg();
         std::vector<Datum> elems(n);
         std::vector<char> nulls(n);
@@ -209,13 +216,13 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         return spi::arg_datum(d);
     };
 
-    spi::Result r = conn.exec(
-        insert, {spi::arg_text(queue),
-                 run_at ? spi::arg_datum(TimestampTzGetDatum(*run_at)) : spi::null_arg(),
-                 spi::arg_datum(Int16GetDatum(priority)),
-                 max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(), spi::arg_text(kind),
-                 spi::arg_datum(PG_GETARG_DATUM(1)), text_array(dedup_keys),
-                 text_array(concurrency_keys)});
+    spi::Result r =
+        conn.exec(insert, {spi::arg_text(queue),
+                           run_at ? spi::arg_datum(TimestampTzGetDatum(*run_at)) : spi::null_arg(),
+                           spi::arg_datum(Int16GetDatum(priority)),
+                           max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(),
+                           spi::arg_text(kind), spi::arg_datum(PG_GETARG_DATUM(1)),
+                           text_array(dedup_keys), text_array(concurrency_keys)});
 
     struct Inserted {
         int64_t id;
@@ -224,13 +231,14 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     std::vector<Inserted> inserted;
     inserted.reserve(r.rows());
     for (uint64_t i = 0; i < r.rows(); ++i)
-        inserted.push_back({r.get_int64(i, 1), r.is_null(i, 2) ? std::nullopt
-                                                             : std::optional(r.get_text(i, 2))});
+        inserted.push_back(
+            {r.get_int64(i, 1), r.is_null(i, 2) ? std::nullopt : std::optional(r.get_text(i, 2))});
     std::sort(inserted.begin(), inserted.end(),
               [](const Inserted& a, const Inserted& b) { return a.id < b.id; });
 
     // Walk the slots in order: a slot without a key, or the first slot with a new key, took the
-    // next inserted id; any other keyed slot is a duplicate of a job inserted earlier or in this batch.
+    // next inserted id; any other keyed slot is a duplicate of a job inserted earlier or in this
+    // batch.
     std::vector<int64_t> ids(n, 0);
     std::unordered_map<std::string, int64_t> by_key;
     size_t next = 0;

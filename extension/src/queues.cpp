@@ -63,9 +63,9 @@ HOPPER_FUNCTION(hopper_queue_create) {
         "jitter = COALESCE($7, jitter) WHERE name = $1",
         {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, FLOAT4OID});
     auto a = [&](int n) { return spi::arg_datum(PG_GETARG_DATUM(n), args::is_null(fcinfo, n)); };
-    conn.exec(update, {spi::arg_text(queue),
-                       max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(), a(2), a(3),
-                       a(4), a(5), a(6)});
+    conn.exec(update,
+              {spi::arg_text(queue), max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(),
+               a(2), a(3), a(4), a(5), a(6)});
     conn.finish();
     PG_RETURN_BOOL(created);
 }
@@ -73,7 +73,8 @@ HOPPER_FUNCTION(hopper_queue_create) {
 HOPPER_FUNCTION(hopper_queue_drop) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
-    static spi::Statement drop("DELETE FROM hopper.queues WHERE name = $1 RETURNING name", {TEXTOID});
+    static spi::Statement drop("DELETE FROM hopper.queues WHERE name = $1 RETURNING name",
+                               {TEXTOID});
     static spi::Statement jobs("DELETE FROM hopper.jobs WHERE queue = $1", {TEXTOID});
     static spi::Statement history("DELETE FROM hopper.job_history WHERE queue = $1", {TEXTOID});
     bool existed = !conn.exec(drop, {spi::arg_text(queue)}).empty();
@@ -96,9 +97,13 @@ static Datum set_paused(FunctionCallInfo fcinfo, bool paused) {
     PG_RETURN_VOID();
 }
 
-HOPPER_FUNCTION(hopper_queue_pause) { return set_paused(fcinfo, true); }
+HOPPER_FUNCTION(hopper_queue_pause) {
+    return set_paused(fcinfo, true);
+}
 
-HOPPER_FUNCTION(hopper_queue_resume) { return set_paused(fcinfo, false); }
+HOPPER_FUNCTION(hopper_queue_resume) {
+    return set_paused(fcinfo, false);
+}
 
 HOPPER_FUNCTION(hopper_queue_purge) {
     std::string queue = args::queue_name(fcinfo, 0);

@@ -10,11 +10,12 @@ extern "C" {
 
 namespace hopper::rescue {
 
-Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t limit,
-                      bool backoff) {
+Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                      int64_t limit, bool backoff) {
     // A cheap probe first: on the hot path there is usually nothing to rescue.
     static spi::Statement probe(
-        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'running' AND lease_until < $2 LIMIT 1",
+        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'running' AND lease_until < $2 "
+        "LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID});
     if (conn.exec(probe, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at))}).empty())
         return {};
@@ -52,6 +53,60 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         if (!r.is_null(i, 2)) {
             ++c.dead;
             notify::job_done(r.get_int64(i, 2), queue, "dead");
+        }
+    }
+    return c;
+}
+
+Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
+#define HOPPER_GONE_ERROR(alias) "'worker backend gone (pid ' || " alias ".claimed_pid || ')'"
+    // The live set is read after the statement's snapshot is taken, so a claimer whose claim we
+    // see and who is missing from it has really exited. (A backend whose start time this role may
+    // not see counts as alive: better late than a job taken from a live worker.) Candidates are
+    // then locked together with the token seen: a job re-claimed meanwhile by a newer backend has
+    // another token and is left.
+    static spi::Statement st(
+        "WITH live AS MATERIALIZED ("
+        "  SELECT a.pid, a.backend_start FROM pg_catalog.pg_stat_get_activity(NULL::integer) a "
+        "  WHERE a.pid IS NOT NULL), "
+        "candidates AS MATERIALIZED ("
+        "  SELECT j.id, j.lease_token FROM hopper.jobs j "
+        "  WHERE j.state = 'running' AND j.lease_until IS NOT NULL AND j.session_bound AND NOT EXISTS ("
+        "    SELECT 1 FROM live l WHERE l.pid = j.claimed_pid "
+        "      AND (l.backend_start = j.claimed_backend_start OR l.backend_start IS NULL)) "
+        "  ORDER BY j.id LIMIT $2), "
+        "orphans AS MATERIALIZED ("
+        "  SELECT j.id FROM hopper.jobs j JOIN candidates c "
+        "    ON c.id = j.id AND c.lease_token = j.lease_token "
+        "  WHERE j.state = 'running' FOR UPDATE OF j SKIP LOCKED), "
+        "gone AS ("
+        "  DELETE FROM hopper.jobs j USING orphans o WHERE j.id = o.id AND j.attempt >= j.max_attempts "
+        "  RETURNING j.*), "
+        "dead AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "  g.progress, " HOPPER_GONE_ERROR("g") ", "
+        HOPPER_ERRORS_APPEND("g", HOPPER_GONE_ERROR("g"), "$1")
+        ", g.progress_detail, g.payload, 'dead', $1, NULL FROM gone g RETURNING id, queue), "
+        "back AS ("
+        "  UPDATE hopper.jobs j SET state = 'available', run_at = $1, "
+        "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
+        "    session_bound = false, last_error = " HOPPER_GONE_ERROR("j") ", "
+        "    errors = " HOPPER_ERRORS_APPEND("j", HOPPER_GONE_ERROR("j"), "$1")
+        "  FROM orphans o WHERE j.id = o.id AND j.attempt < j.max_attempts RETURNING j.queue) "
+        "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint FROM back b GROUP BY b.queue "
+        "UNION ALL SELECT 'dead'::text, d.queue, d.id FROM dead d",
+        {TIMESTAMPTZOID, INT8OID});
+#undef HOPPER_GONE_ERROR
+    spi::Result r = conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit)});
+    Counts c;
+    for (uint64_t i = 0; i < r.rows(); ++i) {
+        std::string what = r.get_text(i, 1);
+        std::string queue = r.get_text(i, 2);
+        if (what == "back") {
+            c.retried += static_cast<uint64_t>(r.get_int64(i, 3));
+            notify::queue_ready(queue);
+        } else {
+            ++c.dead;
+            notify::job_done(r.get_int64(i, 3), queue, "dead");
         }
     }
     return c;

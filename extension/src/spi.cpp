@@ -30,8 +30,9 @@ SPIPlanPtr Statement::plan() {
 }
 
 Arg arg_text(std::string_view s) {
-    Datum d = pg_guard(
-        [&] { return PointerGetDatum(cstring_to_text_with_len(s.data(), static_cast<int>(s.size()))); });
+    Datum d = pg_guard([&] {
+        return PointerGetDatum(cstring_to_text_with_len(s.data(), static_cast<int>(s.size())));
+    });
     return {d, false};
 }
 
@@ -105,11 +106,14 @@ Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long lim
         nulls[i] = a.isnull ? 'n' : ' ';
         ++i;
     }
-    if (i != st.nargs()) throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
-    int rc = pg_guard([&] { return SPI_execute_plan(plan, values.data(), nulls.data(), false, limit); });
+    if (i != st.nargs())
+        throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
+    int rc =
+        pg_guard([&] { return SPI_execute_plan(plan, values.data(), nulls.data(), false, limit); });
     if (rc < 0)
-        throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-                      std::string("hopper: SPI_execute_plan failed: ") + SPI_result_code_string(rc));
+        throw PgError(
+            ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+            std::string("hopper: SPI_execute_plan failed: ") + SPI_result_code_string(rc));
     return Result(SPI_tuptable, SPI_processed);
 }
 

@@ -1,5 +1,5 @@
-// Reading and checking SQL arguments. Every check raises a PgError with a real SQLSTATE and a message
-// that names the argument and says what is allowed, before anything is changed.
+// Reading and checking SQL arguments. Every check raises a PgError with a real SQLSTATE and a
+// message that names the argument and says what is allowed, before anything is changed.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +15,13 @@ extern "C" {
 
 namespace hopper::args {
 
-constexpr int kMaxQueueName = 48;   // leaves room for the "hopper:" NOTIFY channel prefix (63 max)
+constexpr int kMaxQueueName = 48;  // leaves room for the "hopper:" NOTIFY channel prefix (63 max)
 constexpr int kMaxKind = 128;
-constexpr int kMaxKey = 512;        // dedup and concurrency keys
+constexpr int kMaxKey = 512;  // dedup and concurrency keys
 constexpr int kMaxWorker = 128;
-constexpr int64_t kMaxLeaseUs = int64_t(24) * 3600 * 1000000;   // 1 day; heartbeats extend it
-constexpr int64_t kMaxRunAtAheadUs = int64_t(10) * 366 * 24 * 3600 * 1000000;   // ~10 years
-constexpr int64_t kMaxRunAtBehindUs = int64_t(366) * 24 * 3600 * 1000000;       // ~1 year
+constexpr int64_t kMaxLeaseUs = int64_t(24) * 3600 * 1000000;  // 1 day; heartbeats extend it
+constexpr int64_t kMaxRunAtAheadUs = int64_t(10) * 366 * 24 * 3600 * 1000000;  // ~10 years
+constexpr int64_t kMaxRunAtBehindUs = int64_t(366) * 24 * 3600 * 1000000;      // ~1 year
 
 bool is_null(FunctionCallInfo fcinfo, int n);
 

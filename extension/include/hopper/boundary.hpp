@@ -1,12 +1,14 @@
 // The one place where C++ and PostgreSQL error handling meet.
 //
 // Two rules keep the backend alive:
-//  1. A C++ exception never crosses into PostgreSQL: every SQL-callable function runs its body through
-//     hopper::invoke(), which catches everything and raises a PostgreSQL ERROR only after the C++ frames
-//     have unwound (their destructors have run).
-//  2. A PostgreSQL error (a longjmp) never unwinds C++ frames that own destructors: calls into PostgreSQL
-//     that may ereport() go through hopper::pg_guard(), which catches the longjmp right there, copies the
-//     error data and throws it as a hopper::PgError.
+//  1. A C++ exception never crosses into PostgreSQL: every SQL-callable function runs its body
+//  through
+//     hopper::invoke(), which catches everything and raises a PostgreSQL ERROR only after the C++
+//     frames have unwound (their destructors have run).
+//  2. A PostgreSQL error (a longjmp) never unwinds C++ frames that own destructors: calls into
+//  PostgreSQL
+//     that may ereport() go through hopper::pg_guard(), which catches the longjmp right there,
+//     copies the error data and throws it as a hopper::PgError.
 // A PgError caught from pg_guard must always reach invoke(): the transaction is unusable after it.
 #pragma once
 
@@ -101,12 +103,12 @@ Datum invoke(FunctionCallInfo fcinfo, F&& body) noexcept {
 }  // namespace hopper
 
 // Declares a SQL-callable function whose body runs inside hopper::invoke().
-#define HOPPER_FUNCTION(name)                                      \
-    static Datum name##_impl(FunctionCallInfo fcinfo);             \
-    extern "C" {                                                   \
-    PG_FUNCTION_INFO_V1(name);                                     \
-    PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) {                     \
-        return hopper::invoke(fcinfo, name##_impl);                \
-    }                                                              \
-    }                                                              \
+#define HOPPER_FUNCTION(name)                          \
+    static Datum name##_impl(FunctionCallInfo fcinfo); \
+    extern "C" {                                       \
+    PG_FUNCTION_INFO_V1(name);                         \
+    PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) {         \
+        return hopper::invoke(fcinfo, name##_impl);    \
+    }                                                  \
+    }                                                  \
     static Datum name##_impl(FunctionCallInfo fcinfo)

@@ -21,7 +21,15 @@ struct Counts {
 // Rescues up to `limit` running jobs of `queue` whose lease ended before `at`. Their lease token is
 // cleared, so the old holder can no longer complete, fail, heartbeat or report progress. With
 // `backoff` they come back after the queue's retry backoff; without, at `at`.
-Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t limit,
-                      bool backoff);
+Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                      int64_t limit, bool backoff);
+
+// Rescues up to `limit` running jobs pulled with session_bound whose claiming backend (pid and
+// backend start time, since pids are reused) is no longer among the server's backends, whatever
+// their lease says. The attempt stays counted: they come back available at `at`, or go to history
+// as dead when attempts are used up, with the error "worker backend gone (pid N)"; their token is
+// cleared. Sends NOTIFY for the queues that got jobs back. A backend whose start time the role may
+// not see counts as alive, so run it as a role that sees them all (the reaper runs as superuser).
+Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit);
 
 }  // namespace hopper::rescue

@@ -1,5 +1,6 @@
-// SPI with plans prepared once per backend and kept (SPI_prepare + SPI_keepplan): within a few percent
-// of plain SQL, where re-planning each call costs ~1.8x. Every call into SPI goes through pg_guard.
+// SPI with plans prepared once per backend and kept (SPI_prepare + SPI_keepplan): within a few
+// percent of plain SQL, where re-planning each call costs ~1.8x. Every call into SPI goes through
+// pg_guard.
 #pragma once
 
 #include <array>
@@ -38,14 +39,28 @@ struct Arg {
     Datum value;
     bool isnull;
 };
-inline Arg null_arg() { return {(Datum)0, true}; }
-inline Arg arg(int64_t v) { return {Int64GetDatum(v), false}; }
-inline Arg arg_int4(int32_t v) { return {Int32GetDatum(v), false}; }
-inline Arg arg_bool(bool v) { return {BoolGetDatum(v), false}; }
-inline Arg arg_datum(Datum d, bool isnull = false) { return {d, isnull}; }
+inline Arg null_arg() {
+    return {(Datum)0, true};
+}
+inline Arg arg(int64_t v) {
+    return {Int64GetDatum(v), false};
+}
+inline Arg arg_int4(int32_t v) {
+    return {Int32GetDatum(v), false};
+}
+inline Arg arg_bool(bool v) {
+    return {BoolGetDatum(v), false};
+}
+inline Arg arg_datum(Datum d, bool isnull = false) {
+    return {d, isnull};
+}
 Arg arg_text(std::string_view s);
-inline Arg arg_text(const std::string& s) { return arg_text(std::string_view(s)); }
-inline Arg arg_text(const char* s) { return arg_text(std::string_view(s)); }
+inline Arg arg_text(const std::string& s) {
+    return arg_text(std::string_view(s));
+}
+inline Arg arg_text(const char* s) {
+    return arg_text(std::string_view(s));
+}
 Arg arg_text(const std::optional<std::string>& s);
 
 // The rows of the last statement run; valid until the Connection finishes.

@@ -1,0 +1,133 @@
+// The queue's SQL API as C++ calls: each method runs the matching hopper.* function through a
+// prepared statement on this client's connection and returns typed results.
+//
+// A Client is one connection: use it from one thread at a time. Calls made inside a Transaction
+// are part of it, which is how a job is pushed atomically with the caller's own rows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "hopper/connection.hpp"
+#include "hopper/error.hpp"
+#include "hopper/types.hpp"
+
+namespace hopper {
+
+namespace detail {
+inline Param to_param(std::nullopt_t) {
+    return std::nullopt;
+}
+inline Param to_param(const std::string& s) {
+    return s;
+}
+inline Param to_param(std::string_view s) {
+    return std::string(s);
+}
+inline Param to_param(const char* s) {
+    return s ? Param(s) : std::nullopt;
+}
+inline Param to_param(bool b) {
+    return std::string(b ? "true" : "false");
+}
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+Param to_param(T v) {
+    return std::to_string(v);
+}
+template <typename T>
+Param to_param(const std::optional<T>& v) {
+    return v ? to_param(*v) : std::nullopt;
+}
+}  // namespace detail
+
+class Client {
+  public:
+    // conninfo: "host=... dbname=..." or a postgresql:// URL; empty means the PG* environment.
+    explicit Client(std::string conninfo = {});
+
+    // Queues.
+    bool queue_create(const std::string& queue, const QueueOptions& options = {});
+    bool queue_drop(const std::string& queue);
+    void queue_pause(const std::string& queue);
+    void queue_resume(const std::string& queue);
+    int64_t queue_purge(const std::string& queue);
+
+    // Producers. Payloads are JSON object text.
+    int64_t push(const std::string& queue, const std::string& payload,
+                 const PushOptions& options = {});
+    // Ids in payload order (a dedup hit returns the existing job's id in its slot).
+    std::vector<int64_t> push_batch(const std::string& queue,
+                                    const std::vector<std::string>& payloads,
+                                    const BatchPushOptions& options = {});
+
+    // Workers. A stale lease token is news, not an error: false / std::nullopt.
+    std::vector<Job> pull(const std::string& queue, const PullOptions& options = {});
+    bool complete(int64_t id, int64_t lease_token, const std::optional<std::string>& result = {});
+    // The job's new state (Available, Scheduled or Dead), or nullopt if the lease was lost.
+    std::optional<JobState> fail(int64_t id, int64_t lease_token, const std::string& error,
+                                 const FailOptions& options = {});
+    // false: the job is no longer ours (lease expired and taken over, or cancelled): stop.
+    bool heartbeat(int64_t id, int64_t lease_token, std::optional<Duration> extend = {});
+    bool progress(int64_t id, int64_t lease_token, double fraction,
+                  const std::optional<std::string>& detail = {});
+    bool release(int64_t id, int64_t lease_token);
+
+    // Operators.
+    bool cancel(int64_t id);
+    bool retry(int64_t id);          // dead or cancelled -> available; other states: Error 55000
+    JobInfo job_status(int64_t id);  // unknown id: Error P0002
+    std::vector<QueueStat> stats(const std::optional<std::string>& queue = {});
+    // A queue's jobs, newest first.
+    std::vector<JobInfo> jobs(const std::string& queue, std::optional<JobState> state = {},
+                              int limit = 100);
+
+    // Waits until the job is completed, dead or cancelled: LISTENs on "hopper:done" and polls as a
+    // fallback. Returns its final status, or nullopt when the timeout passes first.
+    std::optional<JobInfo> wait_for(int64_t id, Duration timeout);
+
+    // The caller's own SQL on this connection, parameters bound (never spliced):
+    //   client.exec("INSERT INTO videos(path) VALUES ($1) RETURNING id", path);
+    template <typename... Args>
+    Result exec(const std::string& sql, const Args&... args) {
+        return exec_params(sql, {detail::to_param(args)...});
+    }
+    Result exec_params(const std::string& sql, const std::vector<Param>& params);
+
+    // Reconnects when the connection was lost outside a transaction; inside one, the transaction
+    // is gone with the connection, so calls throw ConnectionError until it is rolled back.
+    void reconnect();
+    Connection& connection() { return conn_; }
+
+  private:
+    friend class Transaction;
+    Result call(const char* name, const char* sql, const std::vector<Param>& params);
+    void ensure_connected();
+
+    Connection conn_;
+    int tx_depth_ = 0;
+};
+
+// BEGIN on construction, ROLLBACK on destruction unless commit() was called. Not nestable.
+//   hopper::Transaction tx(client);
+//   auto row = client.exec("INSERT INTO videos(path) VALUES ($1) RETURNING id", path);
+//   client.push("transcode", payload);
+//   tx.commit();
+class Transaction {
+  public:
+    explicit Transaction(Client& client);
+    ~Transaction();
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+
+    void commit();
+    void rollback();
+
+  private:
+    Client& client_;
+    bool open_ = true;
+};
+
+}  // namespace hopper

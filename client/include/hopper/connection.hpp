@@ -1,0 +1,100 @@
+// One libpq connection and the results it returns, owned RAII-style. Parameters always travel
+// separately from the SQL text (PQexecParams / PQexecPrepared), never spliced into it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace hopper {
+
+// A bound parameter in text form; std::nullopt is SQL NULL.
+using Param = std::optional<std::string>;
+
+class Result {
+  public:
+    Result() = default;
+    explicit Result(pg_result* res);
+
+    int rows() const;
+    int columns() const;
+    // Column number by name; throws std::out_of_range when there is no such column.
+    int column(const char* name) const;
+    bool is_null(int row, int col) const;
+    std::string_view text(int row, int col) const;  // "" for NULL
+    std::optional<std::string> opt_text(int row, int col) const;
+    int64_t int64(int row, int col) const;
+    std::optional<int64_t> opt_int64(int row, int col) const;
+    double float8(int row, int col) const;
+    bool boolean(int row, int col) const;
+    // Rows touched by INSERT/UPDATE/DELETE.
+    int64_t affected_rows() const;
+
+  private:
+    struct Free {
+        void operator()(pg_result* r) const noexcept;
+    };
+    std::unique_ptr<pg_result, Free> res_;
+};
+
+struct Notification {
+    std::string channel;
+    std::string payload;
+    int backend_pid = 0;
+};
+
+class Connection {
+  public:
+    // conninfo: "host=... dbname=..." or a postgresql:// URL; empty means the PG* environment.
+    explicit Connection(std::string conninfo = {});
+    Connection(Connection&&) noexcept;
+    Connection& operator=(Connection&&) noexcept;
+    ~Connection();
+
+    // Runs one statement with parameters; throws Error (with SQLSTATE) or ConnectionError.
+    Result exec(const std::string& sql, const std::vector<Param>& params = {});
+    // Same, through a statement prepared once per connection under `name`.
+    Result exec_prepared(const char* name, const char* sql, const std::vector<Param>& params);
+
+    // Connection is up (a lost connection is only noticed by the next call).
+    bool ok() const;
+    // Drops the connection and connects again; forgets prepared statements.
+    void reconnect();
+    // Inside BEGIN ... COMMIT (or an aborted transaction).
+    bool in_transaction() const;
+
+    // LISTEN / UNLISTEN with the channel quoted as an identifier ("hopper:jobs" needs quoting).
+    void listen(std::string_view channel);
+    void unlisten(std::string_view channel);
+    // Reads what the server has sent and returns the notifications received so far.
+    std::vector<Notification> notifications();
+    // Waits until the server sends something, `extra_fd` becomes readable, or the timeout passes.
+    // Returns true when something arrived (call notifications()).
+    bool wait(std::chrono::milliseconds timeout, int extra_fd = -1);
+
+    std::string escape_identifier(std::string_view name) const;
+    int backend_pid() const;
+    int socket() const;
+    pg_conn* raw() const { return conn_.get(); }
+
+  private:
+    struct Finish {
+        void operator()(pg_conn* c) const noexcept;
+    };
+    void connect();
+    Result check(pg_result* res);
+
+    std::string conninfo_;
+    std::unique_ptr<pg_conn, Finish> conn_;
+    std::unordered_set<std::string> prepared_;
+};
+
+}  // namespace hopper

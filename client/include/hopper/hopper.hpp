@@ -1,0 +1,9 @@
+// Everything the hopper client offers, in one include.
+#pragma once
+
+#include "hopper/client.hpp"
+#include "hopper/connection.hpp"
+#include "hopper/error.hpp"
+#include "hopper/json.hpp"
+#include "hopper/types.hpp"
+#include "hopper/worker.hpp"

@@ -1,0 +1,189 @@
+// The worker runtime: pulls jobs from one queue and runs handlers by kind on N threads.
+//
+//   hopper::WorkerOptions opt;
+//   opt.queue = "emails";
+//   opt.concurrency = 4;
+//   hopper::Worker worker(opt);
+//   worker.on("welcome", [](hopper::JobContext& job) {
+//       send_welcome(job.payload());
+//       job.set_result(R"({"sent": true})");
+//   });
+//   worker.run();  // until SIGINT/SIGTERM or worker.stop()
+//
+// A handler that returns completes the job; one that throws fails it with the exception's text
+// (retried with the queue's backoff); RetryIn and PermanentFailure say how to fail instead.
+// Running jobs are heartbeated every lease/3; when a heartbeat says the job is no longer ours
+// (lease lost, or cancelled by an operator) the job's stop flag is raised and its on_stop callback
+// runs, and the handler should return soon: whatever it then reports is ignored by the server.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "hopper/client.hpp"
+#include "hopper/types.hpp"
+
+namespace hopper {
+
+// Thrown by a handler: fail this attempt and retry after `delay` (counts as an attempt).
+class RetryIn : public std::runtime_error {
+  public:
+    explicit RetryIn(Duration delay, const std::string& message = "retry requested")
+        : std::runtime_error(message), delay_(delay) {}
+    template <typename Rep, typename Period>
+    explicit RetryIn(std::chrono::duration<Rep, Period> delay,
+                     const std::string& message = "retry requested")
+        : RetryIn(std::chrono::duration_cast<Duration>(delay), message) {}
+    Duration delay() const { return delay_; }
+
+  private:
+    Duration delay_;
+};
+
+// Thrown by a handler: the job can never succeed; it goes to dead without further attempts.
+class PermanentFailure : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Why a running job was told to stop.
+enum class StopReason {
+    None,
+    Lost,       // the lease expired and another worker took the job, or it was released
+    Cancelled,  // an operator cancelled it (queue_cancel)
+    Shutdown,   // the worker is shutting down and the deadline passed: the job was released
+};
+std::string_view to_string(StopReason r);
+
+// What a handler sees of its job. progress(), the stop methods and on_stop() may be called from any
+// thread; the rest from the handler's own thread (they use its connection).
+class JobContext {
+  public:
+    using ProgressSink = std::function<bool(double, const std::optional<std::string>&)>;
+    // `client`: the handler's connection; `report_progress` records progress for this job (the
+    // runtime sends it on its control connection, so it never races the handler's own SQL).
+    JobContext(const Job& job, Client& client, ProgressSink report_progress);
+    JobContext(const JobContext&) = delete;
+    JobContext& operator=(const JobContext&) = delete;
+
+    const Job& job() const { return job_; }
+    int64_t id() const { return job_.id; }
+    const std::string& payload() const { return job_.payload; }
+    const std::optional<std::string>& kind() const { return job_.kind; }
+    int attempt() const { return job_.attempt; }
+
+    // Records progress (0..1) and optional JSON detail. false: the job is no longer ours.
+    // (A context built without a progress sink reports on client(), from the handler's thread.)
+    bool progress(double fraction, const std::optional<std::string>& detail = {});
+
+    bool stop_requested() const { return stop_reason() != StopReason::None; }
+    StopReason stop_reason() const;
+    // Sleeps up to `timeout`, waking early when a stop is requested; true if stopped.
+    bool wait_for_stop(Duration timeout);
+    // Runs `fn` once when a stop is requested (on the heartbeat thread), or right away if it
+    // already was. Use it to kill a child process; keep it short.
+    void on_stop(std::function<void(StopReason)> fn);
+
+    // JSON stored as the job's result when the handler returns normally.
+    void set_result(std::string json) { result_ = std::move(json); }
+
+    // Completes the job now, in one transaction with the handler's own SQL:
+    //   job.complete_with([&](hopper::Client& c) { c.exec("UPDATE videos SET ...", id); }, res);
+    // Returns false (and rolls the transaction back) when the job is no longer ours.
+    bool complete_with(const std::function<void(Client&)>& in_transaction,
+                       const std::optional<std::string>& result = {});
+
+    // Fails the job now, in one transaction with the handler's own SQL, which learns the job's
+    // new state (Available or Scheduled: it will be retried; Dead: it will not):
+    //   job.fail_with("ffmpeg: invalid data", {}, [&](hopper::Client& c, hopper::JobState s) {
+    //       if (s == hopper::JobState::Dead) c.exec("UPDATE videos SET status = 'failed' ...");
+    //   });
+    // Returns nullopt (and rolls back) when the job is no longer ours.
+    std::optional<JobState> fail_with(const std::string& error, const FailOptions& options,
+                                      const std::function<void(Client&, JobState)>& in_transaction);
+
+    // Gives the job back for another worker to run now, without using up an attempt (e.g. this
+    // machine lacks a resource the job needs). false when the job is no longer ours.
+    bool release();
+
+    // This worker thread's own connection, for the handler's SQL. Use it from the handler's
+    // thread only (progress() may be called from anywhere).
+    Client& client() { return client_; }
+
+    // Runtime side: raising the stop flag, and whether the handler already finished the job.
+    enum class Finished { No, Completed, Failed, Released };
+    void request_stop(StopReason reason);
+    bool finished() const { return finished_ != Finished::No; }
+    Finished finished_as() const { return finished_; }
+    const std::optional<std::string>& result() const { return result_; }
+
+  private:
+    struct State;
+    Job job_;
+    Client& client_;
+    ProgressSink report_progress_;
+    std::shared_ptr<State> state_;
+    std::optional<std::string> result_;
+    Finished finished_ = Finished::No;
+};
+
+using Handler = std::function<void(JobContext&)>;
+
+struct WorkerOptions {
+    std::string conninfo;  // empty: PG* environment
+    std::string queue = "default";
+    int concurrency = 1;            // jobs run at once, each on its own thread and connection
+    int max_batch = 16;             // most jobs fetched in one pull when the queue is deep
+    std::optional<Duration> lease;  // unset: the queue's lease
+    std::string name;               // recorded as the job's worker; default host:pid
+    Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
+    double poll_jitter = 0.25;  // +- fraction of poll_interval, so workers do not beat in step
+    Duration shutdown_timeout = std::chrono::seconds(30);   // then running jobs are released
+    Duration min_backoff = std::chrono::milliseconds(100);  // after database errors, doubling
+    Duration max_backoff = std::chrono::seconds(10);
+    bool handle_signals = true;  // SIGINT/SIGTERM start a graceful shutdown during run()
+    // Where the worker reports what happened (errors, lost jobs); default: stderr. Empty messages
+    // are never sent. Called from several threads.
+    std::function<void(const std::string&)> log;
+};
+
+struct WorkerStats {
+    uint64_t completed = 0;
+    uint64_t failed = 0;    // failed attempts (retried or dead)
+    uint64_t lost = 0;      // finished by the handler, but the job was no longer ours
+    uint64_t released = 0;  // given back at shutdown
+    uint64_t pulls = 0;     // pull calls that returned at least one job
+};
+
+class Worker {
+  public:
+    explicit Worker(WorkerOptions options);
+    ~Worker();
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+
+    // Registers the handler for one job kind. Register before run().
+    Worker& on(const std::string& kind, Handler handler);
+    // Handles jobs whose kind has no handler of its own, and jobs without a kind. Without it such
+    // jobs are failed with "no handler for kind ...".
+    Worker& on_any(Handler handler);
+
+    // Runs until stop() or a signal, then shuts down gracefully: stops pulling, waits up to
+    // shutdown_timeout for running jobs, releases the rest. Returns when everything has stopped.
+    void run();
+    // Starts the graceful shutdown; safe from any thread.
+    void stop();
+
+    WorkerStats stats() const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hopper

@@ -1,0 +1,38 @@
+// Back-off and jitter; see backoff.hpp.
+#include "backoff.hpp"
+
+#include <algorithm>
+
+namespace hopper::internal {
+
+namespace {
+std::mt19937_64& thread_rng() {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    return rng;
+}
+}  // namespace
+
+Backoff::Backoff(Duration min, Duration max)
+    : min_(std::max(min, Duration(1))),
+      max_(std::max(max, min_)),
+      current_(min_),
+      rng_(std::random_device{}()) {}
+
+Duration Backoff::next() {
+    std::uniform_int_distribution<int64_t> pick(min_.count(), current_.count());
+    Duration d(pick(rng_));
+    current_ = std::min(max_, current_ * 2);
+    return d;
+}
+
+void Backoff::reset() {
+    current_ = min_;
+}
+
+Duration jittered(Duration d, double jitter) {
+    jitter = std::clamp(jitter, 0.0, 1.0);
+    std::uniform_real_distribution<double> f(1.0 - jitter, 1.0 + jitter);
+    return Duration(static_cast<int64_t>(static_cast<double>(d.count()) * f(thread_rng())));
+}
+
+}  // namespace hopper::internal

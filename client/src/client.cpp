@@ -1,0 +1,195 @@
+// Client: one prepared statement per queue function, typed in and out.
+#include <fmt/format.h>
+
+#include "hopper/client.hpp"
+#include "rows.hpp"
+
+namespace hopper {
+
+namespace {
+Param opt_int(const std::optional<int>& v) {
+    return v ? Param(std::to_string(*v)) : std::nullopt;
+}
+Param id_param(int64_t v) {
+    return std::to_string(v);
+}
+}  // namespace
+
+Client::Client(std::string conninfo) : conn_(std::move(conninfo)) {}
+
+void Client::ensure_connected() {
+    if (conn_.ok()) return;
+    if (tx_depth_ > 0)
+        throw ConnectionError("connection lost inside a transaction; roll it back and retry");
+    conn_.reconnect();
+}
+
+void Client::reconnect() {
+    if (tx_depth_ > 0)
+        throw ConnectionError("cannot reconnect inside a transaction; roll it back first");
+    conn_.reconnect();
+}
+
+Result Client::call(const char* name, const char* sql, const std::vector<Param>& params) {
+    ensure_connected();
+    return conn_.exec_prepared(name, sql, params);
+}
+
+Result Client::exec_params(const std::string& sql, const std::vector<Param>& params) {
+    ensure_connected();
+    return conn_.exec(sql, params);
+}
+
+bool Client::queue_create(const std::string& queue, const QueueOptions& o) {
+    auto r = call("hopper_queue_create",
+                  "SELECT hopper.queue_create($1, $2::int, " HOPPER_INTERVAL_PARAM("$3") ", "
+                  HOPPER_INTERVAL_PARAM("$4") ", " HOPPER_INTERVAL_PARAM("$5") ", "
+                  HOPPER_INTERVAL_PARAM("$6") ", $7::real)",
+                  {queue, opt_int(o.max_attempts), rows::micros(o.lease),
+                   rows::micros(o.backoff_base), rows::micros(o.backoff_cap),
+                   rows::micros(o.retention),
+                   o.jitter ? Param(fmt::format("{}", *o.jitter)) : std::nullopt});
+    return r.boolean(0, 0);
+}
+
+bool Client::queue_drop(const std::string& queue) {
+    return call("hopper_queue_drop", "SELECT hopper.queue_drop($1)", {queue}).boolean(0, 0);
+}
+
+void Client::queue_pause(const std::string& queue) {
+    call("hopper_queue_pause", "SELECT hopper.queue_pause($1)", {queue});
+}
+
+void Client::queue_resume(const std::string& queue) {
+    call("hopper_queue_resume", "SELECT hopper.queue_resume($1)", {queue});
+}
+
+int64_t Client::queue_purge(const std::string& queue) {
+    return call("hopper_queue_purge", "SELECT hopper.queue_purge($1)", {queue}).int64(0, 0);
+}
+
+int64_t Client::push(const std::string& queue, const std::string& payload, const PushOptions& o) {
+    auto r = call("hopper_push",
+                  "SELECT hopper.queue_push($1, $2::jsonb, " HOPPER_TS_PARAM("$3") ", $4::int, "
+                  "$5, $6::int, $7, $8)",
+                  {queue, payload, rows::micros(o.run_at), std::to_string(o.priority), o.kind,
+                   opt_int(o.max_attempts), o.dedup_key, o.concurrency_key});
+    return r.int64(0, 0);
+}
+
+std::vector<int64_t> Client::push_batch(const std::string& queue,
+                                        const std::vector<std::string>& payloads,
+                                        const BatchPushOptions& o) {
+    std::vector<std::optional<std::string>> p(payloads.begin(), payloads.end());
+    auto keys = [](const std::vector<std::optional<std::string>>& k) -> Param {
+        if (k.empty()) return std::nullopt;
+        return rows::array_literal(k);
+    };
+    auto r =
+        call("hopper_push_batch",
+             "SELECT * FROM hopper.queue_push_batch($1, $2::jsonb[], " HOPPER_TS_PARAM(
+                 "$3") ", $4::int, $5, $6::int, $7::text[], $8::text[])",
+             {queue, rows::array_literal(p), rows::micros(o.run_at), std::to_string(o.priority),
+              o.kind, opt_int(o.max_attempts), keys(o.dedup_keys), keys(o.concurrency_keys)});
+    std::vector<int64_t> ids;
+    ids.reserve(static_cast<size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) ids.push_back(r.int64(i, 0));
+    return ids;
+}
+
+std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
+    Param kinds;
+    if (!o.kinds.empty()) kinds = rows::array_literal({o.kinds.begin(), o.kinds.end()});
+    auto r = call("hopper_pull",
+                  "SELECT id, queue, kind, payload, attempt, lease_token, " HOPPER_US(
+                      "lease_until") ", " HOPPER_US("run_at") ", " HOPPER_US("created_at")
+                  " FROM hopper.queue_pull($1, $2::int, " HOPPER_INTERVAL_PARAM("$3")
+                  ", $4, $5::text[], " HOPPER_TS_PARAM("$6") ", $7::bool)",
+                  {queue, std::to_string(o.n), rows::micros(o.lease), o.worker, kinds,
+                   rows::micros(o.at), detail::to_param(o.session_bound)});
+    std::vector<Job> jobs;
+    jobs.reserve(static_cast<size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) jobs.push_back(rows::read_job(r, i));
+    return jobs;
+}
+
+bool Client::complete(int64_t id, int64_t token, const std::optional<std::string>& result) {
+    return call("hopper_complete", "SELECT hopper.queue_complete($1::int8, $2::int8, $3::jsonb)",
+                {id_param(id), id_param(token), result})
+        .boolean(0, 0);
+}
+
+std::optional<JobState> Client::fail(int64_t id, int64_t token, const std::string& error,
+                                     const FailOptions& o) {
+    auto r = call("hopper_fail",
+                  "SELECT hopper.queue_fail($1::int8, $2::int8, $3, " HOPPER_INTERVAL_PARAM(
+                      "$4") ", $5::bool)",
+                  {id_param(id), id_param(token), error, rows::micros(o.retry_in),
+                   detail::to_param(o.permanent)});
+    if (r.is_null(0, 0)) return std::nullopt;
+    return parse_job_state(r.text(0, 0));
+}
+
+bool Client::heartbeat(int64_t id, int64_t token, std::optional<Duration> extend) {
+    return call(
+               "hopper_heartbeat",
+               "SELECT hopper.queue_heartbeat($1::int8, $2::int8, " HOPPER_INTERVAL_PARAM("$3") ")",
+               {id_param(id), id_param(token), rows::micros(extend)})
+        .boolean(0, 0);
+}
+
+bool Client::progress(int64_t id, int64_t token, double fraction,
+                      const std::optional<std::string>& detail) {
+    return call("hopper_progress",
+                "SELECT hopper.queue_progress($1::int8, $2::int8, $3::real, $4::jsonb)",
+                {id_param(id), id_param(token), fmt::format("{}", fraction), detail})
+        .boolean(0, 0);
+}
+
+bool Client::release(int64_t id, int64_t token) {
+    return call("hopper_release", "SELECT hopper.queue_release($1::int8, $2::int8)",
+                {id_param(id), id_param(token)})
+        .boolean(0, 0);
+}
+
+bool Client::cancel(int64_t id) {
+    return call("hopper_cancel", "SELECT hopper.queue_cancel($1::int8)", {id_param(id)})
+        .boolean(0, 0);
+}
+
+bool Client::retry(int64_t id) {
+    return call("hopper_retry", "SELECT hopper.queue_retry($1::int8)", {id_param(id)})
+        .boolean(0, 0);
+}
+
+JobInfo Client::job_status(int64_t id) {
+    auto r =
+        call("hopper_job_status",
+             "SELECT " HOPPER_JOB_INFO_COLUMNS " FROM hopper.job_status($1::int8)", {id_param(id)});
+    return rows::read_job_info(r, 0);
+}
+
+std::vector<QueueStat> Client::stats(const std::optional<std::string>& queue) {
+    auto r =
+        call("hopper_stats",
+             "SELECT queue, available, scheduled, running, completed, dead, cancelled, " HOPPER_US(
+                 "oldest_available_age") ", paused FROM hopper.queue_stats($1)",
+             {queue});
+    std::vector<QueueStat> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(rows::read_queue_stat(r, i));
+    return out;
+}
+
+std::vector<JobInfo> Client::jobs(const std::string& queue, std::optional<JobState> state,
+                                  int limit) {
+    Param st;
+    if (state) st = std::string(to_string(*state));
+    auto r = call("hopper_jobs",
+                  "SELECT " HOPPER_JOB_INFO_COLUMNS " FROM hopper.queue_jobs($1, $2, $3::int)",
+                  {queue, st, std::to_string(limit)});
+    std::vector<JobInfo> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(rows::read_job_info(r, i));
+    return out;
+}
+
+}  // namespace hopper

@@ -1,0 +1,158 @@
+// Connection: one PGconn, its prepared statements and its notifications.
+#include <poll.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include "hopper/connection.hpp"
+#include "hopper/error.hpp"
+
+namespace hopper {
+
+namespace {
+
+struct FreeMem {
+    void operator()(void* p) const noexcept { PQfreemem(p); }
+};
+
+std::string field(const PGresult* res, int code) {
+    const char* v = PQresultErrorField(res, code);
+    return v ? v : "";
+}
+
+std::string trimmed(const char* msg) {
+    std::string s = msg ? msg : "";
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+}  // namespace
+
+void Connection::Finish::operator()(pg_conn* c) const noexcept {
+    PQfinish(c);
+}
+
+Connection::Connection(std::string conninfo) : conninfo_(std::move(conninfo)) {
+    connect();
+}
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+Connection::~Connection() = default;
+
+void Connection::connect() {
+    prepared_.clear();
+    conn_.reset(PQconnectdb(conninfo_.c_str()));
+    if (!conn_) throw ConnectionError("out of memory while connecting");
+    if (PQstatus(conn_.get()) != CONNECTION_OK)
+        throw ConnectionError(
+            fmt::format("could not connect: {}", trimmed(PQerrorMessage(conn_.get()))));
+    // Silence NOTICEs (e.g. "extension already exists") that libpq would print to stderr.
+    PQsetNoticeProcessor(
+        conn_.get(), [](void*, const char*) {}, nullptr);
+}
+
+void Connection::reconnect() {
+    connect();
+}
+
+bool Connection::ok() const {
+    return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+}
+
+bool Connection::in_transaction() const {
+    if (!conn_) return false;
+    auto st = PQtransactionStatus(conn_.get());
+    return st == PQTRANS_INTRANS || st == PQTRANS_INERROR || st == PQTRANS_ACTIVE;
+}
+
+Result Connection::check(pg_result* raw) {
+    Result res(raw);  // owns raw from here on, whatever happens below
+    if (raw == nullptr || PQstatus(conn_.get()) != CONNECTION_OK)
+        throw ConnectionError(
+            fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
+    auto status = PQresultStatus(raw);
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return res;
+    std::string state = field(raw, PG_DIAG_SQLSTATE);
+    std::string msg = field(raw, PG_DIAG_MESSAGE_PRIMARY);
+    if (msg.empty()) msg = trimmed(PQresultErrorMessage(raw));
+    if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" || state == "57P03")
+        throw ConnectionError(msg);
+    throw Error(state, msg, field(raw, PG_DIAG_MESSAGE_DETAIL), field(raw, PG_DIAG_MESSAGE_HINT));
+}
+
+namespace {
+struct ParamArrays {
+    std::vector<const char*> values;
+    explicit ParamArrays(const std::vector<Param>& params) {
+        values.reserve(params.size());
+        for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    }
+};
+}  // namespace
+
+Result Connection::exec(const std::string& sql, const std::vector<Param>& params) {
+    if (!conn_) throw ConnectionError("not connected");
+    ParamArrays a(params);
+    return check(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(params.size()), nullptr,
+                              a.values.data(), nullptr, nullptr, 0));
+}
+
+Result Connection::exec_prepared(const char* name, const char* sql,
+                                 const std::vector<Param>& params) {
+    if (!conn_) throw ConnectionError("not connected");
+    if (prepared_.count(name) == 0) {
+        check(PQprepare(conn_.get(), name, sql, static_cast<int>(params.size()), nullptr));
+        prepared_.insert(name);
+    }
+    ParamArrays a(params);
+    return check(PQexecPrepared(conn_.get(), name, static_cast<int>(params.size()), a.values.data(),
+                                nullptr, nullptr, 0));
+}
+
+std::string Connection::escape_identifier(std::string_view name) const {
+    std::unique_ptr<char, FreeMem> q(PQescapeIdentifier(conn_.get(), name.data(), name.size()));
+    if (!q) throw Error("22023", trimmed(PQerrorMessage(conn_.get())));
+    return q.get();
+}
+
+void Connection::listen(std::string_view channel) {
+    exec("LISTEN " + escape_identifier(channel));
+}
+
+void Connection::unlisten(std::string_view channel) {
+    exec("UNLISTEN " + escape_identifier(channel));
+}
+
+std::vector<Notification> Connection::notifications() {
+    std::vector<Notification> out;
+    if (!conn_) return out;
+    if (PQconsumeInput(conn_.get()) == 0)
+        throw ConnectionError(
+            fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
+    while (true) {
+        std::unique_ptr<PGnotify, FreeMem> n(PQnotifies(conn_.get()));
+        if (!n) break;
+        out.push_back({n->relname, n->extra ? n->extra : "", n->be_pid});
+    }
+    return out;
+}
+
+bool Connection::wait(std::chrono::milliseconds timeout, int extra_fd) {
+    pollfd fds[2] = {{PQsocket(conn_.get()), POLLIN, 0}, {extra_fd, POLLIN, 0}};
+    int nfds = extra_fd >= 0 ? 2 : 1;
+    int ms = static_cast<int>(std::max<int64_t>(0, timeout.count()));
+    int r = ::poll(fds, nfds, ms);
+    if (r < 0 && errno != EINTR) throw ConnectionError("poll failed on the connection socket");
+    return r > 0;
+}
+
+int Connection::backend_pid() const {
+    return PQbackendPID(conn_.get());
+}
+int Connection::socket() const {
+    return PQsocket(conn_.get());
+}
+
+}  // namespace hopper

@@ -1,0 +1,152 @@
+// Heartbeats, progress and releases on the control connection; see heartbeat.hpp.
+#include "heartbeat.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace hopper::internal {
+
+namespace {
+using Steady = std::chrono::steady_clock;
+constexpr auto kTick = std::chrono::milliseconds(100);
+}  // namespace
+
+Heartbeat::Heartbeat(std::string conninfo, std::optional<Duration> lease, Duration min_backoff,
+                     Duration max_backoff, Log log)
+    : conninfo_(std::move(conninfo)),
+      lease_(lease),
+      log_(std::move(log)),
+      backoff_(min_backoff, max_backoff),
+      thread_([this] { loop(); }) {}
+
+Heartbeat::~Heartbeat() {
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+Client& Heartbeat::control() {
+    if (!control_) control_ = std::make_unique<Client>(conninfo_);
+    return *control_;
+}
+
+void Heartbeat::add(const Job& job, JobContext& ctx) {
+    // lease/3: two heartbeats can fail in a row before the lease runs out.
+    Duration lease =
+        lease_ ? *lease_ : std::chrono::duration_cast<Duration>(job.lease_until - Clock::now());
+    Duration interval =
+        std::clamp<Duration>(lease / 3, std::chrono::milliseconds(100), std::chrono::minutes(10));
+    std::lock_guard<std::mutex> lock(m_);
+    entries_[job.id] = Entry{job.lease_token, &ctx, interval, Steady::now() + interval};
+}
+
+void Heartbeat::remove(int64_t id) {
+    std::lock_guard<std::mutex> lock(m_);
+    entries_.erase(id);
+}
+
+bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
+                         const std::optional<std::string>& detail) {
+    std::lock_guard<std::mutex> lock(control_m_);
+    try {
+        return control().progress(id, token, fraction, detail);
+    } catch (const ConnectionError& ex) {
+        // A progress report is not worth failing the job for; the heartbeat notices real loss.
+        log_(fmt::format("progress of job {} not recorded: {}", id, ex.what()));
+        return true;
+    }
+}
+
+int Heartbeat::release_all(StopReason reason) {
+    std::lock_guard<std::mutex> lock(m_);
+    int released = 0;
+    for (auto& [id, e] : entries_) {
+        try {
+            std::lock_guard<std::mutex> c(control_m_);
+            if (control().release(id, e.token)) ++released;
+        } catch (const std::exception& ex) {
+            // The lease runs out by itself (or the reaper sees the connection gone).
+            log_(fmt::format("could not release job {}: {}", id, ex.what()));
+        }
+        e.ctx->request_stop(reason);
+    }
+    entries_.clear();
+    return released;
+}
+
+void Heartbeat::loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!stop_) {
+        cv_.wait_for(lock, kTick, [&] { return stop_; });
+        if (stop_) break;
+        lock.unlock();
+        beat_due();
+        lock.lock();
+    }
+}
+
+void Heartbeat::beat_due() {
+    struct Due {
+        int64_t id;
+        int64_t token;
+    };
+    std::vector<Due> due;
+    auto now = Steady::now();
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        for (auto& [id, e] : entries_)
+            if (e.next <= now) {
+                due.push_back({id, e.token});
+                e.next = now + e.interval;
+            }
+    }
+    if (due.empty()) return;
+
+    std::vector<std::pair<int64_t, StopReason>> lost;
+    bool failed = false;
+    {
+        std::lock_guard<std::mutex> c(control_m_);
+        if (now < retry_after_) return;
+        try {
+            for (const auto& d : due) {
+                if (control().heartbeat(d.id, d.token, lease_)) continue;
+                // Tell "an operator cancelled it" from "someone else has it now".
+                JobState st = control().job_status(d.id).state;
+                lost.emplace_back(
+                    d.id, st == JobState::Cancelled ? StopReason::Cancelled : StopReason::Lost);
+            }
+            backoff_.reset();
+        } catch (const std::exception& ex) {
+            Duration wait = backoff_.next();
+            retry_after_ = Steady::now() + wait;
+            failed = true;
+            log_(fmt::format("heartbeat failed (retrying in {} ms): {}", wait.count() / 1000,
+                             ex.what()));
+        }
+    }
+    if (failed) {
+        // Retry these right after the back-off rather than a whole interval later.
+        std::lock_guard<std::mutex> lock(m_);
+        for (const auto& d : due) {
+            auto it = entries_.find(d.id);
+            if (it != entries_.end()) it->second.next = now;
+        }
+    }
+    if (lost.empty()) return;
+    std::lock_guard<std::mutex> lock(m_);
+    for (const auto& [id, reason] : lost) {
+        auto it = entries_.find(id);
+        if (it == entries_.end()) continue;
+        log_(fmt::format("job {} {}: stopping its handler", id,
+                         reason == StopReason::Cancelled ? "was cancelled" : "lease was lost"));
+        it->second.ctx->request_stop(reason);
+        entries_.erase(it);
+    }
+}
+
+}  // namespace hopper::internal

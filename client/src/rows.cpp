@@ -1,0 +1,96 @@
+// Row and parameter conversions; see rows.hpp.
+#include "rows.hpp"
+
+namespace hopper::rows {
+
+Param micros(std::optional<Duration> d) {
+    if (!d) return std::nullopt;
+    return std::to_string(d->count());
+}
+
+Param micros(std::optional<TimePoint> t) {
+    if (!t) return std::nullopt;
+    return std::to_string(std::chrono::duration_cast<Duration>(t->time_since_epoch()).count());
+}
+
+TimePoint time_at(const Result& r, int row, int col) {
+    return TimePoint(std::chrono::duration_cast<Clock::duration>(Duration(r.int64(row, col))));
+}
+
+std::optional<TimePoint> opt_time_at(const Result& r, int row, int col) {
+    if (r.is_null(row, col)) return std::nullopt;
+    return time_at(r, row, col);
+}
+
+std::string array_literal(const std::vector<std::optional<std::string>>& values) {
+    std::string out = "{";
+    for (size_t i = 0; i < values.size(); ++i) {
+        if (i) out += ',';
+        if (!values[i]) {
+            out += "NULL";
+            continue;
+        }
+        // Always quoted, so empty strings, spaces, commas and the word NULL survive as text.
+        out += '"';
+        for (char c : *values[i]) {
+            if (c == '"' || c == '\\') out += '\\';
+            out += c;
+        }
+        out += '"';
+    }
+    out += '}';
+    return out;
+}
+
+Job read_job(const Result& r, int row) {
+    Job j;
+    j.id = r.int64(row, 0);
+    j.queue = std::string(r.text(row, 1));
+    j.kind = r.opt_text(row, 2);
+    j.payload = std::string(r.text(row, 3));
+    j.attempt = static_cast<int>(r.int64(row, 4));
+    j.lease_token = r.int64(row, 5);
+    j.lease_until = time_at(r, row, 6);
+    j.run_at = time_at(r, row, 7);
+    j.created_at = time_at(r, row, 8);
+    return j;
+}
+
+JobInfo read_job_info(const Result& r, int row) {
+    JobInfo j;
+    j.id = r.int64(row, 0);
+    j.queue = std::string(r.text(row, 1));
+    j.kind = r.opt_text(row, 2);
+    j.state = parse_job_state(r.text(row, 3));
+    j.attempt = static_cast<int>(r.int64(row, 4));
+    j.max_attempts = static_cast<int>(r.int64(row, 5));
+    j.priority = static_cast<int>(r.int64(row, 6));
+    j.run_at = time_at(r, row, 7);
+    j.created_at = time_at(r, row, 8);
+    j.started_at = opt_time_at(r, row, 9);
+    j.finished_at = opt_time_at(r, row, 10);
+    j.worker = r.opt_text(row, 11);
+    j.last_error = r.opt_text(row, 12);
+    j.errors = r.opt_text(row, 13);
+    j.result = r.opt_text(row, 14);
+    if (!r.is_null(row, 15)) j.progress = r.float8(row, 15);
+    j.progress_detail = r.opt_text(row, 16);
+    j.payload = std::string(r.text(row, 17));
+    return j;
+}
+
+QueueStat read_queue_stat(const Result& r, int row) {
+    QueueStat s;
+    s.queue = std::string(r.text(row, 0));
+    s.available = r.int64(row, 1);
+    s.scheduled = r.int64(row, 2);
+    s.running = r.int64(row, 3);
+    s.completed = r.int64(row, 4);
+    s.dead = r.int64(row, 5);
+    s.cancelled = r.int64(row, 6);
+    if (!r.is_null(row, 7)) s.oldest_available_age = Duration(r.int64(row, 7));
+    s.paused = r.boolean(row, 8);
+    return s;
+}
+
+}  // namespace hopper::rows

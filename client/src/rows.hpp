@@ -1,0 +1,39 @@
+// Converting between the client's C++ types and the text the queue functions take and return.
+// Times cross the wire as microseconds since the Unix epoch, so neither DateStyle nor TimeZone of
+// the session can change how they are read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hopper/connection.hpp"
+#include "hopper/types.hpp"
+
+// A timestamptz or interval column as int8 microseconds (NULL stays NULL).
+#define HOPPER_US(col) "(EXTRACT(epoch FROM " col ") * 1000000)::int8"
+// int8 microseconds parameters back into timestamptz / interval.
+#define HOPPER_TS_PARAM(p) "pg_catalog.to_timestamp(" p "::float8 / 1000000)"
+#define HOPPER_INTERVAL_PARAM(p) "(" p "::int8 * interval '1 microsecond')"
+
+// The columns of hopper.job_info, in the order read_job_info expects.
+#define HOPPER_JOB_INFO_COLUMNS \
+    "id, queue, kind, state, attempt, max_attempts, priority, " HOPPER_US("run_at") ", "        \
+    HOPPER_US("created_at") ", " HOPPER_US("started_at") ", " HOPPER_US("finished_at") ", "     \
+    "worker, last_error, errors, result, progress, progress_detail, payload"
+
+namespace hopper::rows {
+
+Param micros(std::optional<Duration> d);
+Param micros(std::optional<TimePoint> t);
+TimePoint time_at(const Result& r, int row, int col);
+std::optional<TimePoint> opt_time_at(const Result& r, int row, int col);
+
+// A PostgreSQL array literal ({"a","b",NULL}) of text values, for text[] and jsonb[] parameters.
+std::string array_literal(const std::vector<std::optional<std::string>>& values);
+
+Job read_job(const Result& r, int row);
+JobInfo read_job_info(const Result& r, int row);
+QueueStat read_queue_stat(const Result& r, int row);
+
+}  // namespace hopper::rows

@@ -1,0 +1,66 @@
+// Client::wait_for: LISTEN for "hopper:done", with job_status before waiting (the job may have
+// finished before we listened) and on a poll tick (a notification can be missed, e.g. with
+// hopper.notify off or across a reconnect).
+#include <algorithm>
+
+#include "hopper/client.hpp"
+
+namespace hopper {
+
+namespace {
+
+constexpr const char* kDoneChannel = "hopper:done";
+constexpr std::chrono::milliseconds kPollEvery{1000};
+
+// Whether a "hopper:done" payload ({"id": N, ...}) names job `id`.
+bool names_job(const std::string& payload, int64_t id) {
+    auto pos = payload.find("\"id\"");
+    if (pos == std::string::npos) return true;  // unreadable: check the job to be sure
+    pos = payload.find(':', pos);
+    if (pos == std::string::npos) return true;
+    ++pos;
+    while (pos < payload.size() && payload[pos] == ' ') ++pos;
+    size_t end = pos;
+    while (end < payload.size() && payload[end] >= '0' && payload[end] <= '9') ++end;
+    return payload.compare(pos, end - pos, std::to_string(id)) == 0;
+}
+
+}  // namespace
+
+std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
+    ensure_connected();
+    conn_.listen(kDoneChannel);
+    struct Unlisten {
+        Connection& c;
+        ~Unlisten() {
+            try {
+                if (c.ok() && !c.in_transaction()) c.unlisten(kDoneChannel);
+            } catch (...) {
+                // The connection is gone; so is the LISTEN.
+            }
+        }
+    } unlisten{conn_};
+
+    using SteadyClock = std::chrono::steady_clock;
+    auto deadline = SteadyClock::now() + timeout;
+    while (true) {
+        JobInfo info = job_status(id);
+        if (is_final(info.state)) return info;
+        bool ours = false;
+        while (!ours) {
+            auto now = SteadyClock::now();
+            if (now >= deadline) {
+                JobInfo last = job_status(id);
+                if (is_final(last.state)) return last;
+                return std::nullopt;
+            }
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+            bool arrived = conn_.wait(std::min(left, kPollEvery));
+            for (const auto& n : conn_.notifications())
+                if (n.channel == kDoneChannel && names_job(n.payload, id)) ours = true;
+            if (!arrived) break;  // poll tick: look at the job anyway
+        }
+    }
+}
+
+}  // namespace hopper

@@ -1,0 +1,24 @@
+// A pipe that wakes a thread blocked in poll(): the fetcher waits on its connection socket and on
+// this at once, so a freed slot, a stop request or a signal ends the wait without a timeout.
+#pragma once
+
+namespace hopper::internal {
+
+class Wakeup {
+  public:
+    Wakeup();
+    ~Wakeup();
+    Wakeup(const Wakeup&) = delete;
+    Wakeup& operator=(const Wakeup&) = delete;
+
+    // Async-signal-safe.
+    void notify() noexcept;
+    // Empties the pipe after a wake-up.
+    void drain() noexcept;
+    int fd() const { return fds_[0]; }
+
+  private:
+    int fds_[2];
+};
+
+}  // namespace hopper::internal

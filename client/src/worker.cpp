@@ -1,0 +1,394 @@
+// Worker: a fetch loop on the calling thread (LISTEN + batched, session-bound pulls), N handler
+// threads with a connection each, and the heartbeat thread.
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backoff.hpp"
+#include "heartbeat.hpp"
+#include "hopper/worker.hpp"
+#include "signals.hpp"
+#include "wakeup.hpp"
+
+namespace hopper {
+
+using internal::Backoff;
+using Steady = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kGatherWait{20};
+
+struct Worker::Impl {
+    WorkerOptions opt;
+    std::map<std::string, Handler> handlers;
+    Handler fallback;
+
+    std::atomic<bool> stop_requested{false};
+    std::atomic<bool> running{false};
+    internal::Wakeup wake;
+
+    std::mutex m;                     // guards pending, in_flight, handlers_done
+    std::condition_variable work_cv;  // a job is pending, or the handler threads must end
+    std::condition_variable idle_cv;  // a job finished
+    std::deque<Job> pending;
+    int in_flight = 0;  // pending + running
+    bool handlers_done = false;
+
+    std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0}, pulls{0};
+
+    explicit Impl(WorkerOptions o) : opt(std::move(o)) {
+        if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
+        if (opt.max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
+        if (opt.name.empty()) {
+            char host[256] = "";
+            ::gethostname(host, sizeof host - 1);
+            opt.name = fmt::format("{}:{}", host, ::getpid());
+        }
+        if (!opt.log)
+            opt.log = [](const std::string& msg) {
+                std::cerr << "hopper worker: " << msg << std::endl;
+            };
+    }
+
+    bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
+
+    void log(const std::string& msg) const { opt.log(msg); }
+
+    // Sleeps up to d, waking early on stop().
+    void pause(Duration d) {
+        std::unique_lock<std::mutex> lock(m);
+        idle_cv.wait_for(lock, d, [&] { return stopping(); });
+    }
+
+    // A connection, retried with back-off until it works or `give_up()` says to stop trying.
+    template <typename GiveUp>
+    std::unique_ptr<Client> connect(Backoff& backoff, GiveUp give_up) {
+        while (!give_up()) {
+            try {
+                return std::make_unique<Client>(opt.conninfo);
+            } catch (const std::exception& ex) {
+                Duration d = backoff.next();
+                log(fmt::format("cannot connect (retrying in {} ms): {}", d.count() / 1000,
+                                ex.what()));
+                pause(d);
+            }
+        }
+        return nullptr;
+    }
+
+    void fetch_loop(internal::Heartbeat& hb);
+    void handler_thread(internal::Heartbeat& hb);
+    void process(Client& client, internal::Heartbeat& hb, const Job& job);
+    void report(Client& client, const Job& job, const std::function<void()>& run);
+    const Handler* handler_for(const Job& job) const;
+    void shutdown(Client* fetcher, internal::Heartbeat& hb);
+};
+
+Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Worker::~Worker() = default;
+
+Worker& Worker::on(const std::string& kind, Handler handler) {
+    impl_->handlers[kind] = std::move(handler);
+    return *this;
+}
+
+Worker& Worker::on_any(Handler handler) {
+    impl_->fallback = std::move(handler);
+    return *this;
+}
+
+void Worker::stop() {
+    impl_->stop_requested.store(true);
+    impl_->wake.notify();
+    impl_->idle_cv.notify_all();
+}
+
+WorkerStats Worker::stats() const {
+    return {impl_->completed.load(), impl_->failed.load(), impl_->lost.load(),
+            impl_->released.load(), impl_->pulls.load()};
+}
+
+void Worker::run() {
+    Impl& w = *impl_;
+    if (w.running.exchange(true)) throw std::logic_error("Worker::run is already running");
+    std::optional<internal::SignalWatch> signals;
+    if (w.opt.handle_signals) signals.emplace(w.wake);
+    {
+        std::lock_guard<std::mutex> lock(w.m);
+        w.handlers_done = false;
+    }
+    internal::Heartbeat hb(w.opt.conninfo, w.opt.lease, w.opt.min_backoff, w.opt.max_backoff,
+                           w.opt.log);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < w.opt.concurrency; ++i)
+        threads.emplace_back([&w, &hb] { w.handler_thread(hb); });
+    w.fetch_loop(hb);
+    {
+        std::lock_guard<std::mutex> lock(w.m);
+        w.handlers_done = true;
+    }
+    w.work_cv.notify_all();
+    for (auto& t : threads) t.join();
+    w.running.store(false);
+}
+
+void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
+    const std::string channel = "hopper:" + opt.queue;
+    Backoff backoff(opt.min_backoff, opt.max_backoff);
+    std::unique_ptr<Client> conn;
+    bool deep = false;  // the last pull filled every free slot: there is probably more
+    bool gathered = false;
+    const int batch_target = std::max(1, std::min(opt.max_batch, opt.concurrency) / 2);
+    while (!stopping()) {
+        try {
+            if (!conn) {
+                conn = connect(backoff, [&] { return stopping(); });
+                if (!conn) break;
+                conn->connection().listen(channel);
+                deep = true;  // jobs may have arrived while we were away
+            } else if (!conn->connection().ok()) {
+                conn->reconnect();
+                conn->connection().listen(channel);
+                deep = true;
+            }
+            int free_slots;
+            {
+                std::lock_guard<std::mutex> lock(m);
+                free_slots = opt.concurrency - in_flight;
+            }
+            if (free_slots > 0 && deep && free_slots < batch_target && !gathered) {
+                // The queue is deep but only a slot or two is free: give the other handlers a
+                // moment to finish too, so one pull fills several slots instead of one each.
+                gathered = true;
+                std::unique_lock<std::mutex> lock(m);
+                idle_cv.wait_for(lock, kGatherWait, [&] {
+                    return stopping() || opt.concurrency - in_flight >= batch_target;
+                });
+                continue;
+            }
+            if (free_slots > 0 && deep) {
+                gathered = false;
+                PullOptions po;
+                po.n = std::min(free_slots, opt.max_batch);
+                po.lease = opt.lease;
+                po.worker = opt.name;
+                // The lease is bound to this connection too: if this process dies, the server
+                // sees the backend gone and the reaper rescues the jobs at once.
+                po.session_bound = true;
+                std::vector<Job> jobs = conn->pull(opt.queue, po);
+                backoff.reset();
+                deep = static_cast<int>(jobs.size()) == po.n;
+                if (!jobs.empty()) {
+                    ++pulls;
+                    {
+                        std::lock_guard<std::mutex> lock(m);
+                        for (auto& j : jobs) pending.push_back(std::move(j));
+                        in_flight += static_cast<int>(jobs.size());
+                    }
+                    work_cv.notify_all();
+                }
+                if (deep) continue;
+            }
+            // A NOTIFY that arrived with the pull's reply sits in libpq's queue, not the socket.
+            if (!conn->connection().notifications().empty()) {
+                deep = true;
+                if (free_slots > 0) continue;
+            }
+            // Wait for a NOTIFY, a freed slot, stop() or a signal; poll anyway now and then.
+            Duration wait = internal::jittered(opt.poll_interval, opt.poll_jitter);
+            bool woke = conn->connection().wait(
+                std::chrono::duration_cast<std::chrono::milliseconds>(wait), wake.fd());
+            wake.drain();
+            bool notified = !conn->connection().notifications().empty();
+            // A freed slot only matters when the queue was deep; a poll tick or NOTIFY always does.
+            if (notified || !woke) deep = true;
+            if (free_slots <= 0) {
+                std::lock_guard<std::mutex> lock(m);
+                if (opt.concurrency - in_flight > 0) deep = true;
+            }
+        } catch (const std::exception& ex) {
+            Duration d = backoff.next();
+            log(fmt::format("pull from queue {} failed (retrying in {} ms): {}", opt.queue,
+                            d.count() / 1000, ex.what()));
+            pause(d);
+            deep = true;
+        }
+    }
+    shutdown(conn.get(), hb);
+}
+
+void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
+    // Jobs pulled but not started go back at once, without an attempt penalty.
+    std::deque<Job> unstarted;
+    {
+        std::lock_guard<std::mutex> lock(m);
+        unstarted.swap(pending);
+        in_flight -= static_cast<int>(unstarted.size());
+    }
+    idle_cv.notify_all();
+    for (const Job& j : unstarted) {
+        try {
+            if (fetcher && fetcher->release(j.id, j.lease_token)) ++released;
+        } catch (const std::exception& ex) {
+            log(fmt::format("could not release job {}: {}", j.id, ex.what()));
+        }
+    }
+    // Running jobs get until the deadline to finish; then they are released and told to stop.
+    std::unique_lock<std::mutex> lock(m);
+    bool idle = idle_cv.wait_for(lock, opt.shutdown_timeout, [&] { return in_flight == 0; });
+    lock.unlock();
+    if (!idle) {
+        int n = hb.release_all(StopReason::Shutdown);
+        released += static_cast<uint64_t>(n);
+        log(fmt::format("shutdown deadline passed: released {} running job(s)", n));
+    }
+}
+
+void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
+    Backoff backoff(opt.min_backoff, opt.max_backoff);
+    std::unique_ptr<Client> client;
+    while (true) {
+        Job job;
+        {
+            std::unique_lock<std::mutex> lock(m);
+            work_cv.wait(lock, [&] { return handlers_done || !pending.empty(); });
+            if (pending.empty()) return;
+            job = std::move(pending.front());
+            pending.pop_front();
+        }
+        if (!client) client = connect(backoff, [&] { return stopping(); });
+        if (client) {
+            process(*client, hb, job);
+        } else {
+            // Shutting down before a connection came back: leave the job to its lease.
+            log(fmt::format("job {} not run: no connection during shutdown", job.id));
+        }
+        {
+            std::lock_guard<std::mutex> lock(m);
+            --in_flight;
+        }
+        idle_cv.notify_all();
+        wake.notify();
+    }
+}
+
+const Handler* Worker::Impl::handler_for(const Job& job) const {
+    if (job.kind) {
+        auto it = handlers.find(*job.kind);
+        if (it != handlers.end()) return &it->second;
+    }
+    return fallback ? &fallback : nullptr;
+}
+
+void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& job) {
+    JobContext ctx(job, client,
+                   [&hb, id = job.id, token = job.lease_token](
+                       double f, const std::optional<std::string>& detail) {
+                       return hb.progress(id, token, f, detail);
+                   });
+    hb.add(job, ctx);
+    enum class Outcome { Complete, Fail };
+    Outcome outcome = Outcome::Complete;
+    std::string error;
+    FailOptions fo;
+    if (const Handler* h = handler_for(job)) {
+        try {
+            (*h)(ctx);
+        } catch (const RetryIn& e) {
+            outcome = Outcome::Fail;
+            error = e.what();
+            fo.retry_in = e.delay();
+        } catch (const PermanentFailure& e) {
+            outcome = Outcome::Fail;
+            error = e.what();
+            fo.permanent = true;
+        } catch (const std::exception& e) {
+            outcome = Outcome::Fail;
+            error = e.what();
+            if (error.empty()) error = "handler failed";
+        } catch (...) {
+            outcome = Outcome::Fail;
+            error = "handler threw a non-standard exception";
+        }
+    } else {
+        outcome = Outcome::Fail;
+        std::string known;
+        for (const auto& [k, _] : handlers) known += (known.empty() ? "" : ", ") + k;
+        error = fmt::format("no handler for kind {} on worker {} (it handles: {})",
+                            job.kind ? "\"" + *job.kind + "\"" : std::string("(none)"), opt.name,
+                            known.empty() ? "nothing" : known);
+    }
+    hb.remove(job.id);
+    StopReason stopped = ctx.stop_reason();
+    switch (ctx.finished_as()) {
+        case JobContext::Finished::Completed:
+            ++completed;
+            return;
+        case JobContext::Finished::Failed:
+            ++failed;
+            return;
+        case JobContext::Finished::Released:
+            ++released;
+            return;
+        case JobContext::Finished::No:
+            break;
+    }
+    report(client, job, [&] {
+        bool held;
+        if (outcome == Outcome::Complete) {
+            held = client.complete(job.id, job.lease_token, ctx.result());
+            if (held) ++completed;
+        } else {
+            std::optional<JobState> now = client.fail(job.id, job.lease_token, error, fo);
+            held = now.has_value();
+            if (held) {
+                ++failed;
+                // Operators read failures here; completions are too many to be worth a line.
+                log(fmt::format("job {} ({}) failed, now {}: {}", job.id,
+                                job.kind.value_or("no kind"), to_string(*now), error));
+            }
+        }
+        if (!held && stopped != StopReason::Shutdown) {
+            ++lost;
+            log(fmt::format("job {} finished by its handler but no longer ours ({})", job.id,
+                            stopped == StopReason::None ? "lease lost" : to_string(stopped)));
+        }
+    });
+}
+
+void Worker::Impl::report(Client& client, const Job& job, const std::function<void()>& run) {
+    Backoff backoff(opt.min_backoff, opt.max_backoff);
+    // Connection trouble (a server restart) is retried for a while; any other error is final.
+    // Past that, the lease runs out and the job is retried elsewhere.
+    auto give_up_at = Steady::now() + std::chrono::seconds(60);
+    while (true) {
+        try {
+            run();
+            return;
+        } catch (const ConnectionError& ex) {
+            if (Steady::now() >= give_up_at) {
+                log(fmt::format("could not report job {}: {}; its lease will expire", job.id,
+                                ex.what()));
+                return;
+            }
+            std::this_thread::sleep_for(backoff.next());
+            try {
+                client.reconnect();
+            } catch (const std::exception&) {
+                // Retried on the next round.
+            }
+        } catch (const std::exception& ex) {
+            log(fmt::format("could not report job {}: {}", job.id, ex.what()));
+            return;
+        }
+    }
+}
+
+}  // namespace hopper

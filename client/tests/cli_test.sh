@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Runs one case of the hopper command-line tests against a database of its own:
+#   cli_test.sh /path/to/hopper CASE
+# Each case checks what the tool prints and the exit code it returns.
+set -uo pipefail
+
+hopper=$1
+case_name=$2
+db="hopper_cli_${case_name}_$$"
+fails=0
+
+psql_admin() { psql -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
+psql_admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\"" || exit 1
+trap 'psql_admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1' EXIT
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "CREATE EXTENSION hopper" || exit 1
+export PGDATABASE=$db
+
+out="" err="" rc=0
+# run ARGS...: runs the tool, keeping stdout, stderr and the exit code.
+run() {
+    local e
+    e=$(mktemp)
+    out=$("$hopper" "$@" 2>"$e")
+    rc=$?
+    err=$(cat "$e")
+    rm -f "$e"
+}
+fail() {
+    echo "FAIL [$case_name]: $*"
+    echo "  stdout: $out"
+    echo "  stderr: $err"
+    echo "  exit:   $rc"
+    fails=$((fails + 1))
+}
+expect_rc() { [ "$rc" -eq "$1" ] || fail "expected exit $1 from: $2"; }
+expect_out() { grep -qE -- "$1" <<<"$out" || fail "stdout lacks /$1/ ($2)"; }
+expect_err() { grep -qE -- "$1" <<<"$err" || fail "stderr lacks /$1/ ($2)"; }
+sql() { psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1"; }
+
+case $case_name in
+push_and_show)
+    run push emails '{"to": "a@example.com"}' --kind welcome --priority -2 --max-attempts 3
+    expect_rc 0 push
+    [[ $out =~ ^[0-9]+$ ]] || fail "push prints the bare job id"
+    id=$out
+    run show "$id"
+    expect_rc 0 show
+    expect_out "^job $id\$" "header"
+    expect_out "kind +welcome" "kind"
+    expect_out "state +available" "state"
+    expect_out "attempt +0 of 3" "attempts"
+    expect_out "priority +-2" "priority"
+    expect_out 'payload +\{"to": "a@example.com"\}' "payload"
+    run show "$id" --json
+    expect_rc 0 "show --json"
+    [ "$(sql "SELECT ('$out'::jsonb)->>'state'")" = available ] || fail "show --json state"
+    [ "$(sql "SELECT ('$out'::jsonb)->'payload'->>'to'")" = a@example.com ] || fail "show --json payload"
+    run push emails '{"n": 1}' --run-at +1h --dedup-key k1 --concurrency-key c1 --json
+    expect_rc 0 "push --json"
+    id2=$(sql "SELECT ('$out'::jsonb)->>'id'")
+    [ "$(sql "SELECT state FROM hopper.job_status($id2)")" = scheduled ] || fail "--run-at +1h schedules"
+    run push emails '{"n": 2}' --dedup-key k1
+    [ "$out" = "$id2" ] || fail "the same dedup key returns the unfinished job"
+    run push emails '{"n": 3}' --run-at '2030-01-02 03:04:05+00'
+    expect_rc 0 "absolute --run-at"
+    [ "$(sql "SELECT run_at = '2030-01-02 03:04:05+00' FROM hopper.job_status($out)")" = t ] || fail "absolute --run-at stored"
+    ;;
+stats)
+    run stats
+    expect_rc 0 "stats, no queues"
+    expect_out "^QUEUE +AVAILABLE" "header"
+    "$hopper" push alpha '{}' >/dev/null && "$hopper" push alpha '{}' >/dev/null
+    "$hopper" push beta '{}' --run-at +1d >/dev/null
+    run stats
+    expect_out "^alpha +2 +0 +0 +0 +0 +0 +[0-9]+(ms|s) +no" "alpha row"
+    expect_out "^beta +0 +1 +0" "beta row"
+    run stats beta --json
+    expect_rc 0 "stats --json"
+    [ "$(sql "SELECT (('$out'::jsonb)->0->>'scheduled')")" = 1 ] || fail "stats --json scheduled"
+    [ "$(sql "SELECT jsonb_array_length('$out'::jsonb)")" = 1 ] || fail "stats QUEUE shows one queue"
+    run stats nosuch
+    expect_rc 2 "unknown queue"
+    expect_err 'queue "nosuch" does not exist' "message"
+    ;;
+jobs)
+    a=$("$hopper" push work '{"a": 1}' --kind x)
+    b=$("$hopper" push work '{"b": 2}')
+    sql "SELECT hopper.queue_fail(id, lease_token, 'exploded', permanent => true) FROM hopper.queue_pull('work', 1)" >/dev/null
+    run jobs work
+    expect_rc 0 jobs
+    expect_out "^ID +STATE +KIND" "header"
+    expect_out "^$b +available" "newest first, available"
+    expect_out "^$a +dead +x +1/5 .*exploded" "dead job with its error"
+    [ "$(grep -c . <<<"$out")" -eq 3 ] || fail "two jobs and a header"
+    run jobs work --state dead --json
+    expect_rc 0 "jobs --json"
+    [ "$(sql "SELECT jsonb_array_length('$out'::jsonb)")" = 1 ] || fail "--state dead filters"
+    [ "$(sql "SELECT ('$out'::jsonb)->0->>'last_error'")" = exploded ] || fail "--json last_error"
+    run jobs work --limit 1
+    [ "$(grep -c . <<<"$out")" -eq 2 ] || fail "--limit 1"
+    run jobs work --state finished
+    expect_rc 1 "bad state"
+    expect_err "--state must be" "bad state message"
+    run jobs work --limit 0
+    expect_rc 1 "bad limit"
+    run jobs nosuch
+    expect_rc 2 "unknown queue"
+    ;;
+cancel_retry)
+    id=$("$hopper" push q '{}')
+    run cancel "$id"
+    expect_rc 0 cancel
+    expect_out "job $id cancelled" "cancel message"
+    run cancel "$id"
+    expect_rc 5 "cancel twice"
+    run retry "$id"
+    expect_rc 0 "retry cancelled"
+    [ "$(sql "SELECT state FROM hopper.job_status($id)")" = available ] || fail "retried job is available"
+    run retry "$id" --json
+    expect_rc 5 "retry of an available job"
+    expect_err "only dead or cancelled" "retry refusal message"
+    run cancel 999999
+    expect_rc 2 "cancel unknown"
+    run retry 999999
+    expect_rc 2 "retry unknown"
+    ;;
+wait)
+    id=$("$hopper" push q '{}')
+    run wait "$id" --timeout 1
+    expect_rc 4 "wait times out"
+    expect_out "still available" "timeout message"
+    ( sleep 1; psql -X -q -c "SELECT hopper.queue_complete(id, lease_token, '{\"ok\": true}') FROM hopper.queue_pull('q', 1)" >/dev/null ) &
+    run wait "$id" --timeout 60 --json
+    wait
+    expect_rc 0 "wait for completion"
+    [ "$(sql "SELECT ('$out'::jsonb)->'result'->>'ok'")" = true ] || fail "wait --json result"
+    id2=$("$hopper" push q '{}')
+    "$hopper" cancel "$id2" >/dev/null
+    run wait "$id2"
+    expect_rc 6 "a cancelled job"
+    expect_out "job $id2 cancelled" "cancelled message"
+    run wait 999999 --timeout 1
+    expect_rc 2 "unknown job"
+    ;;
+exit_codes)
+    run
+    expect_rc 1 "no command"
+    run frobnicate
+    expect_rc 1 "unknown command"
+    expect_err 'unknown command "frobnicate"' message
+    run push onlyqueue
+    expect_rc 1 "missing JSON"
+    run push q '{}' --bogus 1
+    expect_rc 1 "unknown option"
+    run push q '[1, 2]'
+    expect_rc 1 "payload not an object"
+    expect_err "payload must be a JSON object" "server message"
+    run push q '{}' --priority abc
+    expect_rc 1 "bad priority"
+    run show notanumber
+    expect_rc 1 "bad id"
+    run show 424242
+    expect_rc 2 "unknown job"
+    expect_err "job 424242 does not exist" "message"
+    run stats --db "host=/nonexistent port=1"
+    expect_rc 3 "no server"
+    expect_err "could not connect" "connection message"
+    run stats --db "dbname=postgres"
+    expect_rc 7 "extension not installed"
+    ;;
+help)
+    run --help
+    expect_rc 0 "--help"
+    expect_out "^Exit codes:" "exit codes documented"
+    for c in push stats jobs show retry cancel wait watch reaper; do
+        run "$c" --help
+        expect_rc 0 "$c --help"
+        expect_out "^usage: hopper $c" "$c usage line"
+    done
+    ;;
+watch)
+    "$hopper" push vq '{}' >/dev/null
+    "$hopper" push vq '{}' >/dev/null
+    sql "SELECT hopper.queue_progress(id, lease_token, 0.4) FROM hopper.queue_pull('vq', 1, worker => 'w-1')" >/dev/null
+    run watch --once
+    expect_rc 0 "watch --once"
+    expect_out "^vq +1 +0 +1 +0" "queue row"
+    expect_out "running jobs:" "running section"
+    expect_out " vq +- +1/5 +40% .* w-1" "running job with progress"
+    grep -q $'\033' <<<"$out" && fail "--once does not clear the screen"
+    run watch vq --interval 0.2 --count 2 --json
+    expect_rc 0 "watch --json --count 2"
+    [ "$(grep -c . <<<"$out")" -eq 2 ] || fail "one JSON object per refresh"
+    last=$(tail -n 1 <<<"$out")
+    [ "$(sql "SELECT ('$last'::jsonb)->'queues'->0->>'completed_per_s'")" = 0.000 ] || fail "rate after two refreshes"
+    [ "$(sql "SELECT jsonb_array_length(('$last'::jsonb)->'running')")" = 1 ] || fail "running list"
+    run watch nosuch --once
+    expect_rc 2 "unknown queue"
+    ;;
+reaper)
+    run reaper status
+    if psql -X -A -t -q -c "SELECT to_regprocedure('hopper.reaper_status()') IS NOT NULL" | grep -q t; then
+        expect_rc 0 "reaper status"
+        expect_out "^PID +DATABASE +MODE" "header"
+        # The install script started this database's reaper; give it a moment to report.
+        for _ in $(seq 50); do
+            run reaper status --json
+            grep -q "\"database\": \"$db\", \"mode\": \"dynamic\"" <<<"$out" && break
+            sleep 0.2
+        done
+        expect_out "\"database\": \"$db\", \"mode\": \"dynamic\"" "this database's reaper listed"
+    else
+        expect_rc 7 "no reaper_status() in this database"
+        expect_err "no hopper.reaper_status\(\)" "message"
+    fi
+    run reaper
+    expect_rc 1 "missing subcommand"
+    run reaper restart
+    expect_rc 1 "unknown subcommand"
+    ;;
+*)
+    echo "unknown case $case_name"
+    exit 2
+    ;;
+esac
+
+[ "$fails" -eq 0 ] && echo "ok [$case_name]"
+exit $((fails > 0))

@@ -1,0 +1,363 @@
+// Every Client call against a real server: typed results, NULLs, and errors with their SQLSTATE.
+#include <gtest/gtest.h>
+
+#include "hopper/client.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using hopper::test::conninfo;
+using hopper::test::unique_queue;
+
+namespace hopper {
+namespace {
+
+// Runs `fn`, expecting an Error with SQLSTATE `state`; returns its message.
+template <typename F>
+std::string expect_sqlstate(const char* state, F fn) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), state) << e.what();
+        return e.what();
+    }
+    ADD_FAILURE() << "expected an error with SQLSTATE " << state;
+    return {};
+}
+
+class ClientTest : public ::testing::Test {
+  protected:
+    Client c{conninfo()};
+};
+
+TEST_F(ClientTest, QueueCreatePauseResumeDrop) {
+    std::string q = unique_queue("q");
+    QueueOptions o;
+    o.max_attempts = 3;
+    o.lease = 5s;
+    EXPECT_TRUE(c.queue_create(q, o));
+    EXPECT_FALSE(c.queue_create(q, o));
+    c.queue_pause(q);
+    auto s = c.stats(q);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_TRUE(s[0].paused);
+    c.push(q, R"({"a": 1})");
+    EXPECT_TRUE(c.pull(q).empty()) << "a paused queue hands out nothing";
+    c.queue_resume(q);
+    EXPECT_FALSE(c.stats(q)[0].paused);
+    EXPECT_EQ(c.job_status(c.push(q, "{}")).max_attempts, 3);
+    EXPECT_EQ(c.queue_purge(q), 2);
+    EXPECT_TRUE(c.queue_drop(q));
+    expect_sqlstate("P0002", [&] { c.stats(q); });
+}
+
+TEST_F(ClientTest, PushWithOptionsShowsInStatus) {
+    std::string q = unique_queue("push");
+    PushOptions o;
+    o.kind = "resize";
+    o.priority = -5;
+    o.max_attempts = 7;
+    int64_t id = c.push(q, R"({"image": "a.png"})", o);
+    JobInfo j = c.job_status(id);
+    EXPECT_EQ(j.id, id);
+    EXPECT_EQ(j.queue, q);
+    EXPECT_EQ(j.kind, "resize");
+    EXPECT_EQ(j.state, JobState::Available);
+    EXPECT_EQ(j.priority, -5);
+    EXPECT_EQ(j.max_attempts, 7);
+    EXPECT_EQ(j.attempt, 0);
+    EXPECT_EQ(j.payload, R"({"image": "a.png"})");
+    EXPECT_FALSE(j.started_at);
+    EXPECT_FALSE(j.finished_at);
+    EXPECT_FALSE(j.result);
+    EXPECT_FALSE(j.progress);
+    EXPECT_LT(std::chrono::abs(j.created_at - Clock::now()), 60s);
+}
+
+TEST_F(ClientTest, ScheduledJobWaitsForItsTime) {
+    std::string q = unique_queue("sched");
+    PushOptions o;
+    o.run_at = Clock::now() + 1h;
+    int64_t id = c.push(q, "{}", o);
+    JobInfo j = c.job_status(id);
+    EXPECT_EQ(j.state, JobState::Scheduled);
+    EXPECT_LT(std::chrono::abs(j.run_at - *o.run_at), 1ms);
+    EXPECT_TRUE(c.pull(q).empty());
+    PullOptions later;
+    later.at = Clock::now() + 2h;
+    auto jobs = c.pull(q, later);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, id);
+}
+
+TEST_F(ClientTest, PriorityOrdersPulls) {
+    std::string q = unique_queue("prio");
+    PushOptions low, high;
+    low.priority = 10;
+    high.priority = -10;
+    int64_t a = c.push(q, "{}", low);
+    int64_t b = c.push(q, "{}", high);
+    PullOptions two;
+    two.n = 2;
+    auto jobs = c.pull(q, two);
+    ASSERT_EQ(jobs.size(), 2u);
+    EXPECT_EQ(jobs[0].id, b);
+    EXPECT_EQ(jobs[1].id, a);
+}
+
+TEST_F(ClientTest, DedupKeyReturnsTheUnfinishedJob) {
+    std::string q = unique_queue("dedup");
+    PushOptions o;
+    o.dedup_key = "user-42";
+    int64_t a = c.push(q, R"({"n": 1})", o);
+    int64_t b = c.push(q, R"({"n": 2})", o);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(c.stats(q)[0].available, 1);
+}
+
+TEST_F(ClientTest, PushBatchKeepsPayloadOrder) {
+    std::string q = unique_queue("batch");
+    BatchPushOptions o;
+    o.kind = "mail";
+    o.dedup_keys = {std::string("k1"), std::nullopt, std::string("k1")};
+    auto ids = c.push_batch(q, {R"({"i": 0})", R"({"i": 1, "s": "a,\"b\"}"})", R"({"i": 2})"}, o);
+    ASSERT_EQ(ids.size(), 3u);
+    EXPECT_EQ(ids[0], ids[2]) << "the third payload repeats the first one's dedup key";
+    EXPECT_NE(ids[0], ids[1]);
+    EXPECT_EQ(c.job_status(ids[0]).payload, R"({"i": 0})");
+    // Quotes, commas and braces inside a payload survive the array literal.
+    EXPECT_EQ(c.job_status(ids[1]).payload, R"({"i": 1, "s": "a,\"b\"}"})");
+    EXPECT_EQ(c.job_status(ids[1]).kind, "mail");
+    o.dedup_keys = {std::string("only one")};
+    expect_sqlstate("22023", [&] { c.push_batch(q, {"{}", "{}"}, o); });
+}
+
+TEST_F(ClientTest, PullCompleteLifecycle) {
+    std::string q = unique_queue("life");
+    PushOptions o;
+    o.kind = "k";
+    int64_t id = c.push(q, R"({"x": 1})", o);
+    PullOptions po;
+    po.worker = "test-worker";
+    po.lease = 10s;
+    auto jobs = c.pull(q, po);
+    ASSERT_EQ(jobs.size(), 1u);
+    const Job& j = jobs[0];
+    EXPECT_EQ(j.id, id);
+    EXPECT_EQ(j.queue, q);
+    EXPECT_EQ(j.kind, "k");
+    EXPECT_EQ(j.attempt, 1);
+    EXPECT_EQ(j.payload, R"({"x": 1})");
+    EXPECT_GT(j.lease_until, Clock::now() + 5s);
+    EXPECT_LT(j.lease_until, Clock::now() + 15s);
+
+    JobInfo running = c.job_status(id);
+    EXPECT_EQ(running.state, JobState::Running);
+    EXPECT_EQ(running.worker, "test-worker");
+    EXPECT_TRUE(running.started_at);
+
+    EXPECT_TRUE(c.complete(id, j.lease_token, std::string(R"({"ok": true})")));
+    JobInfo done = c.job_status(id);
+    EXPECT_EQ(done.state, JobState::Completed);
+    EXPECT_EQ(done.result, R"({"ok": true})");
+    EXPECT_TRUE(done.finished_at);
+    EXPECT_FALSE(c.complete(id, j.lease_token)) << "completing twice is news, not an error";
+    EXPECT_FALSE(c.heartbeat(id, j.lease_token));
+    EXPECT_FALSE(c.progress(id, j.lease_token, 0.5));
+    EXPECT_FALSE(c.release(id, j.lease_token));
+    EXPECT_FALSE(c.fail(id, j.lease_token, "late"));
+}
+
+TEST_F(ClientTest, FailRetriesThenBuries) {
+    std::string q = unique_queue("fail");
+    PushOptions o;
+    o.max_attempts = 2;
+    int64_t id = c.push(q, "{}", o);
+    auto j1 = c.pull(q).at(0);
+    FailOptions now;
+    now.retry_in = Duration(0);
+    EXPECT_EQ(c.fail(id, j1.lease_token, "first", now), JobState::Available);
+    JobInfo after1 = c.job_status(id);
+    EXPECT_EQ(after1.last_error, "first");
+    ASSERT_TRUE(after1.errors);
+    EXPECT_NE(after1.errors->find("first"), std::string::npos);
+
+    auto j2 = c.pull(q).at(0);
+    EXPECT_EQ(j2.attempt, 2);
+    EXPECT_NE(j2.lease_token, j1.lease_token) << "every claim gets a fresh fencing token";
+    EXPECT_FALSE(c.complete(id, j1.lease_token)) << "the old token is fenced out";
+    EXPECT_EQ(c.fail(id, j2.lease_token, "second"), JobState::Dead) << "attempts are used up";
+    EXPECT_EQ(c.job_status(id).state, JobState::Dead);
+}
+
+TEST_F(ClientTest, FailWithBackoffOrPermanent) {
+    std::string q = unique_queue("backoff");
+    int64_t a = c.push(q, "{}");
+    auto ja = c.pull(q).at(0);
+    FailOptions later;
+    later.retry_in = 1h;
+    EXPECT_EQ(c.fail(a, ja.lease_token, "not yet", later), JobState::Scheduled);
+    EXPECT_GT(c.job_status(a).run_at, Clock::now() + 50min);
+
+    int64_t b = c.push(q, "{}");
+    auto jb = c.pull(q).at(0);
+    ASSERT_EQ(jb.id, b);
+    FailOptions never;
+    never.permanent = true;
+    EXPECT_EQ(c.fail(b, jb.lease_token, "bad input", never), JobState::Dead);
+    EXPECT_EQ(c.job_status(b).attempt, 1);
+}
+
+TEST_F(ClientTest, HeartbeatExtendsTheLease) {
+    std::string q = unique_queue("hb");
+    int64_t id = c.push(q, "{}");
+    PullOptions po;
+    po.lease = 2s;
+    auto j = c.pull(q, po).at(0);
+    EXPECT_TRUE(c.heartbeat(id, j.lease_token, Duration(1h)));
+    // With the lease extended by an hour, a pull 30 minutes ahead cannot take the job over.
+    PullOptions ahead;
+    ahead.at = Clock::now() + 30min;
+    EXPECT_TRUE(c.pull(q, ahead).empty());
+    // Two hours ahead the lease has run out: the job is taken over, the old token is stale.
+    ahead.at = Clock::now() + 2h;
+    auto taken = c.pull(q, ahead);
+    ASSERT_EQ(taken.size(), 1u);
+    EXPECT_EQ(taken[0].attempt, 2);
+    EXPECT_FALSE(c.heartbeat(id, j.lease_token));
+}
+
+TEST_F(ClientTest, ProgressIsStoredAndChecked) {
+    std::string q = unique_queue("progress");
+    int64_t id = c.push(q, "{}");
+    auto j = c.pull(q).at(0);
+    EXPECT_TRUE(c.progress(id, j.lease_token, 0.25, std::string(R"({"step": "encode"})")));
+    JobInfo s = c.job_status(id);
+    ASSERT_TRUE(s.progress);
+    EXPECT_DOUBLE_EQ(*s.progress, 0.25);
+    EXPECT_EQ(s.progress_detail, R"({"step": "encode"})");
+    std::string msg = expect_sqlstate("22023", [&] { c.progress(id, j.lease_token, 1.5); });
+    EXPECT_NE(msg.find("progress"), std::string::npos) << msg;
+}
+
+TEST_F(ClientTest, ReleaseGivesTheJobBack) {
+    std::string q = unique_queue("release");
+    int64_t id = c.push(q, "{}");
+    auto j = c.pull(q).at(0);
+    EXPECT_TRUE(c.release(id, j.lease_token));
+    EXPECT_EQ(c.job_status(id).state, JobState::Available);
+    auto again = c.pull(q);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].id, id);
+}
+
+TEST_F(ClientTest, CancelAndRetry) {
+    std::string q = unique_queue("cancel");
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(c.cancel(id));
+    EXPECT_EQ(c.job_status(id).state, JobState::Cancelled);
+    EXPECT_FALSE(c.cancel(id)) << "a finished job cannot be cancelled again";
+    EXPECT_TRUE(c.retry(id));
+    EXPECT_EQ(c.job_status(id).state, JobState::Available);
+    expect_sqlstate("55000", [&] { c.retry(id); });
+}
+
+TEST_F(ClientTest, KindsFilterPulls) {
+    std::string q = unique_queue("kinds");
+    PushOptions a, b;
+    a.kind = "a";
+    b.kind = "b";
+    c.push(q, "{}", a);
+    int64_t idb = c.push(q, "{}", b);
+    PullOptions po;
+    po.kinds = {"b", "c"};
+    po.n = 5;
+    auto jobs = c.pull(q, po);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, idb);
+}
+
+TEST_F(ClientTest, StatsAndJobsListing) {
+    std::string q = unique_queue("stats");
+    int64_t a = c.push(q, "{}");
+    int64_t b = c.push(q, "{}");
+    PushOptions later;
+    later.run_at = Clock::now() + 1h;
+    c.push(q, "{}", later);
+    auto j = c.pull(q).at(0);
+    ASSERT_EQ(j.id, a);
+    FailOptions dead;
+    dead.permanent = true;
+    c.fail(a, j.lease_token, "boom", dead);
+    c.cancel(b);
+    QueueStat s = c.stats(q).at(0);
+    EXPECT_EQ(s.queue, q);
+    EXPECT_EQ(s.available, 0);
+    EXPECT_EQ(s.scheduled, 1);
+    EXPECT_EQ(s.running, 0);
+    EXPECT_EQ(s.dead, 1);
+    EXPECT_EQ(s.cancelled, 1);
+    EXPECT_EQ(s.completed, 0);
+    EXPECT_FALSE(s.oldest_available_age);
+
+    auto all = c.jobs(q);
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_GT(all[0].id, all[1].id) << "newest first";
+    auto dead_jobs = c.jobs(q, JobState::Dead);
+    ASSERT_EQ(dead_jobs.size(), 1u);
+    EXPECT_EQ(dead_jobs[0].id, a);
+    EXPECT_EQ(dead_jobs[0].last_error, "boom");
+    EXPECT_EQ(c.jobs(q, std::nullopt, 1).size(), 1u);
+    expect_sqlstate("22023", [&] { c.jobs(q, std::nullopt, 0); });
+    expect_sqlstate("P0002", [&] { c.jobs("no_such_queue_x"); });
+
+    bool found = false;
+    for (const auto& st : c.stats())
+        if (st.queue == q) found = true;
+    EXPECT_TRUE(found) << "stats() without a queue lists every queue";
+}
+
+TEST_F(ClientTest, ErrorsCarryTheirSqlstate) {
+    expect_sqlstate("P0002", [&] { c.job_status(987654321); });
+    expect_sqlstate("P0002", [&] { c.cancel(987654321); });
+    expect_sqlstate("P0002", [&] { c.complete(987654321, 1); });
+    std::string msg = expect_sqlstate("22023", [&] { c.push("bad queue name!", "{}"); });
+    EXPECT_NE(msg.find("queue"), std::string::npos);
+    msg = expect_sqlstate("22023", [&] { c.push(unique_queue("e"), "[1, 2]"); });
+    EXPECT_NE(msg.find("payload"), std::string::npos);
+    PullOptions zero;
+    zero.n = 0;
+    expect_sqlstate("22023", [&] { c.pull(unique_queue("e"), zero); });
+    PullOptions huge;
+    huge.n = 100000;
+    expect_sqlstate("22023", [&] { c.pull(unique_queue("e"), huge); });
+    expect_sqlstate("22P02", [&] { c.push(unique_queue("e"), "{not json"); });
+    // The connection is still usable after errors.
+    EXPECT_GT(c.push(unique_queue("e"), "{}"), 0);
+}
+
+TEST_F(ClientTest, ExecBindsParametersNeverSplices) {
+    c.exec("CREATE TABLE IF NOT EXISTS notes (id serial PRIMARY KEY, body text, n int)");
+    std::string evil = "x'); DROP TABLE notes; --";
+    auto r = c.exec("INSERT INTO notes (body, n) VALUES ($1, $2) RETURNING id, body, n", evil, 7);
+    ASSERT_EQ(r.rows(), 1);
+    EXPECT_EQ(r.text(0, 1), evil);
+    EXPECT_EQ(r.int64(0, 2), 7);
+    auto nulls = c.exec("SELECT $1::text IS NULL, $2::int", std::nullopt, std::optional<int>(3));
+    EXPECT_TRUE(nulls.boolean(0, 0));
+    EXPECT_EQ(nulls.int64(0, 1), 3);
+    EXPECT_EQ(c.exec("SELECT count(*) FROM notes").int64(0, 0), 1);
+    expect_sqlstate("22012", [&] { c.exec("SELECT 1 / $1::int", 0); });
+}
+
+TEST(ClientConnect, BadConninfoIsAConnectionError) {
+    EXPECT_THROW(Client("host=/nonexistent/socket/dir port=1 connect_timeout=2"), ConnectionError);
+    try {
+        Client bad("dbname=hopper_no_such_database_x");
+        FAIL() << "connected to a database that does not exist";
+    } catch (const ConnectionError& e) {
+        EXPECT_NE(std::string(e.what()).find("hopper_no_such_database_x"), std::string::npos);
+    }
+}
+
+}  // namespace
+}  // namespace hopper

@@ -1,0 +1,75 @@
+// Test plumbing; see support.hpp.
+#include "support.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+namespace hopper::test {
+
+namespace {
+
+std::string g_conninfo;
+
+// Created in SetUp (not at listing time: gtest_discover_tests runs the binary without a server).
+class DatabaseEnvironment : public ::testing::Environment {
+  public:
+    explicit DatabaseEnvironment(std::string name) : name_(std::move(name)) {}
+
+    void SetUp() override {
+        Client admin("dbname=postgres");
+        std::string db = admin.connection().escape_identifier(name_);
+        admin.exec("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+        admin.exec("CREATE DATABASE " + db);
+        g_conninfo = fmt::format("dbname={}", name_);
+        Client c(g_conninfo);
+        c.exec("CREATE EXTENSION hopper");
+    }
+
+    void TearDown() override {
+        try {
+            Client admin("dbname=postgres");
+            admin.exec("DROP DATABASE IF EXISTS " + admin.connection().escape_identifier(name_) +
+                       " WITH (FORCE)");
+        } catch (const std::exception& e) {
+            // A leftover database is harmless: the next run of this suite drops it first.
+            fmt::print(stderr, "could not drop test database {}: {}\n", name_, e.what());
+        }
+    }
+
+  private:
+    std::string name_;
+};
+
+}  // namespace
+
+const std::string& conninfo() {
+    return g_conninfo;
+}
+
+std::string unique_queue(const std::string& prefix) {
+    static std::atomic<int> n{0};
+    return fmt::format("{}_{}", prefix, ++n);
+}
+
+bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+        if (cond()) return true;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+void register_database(const std::string& suite) {
+    // GoogleTest takes ownership of the environment.
+    ::testing::AddGlobalTestEnvironment(
+        std::make_unique<DatabaseEnvironment>(fmt::format("hopper_gtest_{}_{}", suite, ::getpid()))
+            .release());
+}
+
+}  // namespace hopper::test

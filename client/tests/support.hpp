@@ -1,0 +1,28 @@
+// Shared test plumbing: a database of the suite's own with the extension created in it (dropped
+// when the test program ends), and polling helpers that tolerate a slow, busy machine.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "hopper/client.hpp"
+
+namespace hopper::test {
+
+// The conninfo of this test program's database ("dbname=hopper_gtest_<suite>_<pid>"); the server
+// comes from the PG* environment that the test runner exports.
+const std::string& conninfo();
+
+// A queue name unique within this test program run.
+std::string unique_queue(const std::string& prefix);
+
+// Polls `cond` every 20 ms until it holds or `timeout` passes; returns its last value.
+bool eventually(const std::function<bool()>& cond,
+                std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Registers the database environment with GoogleTest; call from main() of each test program.
+void register_database(const std::string& suite);
+
+}  // namespace hopper::test

@@ -1,0 +1,173 @@
+// Pushing inside the caller's own transaction: the job exists exactly when the caller's rows do.
+#include <gtest/gtest.h>
+
+#include "hopper/client.hpp"
+#include "hopper/worker.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using hopper::test::conninfo;
+using hopper::test::unique_queue;
+
+namespace hopper {
+namespace {
+
+class TransactionTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        c.exec(
+            "CREATE TABLE IF NOT EXISTS videos (id serial PRIMARY KEY, path text, "
+            "status text NOT NULL DEFAULT 'pending', job_id bigint)");
+    }
+    // The queue was created by the push inside the transaction, so it went with the rollback too.
+    void expect_no_queue(const std::string& q) {
+        try {
+            c.stats(q);
+            ADD_FAILURE() << "queue " << q << " outlived its rolled-back transaction";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.sqlstate(), "P0002");
+        }
+    }
+    int64_t videos_with(const std::string& path) {
+        return c.exec("SELECT count(*) FROM videos WHERE path = $1", path).int64(0, 0);
+    }
+    Client c{conninfo()};
+};
+
+TEST_F(TransactionTest, CommitKeepsRowAndJob) {
+    std::string q = unique_queue("tx");
+    int64_t job;
+    {
+        Transaction tx(c);
+        auto vid = c.exec("INSERT INTO videos (path) VALUES ($1) RETURNING id", "commit.mp4");
+        job = c.push(q, R"({"video": 1})");
+        c.exec("UPDATE videos SET job_id = $1 WHERE id = $2", job, vid.int64(0, 0));
+        tx.commit();
+    }
+    EXPECT_EQ(videos_with("commit.mp4"), 1);
+    EXPECT_EQ(c.job_status(job).state, JobState::Available);
+}
+
+TEST_F(TransactionTest, RollbackLeavesNoJob) {
+    std::string q = unique_queue("tx");
+    int64_t job;
+    {
+        Transaction tx(c);
+        c.exec("INSERT INTO videos (path) VALUES ($1)", "rollback.mp4");
+        job = c.push(q, "{}");
+        // Seen inside the transaction...
+        EXPECT_EQ(c.job_status(job).state, JobState::Available);
+        tx.rollback();
+    }
+    // ...and gone with it.
+    EXPECT_EQ(videos_with("rollback.mp4"), 0);
+    EXPECT_THROW(c.job_status(job), Error);
+    expect_no_queue(q);
+}
+
+TEST_F(TransactionTest, DestructorRollsBack) {
+    std::string q = unique_queue("tx");
+    int64_t job = 0;
+    try {
+        Transaction tx(c);
+        c.exec("INSERT INTO videos (path) VALUES ($1)", "thrown.mp4");
+        job = c.push(q, "{}");
+        throw std::runtime_error("the caller failed half-way");
+    } catch (const std::runtime_error&) {
+    }
+    EXPECT_EQ(videos_with("thrown.mp4"), 0);
+    try {
+        c.job_status(job);
+        FAIL() << "the job outlived its rolled-back transaction";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "P0002");
+    }
+}
+
+TEST_F(TransactionTest, CommitAfterAnErrorReportsTheRollback) {
+    std::string q = unique_queue("tx");
+    Transaction tx(c);
+    c.push(q, "{}");
+    EXPECT_THROW(c.exec("SELECT 1 / 0"), Error);
+    try {
+        tx.commit();
+        FAIL() << "commit of an aborted transaction must not look like success";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "25P02");
+    }
+    EXPECT_FALSE(c.connection().in_transaction());
+    expect_no_queue(q);
+}
+
+TEST_F(TransactionTest, TransactionsDoNotNest) {
+    Transaction tx(c);
+    EXPECT_THROW(Transaction inner(c), Error);
+}
+
+// What the transcoder does: update its own row and complete the job atomically.
+TEST_F(TransactionTest, CompleteWithUpdatesOwnRowAtomically) {
+    std::string q = unique_queue("tx");
+    auto vid = c.exec("INSERT INTO videos (path) VALUES ($1) RETURNING id", "done.mp4").int64(0, 0);
+    int64_t id = c.push(q, "{}");
+    Job job = c.pull(q).at(0);
+    Client handler_conn(conninfo());
+    JobContext ctx(job, handler_conn, nullptr);
+    EXPECT_TRUE(ctx.complete_with(
+        [&](Client& h) { h.exec("UPDATE videos SET status = 'processed' WHERE id = $1", vid); },
+        std::string(R"({"playlist": "index.m3u8"})")));
+    EXPECT_TRUE(ctx.finished());
+    EXPECT_EQ(c.exec("SELECT status FROM videos WHERE id = $1", vid).text(0, 0), "processed");
+    JobInfo s = c.job_status(id);
+    EXPECT_EQ(s.state, JobState::Completed);
+    EXPECT_EQ(s.result, R"({"playlist": "index.m3u8"})");
+}
+
+TEST_F(TransactionTest, CompleteWithRollsBackWhenTheJobIsLost) {
+    std::string q = unique_queue("tx");
+    auto vid = c.exec("INSERT INTO videos (path) VALUES ($1) RETURNING id", "lost.mp4").int64(0, 0);
+    int64_t id = c.push(q, "{}");
+    Job job = c.pull(q).at(0);
+    ASSERT_TRUE(c.cancel(id));
+    Client handler_conn(conninfo());
+    JobContext ctx(job, handler_conn, nullptr);
+    EXPECT_FALSE(ctx.complete_with(
+        [&](Client& h) { h.exec("UPDATE videos SET status = 'processed' WHERE id = $1", vid); }));
+    EXPECT_FALSE(ctx.finished());
+    EXPECT_EQ(c.exec("SELECT status FROM videos WHERE id = $1", vid).text(0, 0), "pending")
+        << "the row update must roll back with the failed completion";
+    EXPECT_FALSE(handler_conn.connection().in_transaction());
+}
+
+TEST_F(TransactionTest, FailWithUpdatesOwnRowKnowingTheNewState) {
+    std::string q = unique_queue("tx");
+    auto vid = c.exec("INSERT INTO videos (path) VALUES ($1) RETURNING id", "bad.mp4").int64(0, 0);
+    PushOptions po;
+    po.max_attempts = 2;
+    int64_t id = c.push(q, "{}", po);
+    Client handler_conn(conninfo());
+    auto mark = [&](Client& h, JobState s) {
+        h.exec("UPDATE videos SET status = $1 WHERE id = $2",
+               std::string(s == JobState::Dead ? "failed" : "retrying"), vid);
+    };
+    Job first = c.pull(q).at(0);
+    JobContext ctx1(first, handler_conn, nullptr);
+    FailOptions now;
+    now.retry_in = Duration(0);
+    EXPECT_EQ(ctx1.fail_with("probe failed", now, mark), JobState::Available);
+    EXPECT_EQ(c.exec("SELECT status FROM videos WHERE id = $1", vid).text(0, 0), "retrying");
+
+    Job second = c.pull(q).at(0);
+    JobContext ctx2(second, handler_conn, nullptr);
+    EXPECT_EQ(ctx2.fail_with("probe failed again", {}, mark), JobState::Dead);
+    EXPECT_TRUE(ctx2.finished());
+    EXPECT_EQ(c.exec("SELECT status FROM videos WHERE id = $1", vid).text(0, 0), "failed");
+    EXPECT_EQ(c.job_status(id).state, JobState::Dead);
+    // A stale token changes nothing, and the caller's SQL does not run.
+    JobContext stale(second, handler_conn, nullptr);
+    bool ran = false;
+    EXPECT_FALSE(stale.fail_with("late", {}, [&](Client&, JobState) { ran = true; }));
+    EXPECT_FALSE(ran);
+}
+
+}  // namespace
+}  // namespace hopper

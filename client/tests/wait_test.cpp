@@ -1,0 +1,94 @@
+// wait_for: returns the final status as soon as the job finishes, by NOTIFY or by polling.
+#include <future>
+
+#include <gtest/gtest.h>
+
+#include "hopper/client.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using hopper::test::conninfo;
+using hopper::test::unique_queue;
+
+namespace hopper {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+TEST(WaitFor, AlreadyFinishedReturnsAtOnce) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    auto j = c.pull(q).at(0);
+    ASSERT_TRUE(c.complete(id, j.lease_token, std::string(R"({"n": 1})")));
+    auto t0 = Steady::now();
+    auto info = c.wait_for(id, 30s);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, JobState::Completed);
+    EXPECT_EQ(info->result, R"({"n": 1})");
+    EXPECT_LT(Steady::now() - t0, 5s);
+}
+
+TEST(WaitFor, WakesWhenAnotherConnectionFinishesTheJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    auto done = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        auto j = other.pull(q).at(0);
+        std::this_thread::sleep_for(300ms);
+        FailOptions dead;
+        dead.permanent = true;
+        return other.fail(id, j.lease_token, "gave up", dead);
+    });
+    auto t0 = Steady::now();
+    auto info = c.wait_for(id, 60s);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, JobState::Dead);
+    EXPECT_EQ(info->last_error, "gave up");
+    EXPECT_LT(Steady::now() - t0, 30s);
+    EXPECT_EQ(done.get(), JobState::Dead);
+    // The client is usable afterwards and no longer listening.
+    EXPECT_TRUE(c.connection().notifications().empty());
+}
+
+TEST(WaitFor, PollsWhenNoNotificationComes) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    auto done = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        other.exec("SET hopper.notify = off");
+        std::this_thread::sleep_for(200ms);
+        return other.cancel(id);
+    });
+    auto info = c.wait_for(id, 60s);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, JobState::Cancelled);
+    EXPECT_TRUE(done.get());
+}
+
+TEST(WaitFor, TimesOut) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    auto t0 = Steady::now();
+    EXPECT_FALSE(c.wait_for(id, 1500ms));
+    auto took = Steady::now() - t0;
+    EXPECT_GE(took, 1500ms);
+    EXPECT_LT(took, 20s);
+    EXPECT_EQ(c.job_status(id).state, JobState::Available);
+}
+
+TEST(WaitFor, UnknownJobIsAnError) {
+    Client c(conninfo());
+    try {
+        c.wait_for(987654321, 5s);
+        FAIL() << "waited for a job that does not exist";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "P0002");
+    }
+}
+
+}  // namespace
+}  // namespace hopper

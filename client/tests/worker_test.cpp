@@ -1,0 +1,493 @@
+// The worker runtime against a real server: handlers by kind, failures, progress, heartbeats,
+// stop flags, graceful shutdown, and no job handled twice across threads and processes.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "hopper/worker.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using hopper::test::conninfo;
+using hopper::test::eventually;
+using hopper::test::unique_queue;
+
+namespace hopper {
+namespace {
+
+WorkerOptions options(const std::string& queue, int concurrency = 2) {
+    WorkerOptions o;
+    o.conninfo = conninfo();
+    o.queue = queue;
+    o.concurrency = concurrency;
+    o.handle_signals = false;
+    o.poll_interval = 500ms;
+    o.log = [](const std::string&) {};
+    return o;
+}
+
+// Runs a worker on a thread for the scope of the object.
+class Running {
+  public:
+    explicit Running(Worker& w) : w_(w), t_([this] { w_.run(); }) {}
+    ~Running() { stop(); }
+    void stop() {
+        if (!t_.joinable()) return;
+        w_.stop();
+        t_.join();
+    }
+
+  private:
+    Worker& w_;
+    std::thread t_;
+};
+
+bool state_is(Client& c, int64_t id, JobState s) {
+    return c.job_status(id).state == s;
+}
+
+TEST(Worker, RunsHandlersByKindAndStoresResults) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q, 4));
+    std::atomic<int> resized{0}, mailed{0};
+    w.on("resize", [&](JobContext& job) {
+        ++resized;
+        job.set_result(fmt::format(R"({{"attempt": {}}})", job.attempt()));
+    });
+    w.on("mail", [&](JobContext&) { ++mailed; });
+    Running r(w);
+    PushOptions resize, mail;
+    resize.kind = "resize";
+    mail.kind = "mail";
+    std::vector<int64_t> ids;
+    for (int i = 0; i < 20; ++i) ids.push_back(c.push(q, "{}", i % 2 ? resize : mail));
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 20; }, 60s));
+    EXPECT_EQ(resized.load(), 10);
+    EXPECT_EQ(mailed.load(), 10);
+    EXPECT_EQ(c.job_status(ids[1]).result, R"({"attempt": 1})");
+    r.stop();
+    EXPECT_EQ(w.stats().completed, 20u);
+}
+
+TEST(Worker, PullsInBatchesWhenTheQueueIsDeep) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::vector<std::string> payloads(64, "{}");
+    c.push_batch(q, payloads);
+    WorkerOptions o = options(q, 8);
+    o.max_batch = 8;
+    Worker w(o);
+    w.on_any([](JobContext&) { std::this_thread::sleep_for(2ms); });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 64; }, 60s));
+    r.stop();
+    // One job per pull would take 64 pulls; refilling free slots in batches takes far fewer.
+    EXPECT_LE(w.stats().pulls, 32u);
+    EXPECT_GE(w.stats().pulls, 8u) << "never more than max_batch jobs per pull";
+}
+
+TEST(Worker, PollsWhenNoNotificationArrives) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    WorkerOptions o = options(q);
+    o.poll_interval = 300ms;
+    Worker w(o);
+    std::atomic<int> handled{0};
+    w.on_any([&](JobContext&) { ++handled; });
+    Running r(w);
+    // Let the worker's first (empty) pull pass, then push without a NOTIFY.
+    std::this_thread::sleep_for(500ms);
+    c.exec("SET hopper.notify = off");
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 30s));
+    EXPECT_EQ(handled.load(), 1);
+}
+
+TEST(Worker, UnknownKindIsFailedWithAClearError) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    w.on("known", [](JobContext&) {});
+    Running r(w);
+    PushOptions o;
+    o.kind = "mystery";
+    o.max_attempts = 1;
+    int64_t id = c.push(q, "{}", o);
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Dead); }, 60s));
+    auto err = c.job_status(id).last_error.value_or("");
+    EXPECT_NE(err.find("no handler for kind \"mystery\""), std::string::npos) << err;
+    EXPECT_NE(err.find("known"), std::string::npos) << err;
+}
+
+TEST(Worker, OnAnyHandlesJobsWithoutTheirOwnHandler) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    std::mutex m;
+    std::set<std::string> seen;
+    w.on_any([&](JobContext& job) {
+        std::lock_guard<std::mutex> lock(m);
+        seen.insert(job.kind().value_or("(none)"));
+    });
+    Running r(w);
+    PushOptions o;
+    o.kind = "anything";
+    int64_t a = c.push(q, "{}", o);
+    int64_t b = c.push(q, "{}");
+    ASSERT_TRUE(eventually(
+        [&] { return state_is(c, a, JobState::Completed) && state_is(c, b, JobState::Completed); },
+        60s));
+    std::lock_guard<std::mutex> lock(m);
+    EXPECT_EQ(seen, (std::set<std::string>{"anything", "(none)"}));
+}
+
+TEST(Worker, HandlerFailuresRetryOrBury) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    w.on("later", [](JobContext&) { throw RetryIn(1h, "upstream busy"); });
+    w.on("never", [](JobContext&) { throw PermanentFailure("file is not a video"); });
+    w.on("oops", [](JobContext&) { throw std::runtime_error("disk full"); });
+    Running r(w);
+    PushOptions later, never, oops;
+    later.kind = "later";
+    never.kind = "never";
+    oops.kind = "oops";
+    oops.max_attempts = 2;
+    int64_t a = c.push(q, "{}", later);
+    int64_t b = c.push(q, "{}", never);
+    int64_t d = c.push(q, "{}", oops);
+    ASSERT_TRUE(eventually([&] { return state_is(c, a, JobState::Scheduled); }, 60s));
+    JobInfo ja = c.job_status(a);
+    EXPECT_EQ(ja.last_error, "upstream busy");
+    EXPECT_GT(ja.run_at, Clock::now() + 50min);
+    ASSERT_TRUE(eventually([&] { return state_is(c, b, JobState::Dead); }, 60s));
+    EXPECT_EQ(c.job_status(b).attempt, 1) << "a permanent failure is not retried";
+    EXPECT_EQ(c.job_status(b).last_error, "file is not a video");
+    // An ordinary exception is retried with the queue's backoff (1 s base here), then buried.
+    ASSERT_TRUE(eventually([&] { return state_is(c, d, JobState::Dead); }, 60s));
+    EXPECT_EQ(c.job_status(d).attempt, 2);
+    EXPECT_EQ(c.job_status(d).last_error, "disk full");
+}
+
+TEST(Worker, HandlerCompletesInItsOwnTransaction) {
+    Client c(conninfo());
+    c.exec("CREATE TABLE IF NOT EXISTS uploads (id bigint PRIMARY KEY, status text NOT NULL)");
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    std::atomic<bool> completed_by_handler{false};
+    w.on_any([&](JobContext& job) {
+        completed_by_handler = job.complete_with(
+            [&](Client& h) { h.exec("INSERT INTO uploads VALUES ($1, 'processed')", job.id()); },
+            std::string(R"({"done": true})"));
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_TRUE(completed_by_handler.load());
+    EXPECT_EQ(c.exec("SELECT status FROM uploads WHERE id = $1", id).text(0, 0), "processed");
+    EXPECT_EQ(c.job_status(id).result, R"({"done": true})");
+    r.stop();
+    EXPECT_EQ(w.stats().completed, 1u);
+    EXPECT_EQ(w.stats().lost, 0u) << "the runtime must not try to complete it a second time";
+}
+
+TEST(Worker, HandlerCanReleaseItsJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    std::atomic<int> calls{0};
+    w.on_any([&](JobContext& job) {
+        // The first time, give it back; the second time, do it.
+        if (++calls == 1) {
+            EXPECT_TRUE(job.release());
+        }
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_EQ(calls.load(), 2);
+    EXPECT_EQ(c.job_status(id).attempt, 1) << "the release did not use up an attempt";
+    r.stop();
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 1u);
+    EXPECT_EQ(w.stats().lost, 0u);
+}
+
+TEST(Worker, ProgressIsVisibleWhileTheHandlerRuns) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    Worker w(options(q));
+    std::atomic<bool> release{false};
+    std::atomic<bool> reported{false};
+    w.on_any([&](JobContext& job) {
+        reported = job.progress(0.5, std::string(R"({"frame": 120})"));
+        while (!release && !job.stop_requested()) std::this_thread::sleep_for(10ms);
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return c.job_status(id).progress.has_value(); }, 60s));
+    JobInfo s = c.job_status(id);
+    EXPECT_EQ(s.state, JobState::Running);
+    EXPECT_DOUBLE_EQ(*s.progress, 0.5);
+    EXPECT_EQ(s.progress_detail, R"({"frame": 120})");
+    EXPECT_TRUE(reported.load());
+    release = true;
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+}
+
+TEST(Worker, HeartbeatsKeepALongJobPastItsLease) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second: two may run late before the lease is at risk
+    c.queue_create(q, qo);
+    Worker w(options(q));
+    std::atomic<bool> stopped{false};
+    std::atomic<bool> started{false};
+    w.on_any([&](JobContext& job) {
+        started = true;
+        // Three leases long: only heartbeats keep the job ours.
+        stopped = job.wait_for_stop(9s);
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    // Meanwhile nobody else can take the job over.
+    Client thief(conninfo());
+    auto until = std::chrono::steady_clock::now() + 7s;
+    while (std::chrono::steady_clock::now() < until) {
+        EXPECT_TRUE(thief.pull(q).empty()) << "the job was taken over while its worker held it";
+        std::this_thread::sleep_for(250ms);
+    }
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_FALSE(stopped.load());
+    EXPECT_EQ(c.job_status(id).attempt, 1);
+}
+
+TEST(Worker, CancelStopsTheHandler) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second
+    c.queue_create(q, qo);
+    Worker w(options(q));
+    std::atomic<bool> started{false};
+    std::atomic<int> reason{-1};
+    std::atomic<int> callback_reason{-1};
+    w.on_any([&](JobContext& job) {
+        job.on_stop([&](StopReason r) { callback_reason = static_cast<int>(r); });
+        started = true;
+        job.wait_for_stop(120s);
+        reason = static_cast<int>(job.stop_reason());
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    ASSERT_TRUE(c.cancel(id));
+    ASSERT_TRUE(eventually([&] { return reason.load() != -1; }, 60s));
+    EXPECT_EQ(reason.load(), static_cast<int>(StopReason::Cancelled));
+    EXPECT_EQ(callback_reason.load(), static_cast<int>(StopReason::Cancelled));
+    EXPECT_EQ(c.job_status(id).state, JobState::Cancelled)
+        << "the handler's return changed nothing";
+}
+
+TEST(Worker, LostLeaseStopsTheHandler) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;
+    c.queue_create(q, qo);
+    Worker w(options(q));
+    std::atomic<bool> started{false};
+    std::atomic<int> reason{-1};
+    w.on_any([&](JobContext& job) {
+        started = true;
+        job.wait_for_stop(120s);
+        reason = static_cast<int>(job.stop_reason());
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    // Another worker, an hour in the future, finds the lease expired and takes the job.
+    PullOptions future;
+    future.at = Clock::now() + 1h;
+    auto taken = c.pull(q, future);
+    ASSERT_EQ(taken.size(), 1u);
+    ASSERT_TRUE(eventually([&] { return reason.load() != -1; }, 60s));
+    EXPECT_EQ(reason.load(), static_cast<int>(StopReason::Lost));
+    // The new owner's lease is untouched by the old handler's return.
+    EXPECT_TRUE(c.complete(id, taken[0].lease_token));
+    r.stop();
+    EXPECT_EQ(w.stats().lost, 1u);
+}
+
+TEST(Worker, ShutdownWaitsForJobsThatFinishInTime) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    WorkerOptions o = options(q);
+    o.shutdown_timeout = 30s;
+    Worker w(o);
+    std::atomic<bool> started{false};
+    w.on_any([&](JobContext&) {
+        started = true;
+        std::this_thread::sleep_for(800ms);
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    r.stop();
+    EXPECT_EQ(c.job_status(id).state, JobState::Completed);
+    EXPECT_EQ(w.stats().released, 0u);
+}
+
+TEST(Worker, ShutdownReleasesJobsPastTheDeadline) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    WorkerOptions o = options(q, 2);
+    o.shutdown_timeout = 500ms;
+    Worker w(o);
+    std::atomic<int> started{0};
+    std::atomic<int> shutdown_seen{0};
+    w.on_any([&](JobContext& job) {
+        ++started;
+        job.wait_for_stop(120s);
+        if (job.stop_reason() == StopReason::Shutdown) ++shutdown_seen;
+    });
+    Running r(w);
+    int64_t a = c.push(q, "{}");
+    int64_t b = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load() == 2; }, 60s));
+    r.stop();
+    EXPECT_EQ(shutdown_seen.load(), 2);
+    EXPECT_EQ(w.stats().released, 2u);
+    for (int64_t id : {a, b}) {
+        JobInfo s = c.job_status(id);
+        EXPECT_EQ(s.state, JobState::Available) << "job " << id;
+        EXPECT_FALSE(s.last_error) << "a release is not a failure";
+    }
+}
+
+// Pull-to-finish bookkeeping of the helper process: each handled job is one row in `handled`.
+void create_handled_table(Client& c) {
+    c.exec(
+        "CREATE TABLE IF NOT EXISTS handled (job_id bigint NOT NULL, attempt int NOT NULL, "
+        "pid int NOT NULL, queue text NOT NULL)");
+}
+
+// The helper worker program in a child process; killed outright if a test ends early.
+class HelperProcess {
+  public:
+    HelperProcess(const std::string& queue, int concurrency, const std::string& mode = "record",
+                  int shutdown_timeout_ms = 30000) {
+        std::string n = std::to_string(concurrency);
+        std::string t = std::to_string(shutdown_timeout_ms);
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::execl(HOPPER_TEST_WORKER, HOPPER_TEST_WORKER, conninfo().c_str(), queue.c_str(),
+                    n.c_str(), mode.c_str(), t.c_str(), static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+    }
+    ~HelperProcess() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+    }
+    pid_t pid() const { return pid_; }
+    // SIGTERM or SIGINT (a graceful shutdown) and the wait status.
+    int terminate(int sig = SIGTERM) {
+        int status = 0;
+        ::kill(pid_, sig);
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+        return status;
+    }
+
+  private:
+    pid_t pid_ = -1;
+};
+
+TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
+    Client c(conninfo());
+    create_handled_table(c);
+    std::string q = unique_queue("many");
+    constexpr int kJobs = 400;
+
+    // A second process: the helper worker with 8 threads, stopped by SIGTERM.
+    HelperProcess helper(q, 8);
+    ASSERT_GT(helper.pid(), 0);
+
+    WorkerOptions o = options(q, 8);
+    o.max_batch = 8;
+    Worker w(o);
+    w.on_any([&](JobContext& job) {
+        job.client().exec("INSERT INTO handled VALUES ($1, $2, $3, $4)", job.id(), job.attempt(),
+                          static_cast<int>(::getpid()), q);
+        std::this_thread::sleep_for(5ms);
+    });
+    Running r(w);
+    // Wait until the helper is connected and listening, so both compete from the start.
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                          "hopper_test_worker")
+                       .int64(0, 0) > 0;
+        },
+        60s));
+
+    std::vector<std::string> payloads;
+    for (int i = 0; i < 50; ++i) payloads.push_back(fmt::format(R"({{"i": {}}})", i));
+    for (int batch = 0; batch < kJobs / 50; ++batch) c.push_batch(q, payloads);
+
+    bool all_done = eventually([&] { return c.stats(q).at(0).completed == kJobs; }, 120s);
+    r.stop();
+    int status = helper.terminate();
+    ASSERT_TRUE(all_done) << "completed: " << c.stats(q).at(0).completed;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "helper status " << status;
+
+    auto r1 = c.exec("SELECT count(*), count(DISTINCT job_id) FROM handled WHERE queue = $1", q);
+    EXPECT_EQ(r1.int64(0, 0), kJobs) << "some job was handled twice";
+    EXPECT_EQ(r1.int64(0, 1), kJobs);
+    auto r2 = c.exec("SELECT count(DISTINCT pid) FROM handled WHERE queue = $1", q);
+    EXPECT_EQ(r2.int64(0, 0), 2) << "both processes should have taken part";
+    auto s = c.stats(q).at(0);
+    EXPECT_EQ(s.dead + s.available + s.running + s.scheduled, 0);
+}
+
+TEST(Worker, SigintReleasesRunningJobsAndExitsCleanly) {
+    Client c(conninfo());
+    std::string q = unique_queue("sigint");
+    HelperProcess helper(q, 2, "block", 300);
+    ASSERT_GT(helper.pid(), 0);
+    int64_t a = c.push(q, "{}");
+    int64_t b = c.push(q, "{}");
+    ASSERT_TRUE(eventually(
+        [&] { return state_is(c, a, JobState::Running) && state_is(c, b, JobState::Running); },
+        60s));
+    EXPECT_NE(c.job_status(a).worker.value_or("").find(std::to_string(helper.pid())),
+              std::string::npos)
+        << "the default worker name is host:pid";
+    int status = helper.terminate(SIGINT);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "helper status " << status;
+    for (int64_t id : {a, b}) {
+        JobInfo s = c.job_status(id);
+        EXPECT_EQ(s.state, JobState::Available) << "job " << id << " was not given back";
+        EXPECT_EQ(s.attempt, 0) << "a release does not use up an attempt";
+        EXPECT_FALSE(s.last_error);
+    }
+}
+
+}  // namespace
+}  // namespace hopper

@@ -1,0 +1,337 @@
+// push, stats, jobs, show, retry, cancel, wait and reaper status.
+#include "commands.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "args.hpp"
+#include "format.hpp"
+#include "hopper/client.hpp"
+#include "hopper/json.hpp"
+
+namespace hopper::cli {
+
+namespace {
+
+const std::set<std::string> kGlobalValues = {"db"};
+const std::set<std::string> kGlobalFlags = {"json", "help"};
+
+// Parses argv with the global options added; prints `help` and returns true for --help.
+bool parse_or_help(const Argv& argv, std::set<std::string> values, std::set<std::string> flags,
+                   const char* help, Io io, Args& out) {
+    values.insert(kGlobalValues.begin(), kGlobalValues.end());
+    flags.insert(kGlobalFlags.begin(), kGlobalFlags.end());
+    out = parse(argv, values, flags);
+    if (out.flag("help")) {
+        io.out << help;
+        return true;
+    }
+    return false;
+}
+
+void want_positional(const Args& a, size_t min, size_t max, const char* what) {
+    if (a.positional.size() < min || a.positional.size() > max)
+        throw UsageError(fmt::format("expected {}", what));
+}
+
+Client connect(const Args& a) {
+    return Client(a.option("db").value_or(""));
+}
+
+int64_t job_id_arg(const std::string& s) {
+    return parse_integer("ID", s, 1, std::numeric_limits<int64_t>::max());
+}
+
+// "+90s", "+5m", "+2h", "+1d" from now, or any timestamp PostgreSQL understands.
+TimePoint run_at_arg(Client& c, const std::string& s) {
+    if (!s.empty() && s[0] == '+') {
+        char unit = s.back();
+        long long mult = unit == 's'   ? 1
+                         : unit == 'm' ? 60
+                         : unit == 'h' ? 3600
+                         : unit == 'd' ? 86400
+                                       : 0;
+        if (mult == 0) throw UsageError("--run-at +N needs a unit: s, m, h or d (e.g. +90s)");
+        long long n = parse_integer("--run-at", s.substr(1, s.size() - 2), 0, 3660L * 86400);
+        return Clock::now() + std::chrono::seconds(n * mult);
+    }
+    try {
+        auto r = c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8", s);
+        return TimePoint(
+            std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(r.int64(0, 0))));
+    } catch (const Error& e) {
+        throw UsageError(fmt::format("--run-at: {}", e.what()));
+    }
+}
+
+}  // namespace
+
+int cmd_push(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper push QUEUE JSON [options]\n"
+        "Pushes one job; prints its id (with --json: {\"id\": N, \"queue\": ...}).\n"
+        "  --kind KIND              the job's kind (selects the worker's handler)\n"
+        "  --priority N             smaller runs first (-32768..32767, default 0)\n"
+        "  --run-at TIME            a timestamp, or +N[s|m|h|d] from now (default: now)\n"
+        "  --max-attempts N         attempts before the job is dead (default: the queue's)\n"
+        "  --dedup-key KEY          while a job with this key is unfinished, return its id\n"
+        "  --concurrency-key KEY    jobs sharing a key never run at the same time\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(
+            argv, {"kind", "priority", "run-at", "max-attempts", "dedup-key", "concurrency-key"},
+            {}, help, io, a))
+        return kOk;
+    want_positional(a, 2, 2, "QUEUE and JSON (see hopper push --help)");
+    PushOptions o;
+    o.kind = a.option("kind");
+    if (auto p = a.integer("priority", -32768, 32767)) o.priority = static_cast<int>(*p);
+    if (auto m = a.integer("max-attempts", 1, 1000)) o.max_attempts = static_cast<int>(*m);
+    o.dedup_key = a.option("dedup-key");
+    o.concurrency_key = a.option("concurrency-key");
+    Client c = connect(a);
+    if (auto r = a.option("run-at")) o.run_at = run_at_arg(c, *r);
+    int64_t id = c.push(a.positional[0], a.positional[1], o);
+    if (a.flag("json"))
+        io.out << fmt::format("{{\"id\": {}, \"queue\": {}}}\n", id, json::quote(a.positional[0]));
+    else
+        io.out << id << '\n';
+    return kOk;
+}
+
+int cmd_stats(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper stats [QUEUE]\n"
+        "Job counts per queue (all queues without QUEUE).\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
+    want_positional(a, 0, 1, "at most one QUEUE");
+    Client c = connect(a);
+    std::optional<std::string> queue;
+    if (!a.positional.empty()) queue = a.positional[0];
+    auto stats = c.stats(queue);
+    if (a.flag("json")) {
+        io.out << '[';
+        for (size_t i = 0; i < stats.size(); ++i) io.out << (i ? ", " : "") << stat_json(stats[i]);
+        io.out << "]\n";
+        return kOk;
+    }
+    Table t({"QUEUE", "AVAILABLE", "SCHEDULED", "RUNNING", "COMPLETED", "DEAD", "CANCELLED",
+             "OLDEST", "PAUSED"});
+    for (const auto& s : stats)
+        t.add({s.queue, std::to_string(s.available), std::to_string(s.scheduled),
+               std::to_string(s.running), std::to_string(s.completed), std::to_string(s.dead),
+               std::to_string(s.cancelled),
+               s.oldest_available_age ? age_text(*s.oldest_available_age) : "-",
+               s.paused ? "yes" : "no"});
+    t.print(io.out);
+    return kOk;
+}
+
+int cmd_jobs(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper jobs QUEUE [--state STATE] [--limit N]\n"
+        "A queue's jobs, newest first.\n"
+        "  --state STATE   available, scheduled, running, completed, dead or cancelled\n"
+        "  --limit N       at most N jobs (1..10000, default 100)\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {"state", "limit"}, {}, help, io, a)) return kOk;
+    want_positional(a, 1, 1, "QUEUE (see hopper jobs --help)");
+    std::optional<JobState> state;
+    if (auto s = a.option("state")) {
+        try {
+            state = parse_job_state(*s);
+        } catch (const std::invalid_argument&) {
+            throw UsageError(fmt::format(
+                "--state must be available, scheduled, running, completed, dead or cancelled, "
+                "got \"{}\"",
+                *s));
+        }
+    }
+    int limit = static_cast<int>(a.integer("limit", 1, 10000).value_or(100));
+    Client c = connect(a);
+    auto jobs = c.jobs(a.positional[0], state, limit);
+    if (a.flag("json")) {
+        io.out << '[';
+        for (size_t i = 0; i < jobs.size(); ++i) io.out << (i ? ", " : "") << job_json(jobs[i]);
+        io.out << "]\n";
+        return kOk;
+    }
+    Table t({"ID", "STATE", "KIND", "ATTEMPT", "PRIORITY", "RUN AT", "LAST ERROR"});
+    for (const auto& j : jobs)
+        t.add({std::to_string(j.id), std::string(to_string(j.state)), j.kind.value_or("-"),
+               fmt::format("{}/{}", j.attempt, j.max_attempts), std::to_string(j.priority),
+               time_text(j.run_at), j.last_error.value_or("")});
+    t.print(io.out);
+    return kOk;
+}
+
+int cmd_show(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper show ID\n"
+        "Everything known about one job.\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
+    want_positional(a, 1, 1, "one job ID");
+    int64_t id = job_id_arg(a.positional[0]);
+    Client c = connect(a);
+    JobInfo j = c.job_status(id);
+    if (a.flag("json")) {
+        io.out << job_json(j) << '\n';
+        return kOk;
+    }
+    auto row = [&](const char* k, const std::string& v) {
+        io.out << fmt::format("  {:<12} {}\n", k, v);
+    };
+    io.out << "job " << j.id << '\n';
+    row("queue", j.queue);
+    row("kind", j.kind.value_or("-"));
+    row("state", std::string(to_string(j.state)));
+    row("attempt", fmt::format("{} of {}", j.attempt, j.max_attempts));
+    row("priority", std::to_string(j.priority));
+    row("run at", time_text(j.run_at));
+    row("created", time_text(j.created_at));
+    if (j.started_at) row("started", time_text(*j.started_at));
+    if (j.finished_at) row("finished", time_text(*j.finished_at));
+    if (j.worker) row("worker", *j.worker);
+    if (j.progress)
+        row("progress", fmt::format("{:.0f}%{}", *j.progress * 100,
+                                    j.progress_detail ? " " + *j.progress_detail : ""));
+    if (j.last_error) row("last error", *j.last_error);
+    row("payload", j.payload);
+    if (j.result) row("result", *j.result);
+    return kOk;
+}
+
+int cmd_retry(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper retry ID\n"
+        "Makes a dead or cancelled job available again (exit 5 for any other state).\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
+    want_positional(a, 1, 1, "one job ID");
+    int64_t id = job_id_arg(a.positional[0]);
+    Client c = connect(a);
+    bool ok = c.retry(id);
+    if (a.flag("json"))
+        io.out << fmt::format("{{\"id\": {}, \"retried\": {}}}\n", id, ok ? "true" : "false");
+    else
+        io.out << (ok ? fmt::format("job {} is available again\n", id)
+                      : fmt::format("job {} was not retried\n", id));
+    return ok ? kOk : kRefused;
+}
+
+int cmd_cancel(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper cancel ID\n"
+        "Cancels a job that has not finished; a running job's worker is told to stop at its next\n"
+        "heartbeat. Exit 5 when the job had already finished.\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
+    want_positional(a, 1, 1, "one job ID");
+    int64_t id = job_id_arg(a.positional[0]);
+    Client c = connect(a);
+    bool ok = c.cancel(id);
+    if (a.flag("json"))
+        io.out << fmt::format("{{\"id\": {}, \"cancelled\": {}}}\n", id, ok ? "true" : "false");
+    else
+        io.out << (ok ? fmt::format("job {} cancelled\n", id)
+                      : fmt::format("job {} had already finished; nothing to cancel\n", id));
+    return ok ? kOk : kRefused;
+}
+
+int cmd_wait(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper wait ID [--timeout SECONDS]\n"
+        "Waits until the job finishes. Exit 0 completed, 6 dead or cancelled, 4 timed out.\n"
+        "  --timeout SECONDS   give up after this long (default 60)\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {"timeout"}, {}, help, io, a)) return kOk;
+    want_positional(a, 1, 1, "one job ID");
+    int64_t id = job_id_arg(a.positional[0]);
+    double secs = a.seconds("timeout").value_or(60.0);
+    Client c = connect(a);
+    auto info = c.wait_for(id, Duration(static_cast<int64_t>(std::llround(secs * 1e6))));
+    if (!info) {
+        JobInfo now = c.job_status(id);
+        if (a.flag("json"))
+            io.out << job_json(now) << '\n';
+        else
+            io.out << fmt::format("job {} is still {} after {}s\n", id, to_string(now.state), secs);
+        return kTimeout;
+    }
+    if (a.flag("json"))
+        io.out << job_json(*info) << '\n';
+    else
+        io.out << fmt::format("job {} {}{}\n", id, to_string(info->state),
+                              info->last_error ? ": " + *info->last_error : "");
+    return info->state == JobState::Completed ? kOk : kJobFailed;
+}
+
+int cmd_reaper(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper reaper status\n"
+        "The reaper processes serving this database: what they last did.\n"
+        "Exit 7 when this database's hopper has no reaper_status() function.\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
+    want_positional(a, 1, 1, "a subcommand: status");
+    if (a.positional[0] != "status")
+        throw UsageError(
+            fmt::format("unknown reaper subcommand \"{}\" (expected status)", a.positional[0]));
+    Client c = connect(a);
+    Result r;
+    try {
+        r = c.exec(
+            "SELECT pid::text, database::text, mode::text, "
+            "(EXTRACT(epoch FROM last_run) * 1000000)::int8, jobs_rescued::text, "
+            "jobs_pruned::text FROM hopper.reaper_status()");
+    } catch (const Error& e) {
+        if (e.sqlstate() == "42883" || e.sqlstate() == "3F000") {
+            io.err << "hopper: this database has no hopper.reaper_status(): the installed "
+                      "hopper extension has no reaper (or is not installed here)\n";
+            return kUnavailable;
+        }
+        throw;
+    }
+    auto last_run = [&](int i) -> std::optional<TimePoint> {
+        if (r.is_null(i, 3)) return std::nullopt;
+        return TimePoint(
+            std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(r.int64(i, 3))));
+    };
+    if (a.flag("json")) {
+        io.out << '[';
+        for (int i = 0; i < r.rows(); ++i)
+            io.out << (i ? ", " : "")
+                   << fmt::format(
+                          "{{\"pid\": {}, \"database\": {}, \"mode\": {}, "
+                          "\"last_run\": {}, \"jobs_rescued\": {}, \"jobs_pruned\": {}}}",
+                          r.opt_text(i, 0).value_or("null"), opt_string_json(r.opt_text(i, 1)),
+                          opt_string_json(r.opt_text(i, 2)), time_json(last_run(i)),
+                          r.opt_text(i, 4).value_or("null"), r.opt_text(i, 5).value_or("null"));
+        io.out << "]\n";
+        return kOk;
+    }
+    Table t({"PID", "DATABASE", "MODE", "LAST RUN", "RESCUED", "PRUNED"});
+    for (int i = 0; i < r.rows(); ++i) {
+        auto lr = last_run(i);
+        t.add({std::string(r.text(i, 0)), std::string(r.text(i, 1)), std::string(r.text(i, 2)),
+               lr ? time_text(*lr) : "never", std::string(r.text(i, 4)),
+               std::string(r.text(i, 5))});
+    }
+    t.print(io.out);
+    return kOk;
+}
+
+}  // namespace hopper::cli

@@ -1,0 +1,34 @@
+// How the hopper tool shows things: times, ages, aligned tables, and JSON for --json.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "hopper/types.hpp"
+
+namespace hopper::cli {
+
+std::string time_text(TimePoint t);                        // 2026-11-21 12:00:05 UTC
+std::string time_json(const std::optional<TimePoint>& t);  // "2026-11-21T12:00:05.123456Z" or null
+std::string age_text(Duration d);                          // 850ms, 12s, 3m05s, 2h03m, 4d02h
+std::string opt_json(const std::optional<std::string>& raw_json);     // raw JSON or null
+std::string opt_string_json(const std::optional<std::string>& text);  // quoted or null
+
+std::string job_json(const JobInfo& j);
+std::string stat_json(const QueueStat& s);
+
+// Columns padded to their widest cell; the last column is not padded.
+class Table {
+  public:
+    explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+    void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+    void print(std::ostream& out) const;
+
+  private:
+    std::vector<std::string> header_;
+    std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace hopper::cli

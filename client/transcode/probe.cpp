@@ -1,0 +1,118 @@
+// probe: file checks with precise messages, then ffprobe's compact output.
+#include "probe.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "process.hpp"
+#include "text_tail.hpp"
+
+namespace transcode {
+
+namespace {
+
+using Fields = std::map<std::string, std::string, std::less<>>;
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+    std::vector<std::string_view> parts;
+    while (true) {
+        auto pos = s.find(sep);
+        parts.push_back(s.substr(0, pos));
+        if (pos == std::string_view::npos) return parts;
+        s.remove_prefix(pos + 1);
+    }
+}
+
+int to_int(const Fields& f, const char* key) {
+    auto it = f.find(key);
+    return it == f.end() ? 0 : std::atoi(it->second.c_str());
+}
+
+}  // namespace
+
+std::string file_url(const std::string& path) {
+    return "file:" + path;
+}
+
+MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
+    MediaInfo info;
+    bool video = false;
+    for (std::string_view line : split(text, '\n')) {
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        auto parts = split(line, '|');
+        if (parts.size() < 2) continue;
+        Fields f;
+        for (size_t i = 1; i < parts.size(); ++i) {
+            auto eq = parts[i].find('=');
+            if (eq == std::string_view::npos) continue;
+            f.emplace(std::string(parts[i].substr(0, eq)), std::string(parts[i].substr(eq + 1)));
+        }
+        if (parts[0] == "stream") {
+            auto type = f.find("codec_type");
+            if (type == f.end()) continue;
+            // Cover art in an audio file is a "video" stream of one picture: not a video.
+            bool cover = to_int(f, "disposition:attached_pic") != 0;
+            if (type->second == "video" && !cover && !video) {
+                video = true;
+                info.width = to_int(f, "width");
+                info.height = to_int(f, "height");
+            } else if (type->second == "audio") {
+                info.has_audio = true;
+            }
+        } else if (parts[0] == "format") {
+            auto d = f.find("duration");
+            if (d != f.end()) info.duration = std::strtod(d->second.c_str(), nullptr);
+        }
+    }
+    if (!video || info.width <= 0 || info.height <= 0)
+        throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
+    if (!(info.duration > 0))
+        throw UnusableInput(fmt::format("{}: not a video (no duration; a still image?)", path));
+    return info;
+}
+
+MediaInfo probe(const std::string& ffprobe, const std::string& path,
+                const std::function<void()>& on_tick) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw UnusableInput(errno == ENOENT ? fmt::format("{}: input file not found", path)
+                                            : fmt::format("{}: cannot access input: {}", path,
+                                                          std::strerror(errno)));
+    if (!S_ISREG(st.st_mode)) throw UnusableInput(fmt::format("{}: not a regular file", path));
+    if (::access(path.c_str(), R_OK) != 0)
+        throw UnusableInput(
+            fmt::format("{}: input file is not readable: {}", path, std::strerror(errno)));
+    if (st.st_size == 0) throw UnusableInput(fmt::format("{}: input file is empty", path));
+
+    std::string out;
+    TextTail err(8);
+    ChildProcess child({ffprobe, "-v", "error", "-show_entries",
+                        "format=duration:stream=codec_type,width,height:stream_disposition="
+                        "attached_pic",
+                        "-of", "compact", file_url(path)});
+    Pump pump;
+    pump.on_stdout = [&](std::string_view s) {
+        if (out.size() < (1u << 20)) out.append(s);
+    };
+    pump.on_stderr = [&](std::string_view s) { err.append(s); };
+    pump.on_tick = on_tick;
+    ExitStatus status = child.run(pump);
+    // A crash says nothing about the file (out of memory, killed): worth another attempt.
+    if (!status.exited) throw std::runtime_error(fmt::format("ffprobe {}", status.describe()));
+    if (!status.success()) {
+        std::string why = err.text();
+        throw UnusableInput(fmt::format("{}: not a readable video (ffprobe {}){}{}", path,
+                                        status.describe(), why.empty() ? "" : ": ", why));
+    }
+    return parse_probe_output(out, path);
+}
+
+}  // namespace transcode

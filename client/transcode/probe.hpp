@@ -1,0 +1,38 @@
+// What ffprobe says about an input file, and the checks that make a file worth encoding.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace transcode {
+
+struct MediaInfo {
+    double duration = 0;  // seconds
+    int width = 0;
+    int height = 0;
+    bool has_audio = false;
+};
+
+// The input can never be encoded (missing, unreadable, not a video): retrying will not help.
+class UnusableInput : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Parses `ffprobe -of compact` output (stream|key=value|... and format|duration=...) for `path`.
+// Throws UnusableInput when there is no video stream or no duration.
+MediaInfo parse_probe_output(std::string_view text, const std::string& path);
+
+// Checks the file exists and is readable, then runs ffprobe on it. `on_tick` is called while
+// ffprobe runs and may throw to abandon it (the child is killed on the way out).
+MediaInfo probe(const std::string& ffprobe, const std::string& path,
+                const std::function<void()>& on_tick);
+
+// The input argument for ffmpeg/ffprobe: the file protocol only, so a path can never be taken for
+// a URL, another protocol or an option.
+std::string file_url(const std::string& path);
+
+}  // namespace transcode

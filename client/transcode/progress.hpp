@@ -1,0 +1,35 @@
+// ffmpeg's `-progress pipe:1` output: blocks of key=value lines, each ended by progress=continue
+// (or progress=end on the last one).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace transcode {
+
+struct ProgressUpdate {
+    std::optional<int64_t> out_time_us;  // position reached in the output; absent while "N/A"
+    std::optional<double> speed;         // encoding speed relative to real time ("2.5x")
+    std::optional<double> fps;
+    bool end = false;  // the last block: ffmpeg has finished writing
+};
+
+class ProgressParser {
+  public:
+    // Feeds raw output (any chunking) and returns the blocks it completed.
+    std::vector<ProgressUpdate> feed(std::string_view chunk);
+
+  private:
+    void line(std::string_view text, std::vector<ProgressUpdate>& done);
+
+    std::string partial_;
+    ProgressUpdate current_;
+};
+
+// The fraction of the input done, 0..1; 0 while unknown (no position yet, or no duration).
+double progress_fraction(const ProgressUpdate& update, double duration_seconds);
+
+}  // namespace transcode

@@ -1,0 +1,134 @@
+// run: the worker process. The hopper runtime pulls, heartbeats and reports; this file wires the
+// handler in and decides when a one-shot worker (--max-jobs, --exit-when-idle) is done.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <hopper/client.hpp>
+#include <hopper/worker.hpp>
+
+#include "commands.hpp"
+#include "process.hpp"
+#include "transcode_job.hpp"
+#include "video_store.hpp"
+
+namespace transcode {
+
+namespace {
+
+// Stops the worker once the queue has nothing available or running (scheduled retries in the
+// future do not keep it alive). Checked on its own connection every half second.
+class IdleWatch {
+  public:
+    IdleWatch(const std::string& conninfo, const std::string& queue, hopper::Worker& worker,
+              Log& log)
+        : client_(conninfo), queue_(queue), worker_(worker), log_(log) {
+        thread_ = std::thread([this] { loop(); });
+    }
+    ~IdleWatch() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    IdleWatch(const IdleWatch&) = delete;
+    IdleWatch& operator=(const IdleWatch&) = delete;
+
+  private:
+    bool idle() {
+        for (const auto& s : client_.stats(queue_))
+            if (s.queue == queue_) return s.available == 0 && s.running == 0;
+        return true;
+    }
+    void loop() {
+        int idle_checks = 0;
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (!cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return done_; })) {
+            try {
+                // Twice in a row, so a job between push and pull is not mistaken for idleness.
+                idle_checks = idle() ? idle_checks + 1 : 0;
+            } catch (const std::exception& e) {
+                log_.error(fmt::format("idle check failed: {}", e.what()));
+                idle_checks = 0;
+            }
+            if (idle_checks >= 2) {
+                log_.info(fmt::format("queue {} is idle: stopping", queue_));
+                worker_.stop();
+                return;
+            }
+        }
+    }
+
+    hopper::Client client_;
+    std::string queue_;
+    hopper::Worker& worker_;
+    Log& log_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::thread thread_;
+};
+
+}  // namespace
+
+int run_command(const Args& args) {
+    const RunArgs& r = args.run;
+    Log log(r.quiet);
+    JobSettings settings;
+    settings.output_dir = std::filesystem::absolute(r.output_dir).lexically_normal().string();
+    settings.encode = r.encode;
+    settings.ffprobe = r.ffprobe;
+    settings.timeout = r.timeout;
+    for (const std::string& tool : {settings.encode.ffmpeg, settings.ffprobe})
+        if (find_program(tool).empty())
+            throw std::runtime_error(fmt::format("{} not found (install ffmpeg)", tool));
+    std::filesystem::create_directories(settings.output_dir);
+    {
+        hopper::Client client(args.conninfo);
+        ensure_schema(client);
+    }
+
+    hopper::WorkerOptions opt;
+    opt.conninfo = args.conninfo;
+    opt.queue = args.queue;
+    opt.concurrency = r.concurrency;
+    opt.max_batch = r.concurrency;
+    opt.lease = r.lease;
+    opt.name = r.name;
+    opt.poll_interval = r.poll_interval;
+    opt.shutdown_timeout = r.shutdown_timeout;
+    opt.log = [&log](const std::string& msg) { log.error("worker: " + msg); };
+    hopper::Worker worker(opt);
+
+    std::atomic<int> handled{0};
+    worker.on(kJobKind, [&](hopper::JobContext& job) {
+        struct Count {
+            std::atomic<int>& n;
+            const RunArgs& r;
+            hopper::Worker& w;
+            // Counted however the handler ends, so --max-jobs also stops after failures.
+            ~Count() {
+                if (r.max_jobs && ++n >= *r.max_jobs) w.stop();
+            }
+        } count{handled, r, worker};
+        transcode_video(job, settings, log);
+    });
+    log.info(fmt::format("hopper-transcode: queue {}, concurrency {}, output {}{}", args.queue,
+                         r.concurrency, settings.output_dir, r.encode.ladder ? ", ladder" : ""));
+    std::optional<IdleWatch> idle;
+    if (r.exit_when_idle) idle.emplace(args.conninfo, args.queue, worker, log);
+    worker.run();
+    auto st = worker.stats();
+    log.info(
+        fmt::format("hopper-transcode: stopped ({} completed, {} failed, {} lost, {} released)",
+                    st.completed, st.failed, st.lost, st.released));
+    return 0;
+}
+
+}  // namespace transcode

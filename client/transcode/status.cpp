@@ -1,0 +1,77 @@
+// status: the video row and its job, as a web API would show them.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <hopper/client.hpp>
+
+#include "commands.hpp"
+#include "video_store.hpp"
+
+namespace transcode {
+
+namespace {
+
+std::string opt(const std::optional<std::string>& v) {
+    return v ? *v : "-";
+}
+
+}  // namespace
+
+int status_command(const Args& args) {
+    hopper::Client client(args.conninfo);
+    ensure_schema(client);
+    const std::string& id = args.status.id;
+    auto r = client.exec(
+        "SELECT processing_status, raw_file_path, processed_file_path, duration, width, height, "
+        "  renditions::text, error, job_id, created_at::text, updated_at::text "
+        "FROM transcode.videos WHERE id = $1",
+        id);
+    if (r.rows() == 0) {
+        std::cerr << fmt::format("no video {}\n", id);
+        return 1;
+    }
+    auto job_id = r.opt_int64(0, 8);
+    std::optional<hopper::JobInfo> job;
+    if (job_id) {
+        try {
+            job = client.job_status(*job_id);
+        } catch (const hopper::Error& e) {
+            // The job's history may have been pruned; the row still says what happened.
+            if (e.sqlstate() != hopper::sqlstate::kNoData) throw;
+        }
+    }
+    if (args.status.json) {
+        std::string out = *video_json(client, id);
+        if (job) {
+            auto j = client.exec(
+                "SELECT pg_catalog.jsonb_pretty(pg_catalog.jsonb_build_object("
+                "  'video', $1::jsonb, 'job', (SELECT pg_catalog.to_jsonb(s) - 'payload' "
+                "  FROM hopper.job_status($2) s)))",
+                out, *job_id);
+            out = std::string(j.text(0, 0));
+        }
+        std::cout << out << std::endl;
+        return 0;
+    }
+    std::cout << fmt::format("video:      {}\n", id)
+              << fmt::format("status:     {}\n", r.text(0, 0))
+              << fmt::format("raw file:   {}\n", r.text(0, 1))
+              << fmt::format("playlist:   {}\n", opt(r.opt_text(0, 2)));
+    if (!r.is_null(0, 3))
+        std::cout << fmt::format("source:     {}x{}, {:.2f}s\n", r.text(0, 4), r.text(0, 5),
+                                 r.float8(0, 3));
+    if (!r.is_null(0, 6)) std::cout << fmt::format("renditions: {}\n", r.text(0, 6));
+    if (!r.is_null(0, 7)) std::cout << fmt::format("error:      {}\n", r.text(0, 7));
+    std::cout << fmt::format("created:    {}\nupdated:    {}\n", r.text(0, 9), r.text(0, 10));
+    if (job) {
+        std::cout << fmt::format("job:        {} ({}, attempt {} of {}", job->id,
+                                 hopper::to_string(job->state), job->attempt, job->max_attempts);
+        if (job->progress && job->state == hopper::JobState::Running)
+            std::cout << fmt::format(", {:.0f}% done", *job->progress * 100);
+        std::cout << ")\n";
+        if (job->last_error) std::cout << fmt::format("job error:  {}\n", *job->last_error);
+    }
+    return 0;
+}
+
+}  // namespace transcode

@@ -1,0 +1,25 @@
+// submit: what a web API does after storing an upload, as a command.
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <hopper/client.hpp>
+
+#include "commands.hpp"
+#include "video_store.hpp"
+
+namespace transcode {
+
+int submit_command(const Args& args) {
+    // Workers may run in another directory: the job carries an absolute path. The file itself is
+    // not checked here; a missing file is the worker's clear, permanent failure.
+    std::string path = std::filesystem::absolute(args.submit.file).lexically_normal().string();
+    hopper::Client client(args.conninfo);
+    ensure_schema(client);
+    Submitted s = submit_video(client, args.queue, args.submit.id, path, args.submit.max_attempts);
+    std::cerr << fmt::format("video {} submitted: {} (queue {})\n", s.video_id, path, args.queue);
+    std::cout << s.job_id << std::endl;
+    return 0;
+}
+
+}  // namespace transcode

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "cli_args.hpp"
+
+using transcode::Args;
+using transcode::parse_args;
+using transcode::parse_duration;
+using transcode::UsageError;
+
+namespace {
+Args parse(std::vector<const char*> v) {
+    v.insert(v.begin(), "hopper-transcode");
+    return parse_args(static_cast<int>(v.size()), v.data());
+}
+}  // namespace
+
+TEST(CliArgs, Submit) {
+    auto a = parse({"submit", "clip.mp4", "--id", "v1", "--queue=videos"});
+    EXPECT_EQ(a.command, Args::Command::Submit);
+    EXPECT_EQ(a.submit.file, "clip.mp4");
+    EXPECT_EQ(a.submit.id, "v1");
+    EXPECT_EQ(a.queue, "videos");
+    EXPECT_THROW(parse({"submit"}), UsageError);
+    EXPECT_THROW(parse({"submit", "a", "b"}), UsageError);
+}
+
+TEST(CliArgs, RunOptions) {
+    auto a = parse({"run", "--concurrency", "3", "--ladder", "--hls-time", "2", "--timeout", "90s",
+                    "--lease=3s", "--max-jobs", "1", "--exit-when-idle", "--preset", "ultrafast",
+                    "--output-dir", "/tmp/o"});
+    EXPECT_EQ(a.command, Args::Command::Run);
+    EXPECT_EQ(a.run.concurrency, 3);
+    EXPECT_TRUE(a.run.encode.ladder);
+    EXPECT_EQ(a.run.encode.hls_time, 2);
+    EXPECT_EQ(a.run.timeout, std::chrono::seconds(90));
+    EXPECT_EQ(a.run.lease, std::chrono::seconds(3));
+    EXPECT_EQ(a.run.max_jobs, 1);
+    EXPECT_TRUE(a.run.exit_when_idle);
+    EXPECT_EQ(a.run.encode.preset, "ultrafast");
+    EXPECT_EQ(a.run.output_dir, "/tmp/o");
+}
+
+TEST(CliArgs, Defaults) {
+    auto a = parse({"run"});
+    EXPECT_EQ(a.queue, "transcode");
+    EXPECT_EQ(a.run.encode.hls_time, 10);
+    EXPECT_FALSE(a.run.encode.ladder);
+    EXPECT_FALSE(a.run.timeout.has_value());
+    EXPECT_FALSE(a.run.max_jobs.has_value());
+}
+
+TEST(CliArgs, LadderHeightsImplyLadder) {
+    auto a = parse({"run", "--ladder-heights", "720p,360"});
+    EXPECT_TRUE(a.run.encode.ladder);
+    EXPECT_EQ(a.run.encode.ladder_heights, (std::vector<int>{720, 360}));
+}
+
+TEST(CliArgs, Errors) {
+    EXPECT_THROW(parse({}), UsageError);
+    EXPECT_THROW(parse({"transmogrify"}), UsageError);
+    EXPECT_THROW(parse({"run", "--concurrency", "0"}), UsageError);
+    EXPECT_THROW(parse({"run", "--hls-time"}), UsageError);
+    EXPECT_THROW(parse({"run", "--preset", "fastest"}), UsageError);
+    EXPECT_THROW(parse({"run", "--output-dir", "/tmp/%d"}), UsageError);
+    EXPECT_THROW(parse({"run", "--id", "x"}), UsageError);  // a submit option
+    EXPECT_THROW(parse({"run", "--ladder=yes"}), UsageError);
+    EXPECT_THROW(parse({"run", "--bogus"}), UsageError);
+}
+
+TEST(CliArgs, Durations) {
+    EXPECT_EQ(parse_duration("90"), std::chrono::seconds(90));
+    EXPECT_EQ(parse_duration("1.5s"), std::chrono::milliseconds(1500));
+    EXPECT_EQ(parse_duration("500ms"), std::chrono::milliseconds(500));
+    EXPECT_EQ(parse_duration("2m"), std::chrono::minutes(2));
+    EXPECT_EQ(parse_duration("1h"), std::chrono::hours(1));
+    EXPECT_THROW(parse_duration("soon"), UsageError);
+    EXPECT_THROW(parse_duration("5 days"), UsageError);
+    EXPECT_THROW(parse_duration("-1s"), UsageError);
+}

@@ -1,0 +1,99 @@
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "hls.hpp"
+
+using transcode::build_encode;
+using transcode::EncodeSettings;
+using transcode::MediaInfo;
+using transcode::plan_ladder;
+
+namespace {
+
+MediaInfo source(int w, int h, bool audio = true) {
+    MediaInfo m;
+    m.width = w;
+    m.height = h;
+    m.duration = 4;
+    m.has_audio = audio;
+    return m;
+}
+
+// The value following `flag` in argv, or "" if absent.
+std::string after(const std::vector<std::string>& argv, const std::string& flag) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? "" : *(it + 1);
+}
+
+}  // namespace
+
+TEST(Ladder, NeverUpscales) {
+    auto rungs = plan_ladder(source(1280, 720), {1080, 720, 480});
+    ASSERT_EQ(rungs.size(), 2u);
+    EXPECT_EQ(rungs[0].name, "720p");
+    EXPECT_EQ(rungs[0].width, 1280);
+    EXPECT_EQ(rungs[1].name, "480p");
+    EXPECT_EQ(rungs[1].width, 854);  // 16:9 kept, even
+    EXPECT_EQ(rungs[1].playlist, "480p/index.m3u8");
+    EXPECT_GT(rungs[0].video_kbps, rungs[1].video_kbps);
+}
+
+TEST(Ladder, SmallSourceGetsOneRenditionAtItsOwnSize) {
+    auto rungs = plan_ladder(source(320, 240), {1080, 720, 480});
+    ASSERT_EQ(rungs.size(), 1u);
+    EXPECT_EQ(rungs[0].height, 240);
+    EXPECT_EQ(rungs[0].width, 320);
+}
+
+TEST(Ladder, HeightsAreSortedAndDeduplicated) {
+    auto rungs = plan_ladder(source(1920, 1080), {480, 1080, 480});
+    ASSERT_EQ(rungs.size(), 2u);
+    EXPECT_EQ(rungs[0].height, 1080);
+    EXPECT_EQ(rungs[1].height, 480);
+}
+
+TEST(Encode, SingleRenditionIsTheOriginalRecipe) {
+    EncodeSettings s;
+    auto plan = build_encode(s, source(640, 360), "/in/a.mp4", "/out/.a.partial-x");
+    const auto& a = plan.argv;
+    EXPECT_EQ(a[0], "ffmpeg");
+    EXPECT_EQ(after(a, "-i"), "file:/in/a.mp4");
+    EXPECT_EQ(after(a, "-c:v"), "libx264");
+    EXPECT_EQ(after(a, "-c:a"), "aac");
+    EXPECT_EQ(after(a, "-hls_time"), "10");
+    EXPECT_EQ(after(a, "-hls_playlist_type"), "vod");
+    EXPECT_EQ(after(a, "-progress"), "pipe:1");
+    EXPECT_EQ(after(a, "-preset"), "veryfast");
+    EXPECT_EQ(after(a, "-force_key_frames"), "expr:gte(t,n_forced*10)");
+    EXPECT_EQ(after(a, "-hls_segment_filename"), "/out/.a.partial-x/seg_%05d.ts");
+    EXPECT_EQ(a.back(), "/out/.a.partial-x/index.m3u8");
+    EXPECT_EQ(plan.playlist, "index.m3u8");
+    ASSERT_EQ(plan.renditions.size(), 1u);
+}
+
+TEST(Encode, NoAudioStreamMeansNoAudioMapping) {
+    EncodeSettings s;
+    auto plan = build_encode(s, source(640, 360, false), "/in/a.mp4", "/o");
+    EXPECT_EQ(std::count(plan.argv.begin(), plan.argv.end(), "0:a:0"), 0);
+    EXPECT_EQ(after(plan.argv, "-c:a"), "");
+}
+
+TEST(Encode, LadderHasAMasterPlaylistAndOneStreamPerRung) {
+    EncodeSettings s;
+    s.ladder = true;
+    s.hls_time = 2;
+    s.preset = "ultrafast";
+    auto plan = build_encode(s, source(1280, 720), "/in/a.mp4", "/o");
+    const auto& a = plan.argv;
+    EXPECT_EQ(plan.playlist, "master.m3u8");
+    EXPECT_EQ(after(a, "-master_pl_name"), "master.m3u8");
+    EXPECT_EQ(after(a, "-var_stream_map"), "v:0,a:0,name:720p v:1,a:1,name:480p");
+    EXPECT_EQ(
+        after(a, "-filter_complex"),
+        "[0:v:0]split=2[s0][s1];[s0]scale=1280:720,setsar=1[v0];[s1]scale=854:480,setsar=1[v1]");
+    EXPECT_EQ(after(a, "-hls_segment_filename"), "/o/%v/seg_%05d.ts");
+    EXPECT_EQ(a.back(), "/o/%v/index.m3u8");
+    EXPECT_EQ(after(a, "-preset"), "ultrafast");
+    EXPECT_FALSE(after(a, "-b:v:1").empty());
+}

@@ -1,0 +1,239 @@
+// transcode_video: the job's life from claim to complete_with, and what each way of ending means
+// for the video row and the job.
+#include "transcode_job.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+#include <hopper/json.hpp>
+
+#include "encoder.hpp"
+#include "kill_switch.hpp"
+#include "probe.hpp"
+#include "publish.hpp"
+#include "video_store.hpp"
+
+namespace transcode {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+struct Payload {
+    std::string video_id;
+    std::string path;
+};
+
+// The server parses the payload: the client library carries JSON as text and needs no parser.
+Payload read_payload(hopper::Client& db, const std::string& json) {
+    auto r = db.exec("SELECT $1::jsonb ->> 'video_id', $1::jsonb ->> 'path'", json);
+    auto id = r.opt_text(0, 0);
+    auto path = r.opt_text(0, 1);
+    if (!id || !path || id->empty() || path->empty())
+        throw hopper::PermanentFailure(
+            fmt::format("payload needs \"video_id\" and \"path\" strings, got {}", json));
+    if (!valid_video_id(*id))
+        throw hopper::PermanentFailure(fmt::format("invalid video_id \"{}\" in payload", *id));
+    return {*id, *path};
+}
+
+// How the job was stopped from outside, as this handler learnt it: through the runtime's stop
+// flag (heartbeat) or earlier, through a progress report the server refused.
+class StopState {
+  public:
+    explicit StopState(hopper::JobContext& job) : job_(job) {}
+    hopper::StopReason reason() const {
+        auto r = job_.stop_reason();
+        return r != hopper::StopReason::None ? r : local_;
+    }
+    bool stopped() const { return reason() != hopper::StopReason::None; }
+    void set(hopper::StopReason r) { local_ = r; }
+
+  private:
+    hopper::JobContext& job_;
+    hopper::StopReason local_ = hopper::StopReason::None;
+};
+
+struct JobStopped {};
+
+std::string seconds(double s) {
+    return fmt::format("{:.1f}s", s);
+}
+
+class Transcode {
+  public:
+    Transcode(hopper::JobContext& job, const JobSettings& settings, Log& log)
+        : job_(job), db_(job.client()), s_(settings), log_(log), stop_(job) {}
+
+    void run();
+
+  private:
+    void say(const std::string& what) {
+        log_.info(fmt::format("job {} video {}: {}", job_.id(), p_.video_id, what));
+    }
+    bool timed_out() const { return deadline_ && Steady::now() >= *deadline_; }
+    void check() {
+        if (stop_.stopped()) throw JobStopped{};
+    }
+    void report(const ProgressUpdate& u, double duration);
+    void on_stopped();
+    void encode_and_publish(const MediaInfo& info);
+
+    hopper::JobContext& job_;
+    hopper::Client& db_;
+    const JobSettings& s_;
+    Log& log_;
+    StopState stop_;
+    Payload p_;
+    std::shared_ptr<KillSwitch> kill_switch_ = std::make_shared<KillSwitch>();
+    std::optional<Steady::time_point> deadline_;
+    Steady::time_point started_ = Steady::now();
+    Steady::time_point last_report_{};
+    int last_logged_decile_ = -1;
+};
+
+void Transcode::report(const ProgressUpdate& u, double duration) {
+    double f = progress_fraction(u, duration);
+    auto now = Steady::now();
+    int decile = static_cast<int>(f * 10);
+    if (decile > last_logged_decile_) {
+        last_logged_decile_ = decile;
+        say(fmt::format("{:3.0f}% ({} of {}{})", f * 100, seconds(f * duration), seconds(duration),
+                        u.speed ? fmt::format(", speed {:.1f}x", *u.speed) : ""));
+    }
+    // queue_progress is a write: a few per second at most, whatever ffmpeg's rate.
+    if (!u.end && now - last_report_ < std::chrono::milliseconds(500)) return;
+    last_report_ = now;
+    std::string detail =
+        fmt::format(R"({{"video_id": {}, "position": {:.3f}, "duration": {:.3f}{}}})",
+                    hopper::json::quote(p_.video_id), f * duration, duration,
+                    u.speed ? fmt::format(R"(, "speed": {:.2f})", *u.speed) : "");
+    if (!job_.progress(f, detail) && !stop_.stopped()) {
+        // The server refused: cancelled or taken over. Stop now rather than at the next heartbeat.
+        auto state = db_.job_status(job_.id()).state;
+        stop_.set(state == hopper::JobState::Cancelled ? hopper::StopReason::Cancelled
+                                                       : hopper::StopReason::Lost);
+        kill_switch_->fire();
+    }
+}
+
+void Transcode::encode_and_publish(const MediaInfo& info) {
+    StagingDir::sweep_stale(s_.output_dir, p_.video_id);
+    StagingDir staging(s_.output_dir, p_.video_id);
+    EncodePlan plan = build_encode(s_.encode, info, p_.path, staging.path().string());
+    say(fmt::format("encoding {} rendition(s) into {}", plan.renditions.size(),
+                    staging.target().string()));
+    EncodeOutcome out = run_encoder(
+        plan.argv, *kill_switch_, [&](const ProgressUpdate& u) { report(u, info.duration); },
+        [&] { return !stop_.stopped() && !timed_out(); });
+    check();
+    if (out.abandoned || timed_out())
+        throw std::runtime_error(
+            fmt::format("timed out after {}: ffmpeg stopped; last output: {}",
+                        seconds(std::chrono::duration<double>(Steady::now() - started_).count()),
+                        out.stderr_tail.empty() ? "(none)" : out.stderr_tail));
+    if (!out.status.success())
+        throw std::runtime_error(
+            fmt::format("ffmpeg {}: {}", out.status.describe(),
+                        out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
+    struct stat st {};
+    if (::stat((staging.path() / plan.playlist).c_str(), &st) != 0)
+        throw std::runtime_error(
+            fmt::format("ffmpeg succeeded but wrote no {}: {}", plan.playlist, out.stderr_tail));
+    check();
+    staging.publish();
+    std::string playlist = (staging.target() / plan.playlist).string();
+    double took = std::chrono::duration<double>(Steady::now() - started_).count();
+    std::string result = fmt::format(
+        R"({{"video_id": {}, "playlist": {}, "duration": {:.3f}, "renditions": {}, "seconds": {:.2f}}})",
+        hopper::json::quote(p_.video_id), hopper::json::quote(playlist), info.duration,
+        renditions_json(plan), took);
+    bool ours = job_.complete_with(
+        [&](hopper::Client& c) {
+            mark_processed(c, p_.video_id, job_.id(), playlist, plan, info.duration);
+        },
+        result);
+    if (ours) {
+        say(fmt::format("processed in {}: {}", seconds(took), playlist));
+    } else {
+        // Another worker owns the job now and will publish its own identical output.
+        log_.error(fmt::format("job {} video {}: finished but the job is no longer ours", job_.id(),
+                               p_.video_id));
+    }
+}
+
+void Transcode::on_stopped() {
+    auto reason = stop_.reason();
+    switch (reason) {
+        case hopper::StopReason::Cancelled:
+            mark_failed(db_, p_.video_id, job_.id(), "cancelled", true);
+            break;
+        case hopper::StopReason::Shutdown:
+            // The runtime released the job: it runs again, on this worker or another.
+            mark_pending(db_, p_.video_id, job_.id());
+            break;
+        case hopper::StopReason::Lost:
+        case hopper::StopReason::None:
+            // Whoever holds the job now owns the row too.
+            break;
+    }
+    log_.error(fmt::format("job {} video {}: stopped ({}), ffmpeg killed, nothing published",
+                           job_.id(), p_.video_id, hopper::to_string(reason)));
+}
+
+void Transcode::run() {
+    p_ = read_payload(db_, job_.payload());
+    if (s_.timeout) deadline_ = started_ + *s_.timeout;
+    const bool last_attempt = job_.attempt() >= db_.job_status(job_.id()).max_attempts;
+    if (!claim_video(db_, p_.video_id, job_.id()))
+        throw hopper::PermanentFailure(fmt::format(
+            "video {} has no row for job {} (deleted, finished or resubmitted under another job)",
+            p_.video_id, job_.id()));
+    job_.on_stop([ks = kill_switch_](hopper::StopReason) { ks->fire(); });
+    try {
+        say(fmt::format("attempt {}: probing {}", job_.attempt(), p_.path));
+        MediaInfo info = probe(s_.ffprobe, p_.path, [&] {
+            if (stop_.stopped() || timed_out()) throw JobStopped{};
+        });
+        check();
+        record_probe(db_, p_.video_id, job_.id(), info);
+        say(fmt::format("{}x{}, {}, {}", info.width, info.height, seconds(info.duration),
+                        info.has_audio ? "with audio" : "no audio"));
+        encode_and_publish(info);
+    } catch (const JobStopped&) {
+        if (!stop_.stopped()) {
+            // Only the deadline throws JobStopped without a stop: a timeout during the probe.
+            std::string msg = "timed out while probing the input";
+            mark_failed(db_, p_.video_id, job_.id(), msg, last_attempt);
+            if (last_attempt) throw hopper::PermanentFailure(msg);
+            throw std::runtime_error(msg);
+        }
+        on_stopped();
+    } catch (const UnusableInput& e) {
+        log_.error(fmt::format("job {} video {}: {}", job_.id(), p_.video_id, e.what()));
+        mark_failed(db_, p_.video_id, job_.id(), e.what(), true);
+        throw hopper::PermanentFailure(e.what());
+    } catch (const std::exception& e) {
+        // ffmpeg killed by a stop shows up as a failed encode: it is the stop that counts.
+        if (stop_.stopped()) {
+            on_stopped();
+            return;
+        }
+        log_.error(fmt::format("job {} video {}: attempt {} failed{}: {}", job_.id(), p_.video_id,
+                               job_.attempt(), last_attempt ? " (last attempt)" : "", e.what()));
+        mark_failed(db_, p_.video_id, job_.id(), e.what(), last_attempt);
+        if (last_attempt) throw hopper::PermanentFailure(e.what());
+        throw;
+    }
+}
+
+}  // namespace
+
+void transcode_video(hopper::JobContext& job, const JobSettings& settings, Log& log) {
+    Transcode(job, settings, log).run();
+}
+
+}  // namespace transcode

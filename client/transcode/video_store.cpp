@@ -1,0 +1,167 @@
+// transcode.videos: DDL and the row's transitions pending -> processing -> processed | failed.
+#include "video_store.hpp"
+
+#include <regex>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <hopper/json.hpp>
+
+namespace transcode {
+
+namespace {
+
+// One statement each: parameterised execution takes a single statement at a time.
+constexpr const char* kSchemaSql[] = {
+    "CREATE SCHEMA IF NOT EXISTS transcode",
+    R"sql(
+CREATE TABLE IF NOT EXISTS transcode.videos (
+    id text PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid()::text
+        CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$'),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    raw_file_path text NOT NULL,
+    processed_file_path text,
+    processing_status text NOT NULL DEFAULT 'pending'
+        CHECK (processing_status IN ('pending', 'processing', 'processed', 'failed')),
+    duration double precision,
+    width integer,
+    height integer,
+    renditions jsonb,
+    error text,
+    job_id bigint
+)
+)sql",
+    "CREATE INDEX IF NOT EXISTS videos_job_id_idx ON transcode.videos (job_id)",
+};
+
+}  // namespace
+
+void ensure_schema(hopper::Client& client) {
+    // Readers (status) may lack the right to create anything: only create what is missing.
+    auto exists = client.exec("SELECT pg_catalog.to_regclass('transcode.videos') IS NOT NULL");
+    if (exists.boolean(0, 0)) return;
+    // CREATE ... IF NOT EXISTS still races with itself (duplicate pg_type rows): serialise.
+    hopper::Transaction tx(client);
+    client.exec("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('transcode.videos'))");
+    for (const char* sql : kSchemaSql) client.exec(sql);
+    tx.commit();
+}
+
+bool valid_video_id(const std::string& id) {
+    static const std::regex re("^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$");
+    return std::regex_match(id, re);
+}
+
+Submitted submit_video(hopper::Client& client, const std::string& queue,
+                       const std::optional<std::string>& id, const std::string& raw_path,
+                       std::optional<int> max_attempts) {
+    if (id && !valid_video_id(*id))
+        throw std::invalid_argument(fmt::format(
+            "invalid video id \"{}\": use 1-128 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit",
+            *id));
+    hopper::Transaction tx(client);
+    auto row = client.exec(
+        "INSERT INTO transcode.videos AS v (id, raw_file_path) "
+        "VALUES (COALESCE($1, pg_catalog.gen_random_uuid()::text), $2) "
+        "ON CONFLICT (id) DO UPDATE SET raw_file_path = EXCLUDED.raw_file_path, "
+        "  processing_status = 'pending', processed_file_path = NULL, duration = NULL, "
+        "  width = NULL, height = NULL, renditions = NULL, error = NULL, "
+        "  updated_at = pg_catalog.now() "
+        "  WHERE v.processing_status = 'failed' "
+        "RETURNING v.id",
+        id, raw_path);
+    if (row.rows() == 0) {
+        auto existing =
+            client.exec("SELECT processing_status FROM transcode.videos WHERE id = $1", id);
+        throw std::runtime_error(
+            fmt::format("video {} already exists ({}); only a failed video can be submitted again",
+                        *id, existing.rows() ? std::string(existing.text(0, 0)) : "unknown"));
+    }
+    Submitted s;
+    s.video_id = std::string(row.text(0, 0));
+    hopper::PushOptions po;
+    po.kind = kJobKind;
+    po.max_attempts = max_attempts;
+    po.concurrency_key = "video:" + s.video_id;
+    s.job_id =
+        client.push(queue,
+                    fmt::format(R"({{"video_id": {}, "path": {}}})",
+                                hopper::json::quote(s.video_id), hopper::json::quote(raw_path)),
+                    po);
+    client.exec("UPDATE transcode.videos SET job_id = $2 WHERE id = $1", s.video_id, s.job_id);
+    tx.commit();
+    return s;
+}
+
+bool claim_video(hopper::Client& client, const std::string& video_id, int64_t job_id) {
+    auto r = client.exec(
+        "UPDATE transcode.videos SET processing_status = 'processing', error = NULL, "
+        "  updated_at = pg_catalog.now() "
+        "WHERE id = $1 AND job_id = $2 AND processing_status IN ('pending', 'processing')",
+        video_id, job_id);
+    return r.affected_rows() == 1;
+}
+
+void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                  const MediaInfo& info) {
+    client.exec(
+        "UPDATE transcode.videos SET duration = $3, width = $4, height = $5, "
+        "  updated_at = pg_catalog.now() WHERE id = $1 AND job_id = $2",
+        video_id, job_id, info.duration, info.width, info.height);
+}
+
+std::string renditions_json(const EncodePlan& plan) {
+    std::string out = "[";
+    for (const auto& r : plan.renditions) {
+        if (out.size() > 1) out += ", ";
+        out += fmt::format(R"({{"name": {}, "width": {}, "height": {}, "playlist": {})",
+                           hopper::json::quote(r.name), r.width, r.height,
+                           hopper::json::quote(r.playlist));
+        if (r.video_kbps > 0) out += fmt::format(R"(, "video_kbps": {})", r.video_kbps);
+        out += "}";
+    }
+    return out + "]";
+}
+
+void mark_processed(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                    const std::string& playlist_path, const EncodePlan& plan, double duration) {
+    auto r = client.exec(
+        "UPDATE transcode.videos SET processing_status = 'processed', processed_file_path = $3, "
+        "  renditions = $4::jsonb, duration = $5, error = NULL, updated_at = pg_catalog.now() "
+        "WHERE id = $1 AND job_id = $2",
+        video_id, job_id, playlist_path, renditions_json(plan), duration);
+    if (r.affected_rows() != 1)
+        throw std::runtime_error(
+            fmt::format("video {} no longer belongs to job {}", video_id, job_id));
+}
+
+void mark_failed(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                 const std::string& error, bool final) {
+    client.exec(
+        "UPDATE transcode.videos SET processing_status = $4, error = $3, "
+        "  updated_at = pg_catalog.now() "
+        "WHERE id = $1 AND job_id = $2 AND processing_status <> 'processed'",
+        video_id, job_id, error, final ? "failed" : "pending");
+}
+
+void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id) {
+    client.exec(
+        "UPDATE transcode.videos SET processing_status = 'pending', updated_at = pg_catalog.now() "
+        "WHERE id = $1 AND job_id = $2 AND processing_status = 'processing' "
+        // Released means another worker may pull the job at once: never undo its claim.
+        "  AND (SELECT s.state FROM hopper.job_status($2) s) <> 'running'",
+        video_id, job_id);
+}
+
+std::optional<std::string> video_json(hopper::Client& client, const std::string& video_id) {
+    auto r = client.exec(
+        "SELECT pg_catalog.jsonb_pretty(pg_catalog.to_jsonb(v)) FROM transcode.videos v "
+        "WHERE v.id = $1",
+        video_id);
+    if (r.rows() == 0) return std::nullopt;
+    return std::string(r.text(0, 0));
+}
+
+}  // namespace transcode

@@ -1,0 +1,59 @@
+// The transcoder's own table, transcode.videos: one row per uploaded video, what a web API reads
+// to show a video's state. Every statement binds its values; nothing is spliced into SQL.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <hopper/client.hpp>
+
+#include "hls.hpp"
+#include "probe.hpp"
+
+namespace transcode {
+
+inline constexpr const char* kJobKind = "process_raw_video";
+
+// Creates the schema and table if absent (safe to run from several processes at once).
+void ensure_schema(hopper::Client& client);
+
+// Video ids name output directories, so they are restricted to a safe file name.
+bool valid_video_id(const std::string& id);
+
+struct Submitted {
+    std::string video_id;
+    int64_t job_id = 0;
+};
+
+// Inserts the video row (pending) and pushes its job in one transaction. An existing id is only
+// accepted again when its last processing failed; throws std::runtime_error otherwise.
+Submitted submit_video(hopper::Client& client, const std::string& queue,
+                       const std::optional<std::string>& id, const std::string& raw_path,
+                       std::optional<int> max_attempts);
+
+// Marks the video processing for this job. false: the row is gone or belongs to another job
+// (the video was resubmitted), so this job must not touch it.
+bool claim_video(hopper::Client& client, const std::string& video_id, int64_t job_id);
+
+void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                  const MediaInfo& info);
+
+// Inside the completing transaction: processed, with where the stream is and what it holds.
+void mark_processed(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                    const std::string& playlist_path, const EncodePlan& plan, double duration);
+
+// `final`: no attempt will follow (failed); otherwise back to pending for the retry.
+void mark_failed(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                 const std::string& error, bool final);
+
+// A released job (worker shutdown) will run again: the video waits as pending.
+void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id);
+
+// JSON for one video row (with its job id), or nullopt if there is no such video.
+std::optional<std::string> video_json(hopper::Client& client, const std::string& video_id);
+
+// JSON array describing renditions, for the row and the job result.
+std::string renditions_json(const EncodePlan& plan);
+
+}  // namespace transcode

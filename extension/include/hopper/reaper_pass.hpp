@@ -1,0 +1,41 @@
+// One pass of a reaper: the work it repeats every hopper.reaper_naptime. Each step runs in short
+// transactions of its own, batched by hopper.reaper_batch_size, so that a storm of stuck jobs never
+// becomes one long transaction holding thousands of row locks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "postgres.h"
+#include "datatype/timestamp.h"
+}
+
+namespace hopper::reaper {
+
+// What a reaper remembers between passes. Plain data: it lives in a static of the worker.
+struct PassState {
+    TimestampTz last_due_check;  // 0 before the first pass
+    TimestampTz last_prune;      // 0 before the first retention run
+    uint64_t rescued;            // jobs rescued since this reaper started
+    uint64_t pruned;             // history rows pruned since this reaper started
+};
+
+enum class PassOutcome {
+    done,
+    extension_gone,  // DROP EXTENSION: the reaper exits
+    stopped,         // reaper_stop(): the reaper exits
+    step_aside,      // someone needs the database alone (see database_wanted()): the reaper exits
+};
+
+// Runs one pass. Throws hopper::PgError on failure; the transaction at fault is rolled back and
+// the steps committed before it stay done.
+PassOutcome run_pass(PassState& state);
+
+// History retention: keeps the upcoming daily partitions, drops whole partitions older than the
+// longest retention of any queue, and deletes rows older than their own queue's retention.
+// Returns the number of history rows removed.
+uint64_t prune_history(int64_t batch);
+
+}  // namespace hopper::reaper

@@ -1,0 +1,41 @@
+// Transactions for hopper's background workers, which have no client to start them.
+//
+// in_transaction() runs C++ code in a transaction of its own and commits it. Errors stay C++
+// exceptions all the way: a PostgreSQL error inside (caught by pg_guard) or a failed commit aborts
+// the transaction and is rethrown as hopper::PgError, so the worker's main loop catches it after
+// every C++ frame has unwound, logs it and goes on with its next pass.
+#pragma once
+
+#include <utility>
+
+#include "hopper/boundary.hpp"
+
+namespace hopper::worker {
+
+void begin_transaction();
+void commit_transaction();
+// Rolls back whatever transaction state there is (none, open, or failed). Never throws.
+void abort_transaction() noexcept;
+
+template <typename F>
+void in_transaction(F&& body) {
+    begin_transaction();
+    try {
+        std::forward<F>(body)();
+        commit_transaction();
+    } catch (...) {
+        abort_transaction();
+        throw;
+    }
+}
+
+// Failures in a worker's main loop, in two steps so that nothing that may raise a PostgreSQL error
+// runs inside a C++ catch block:
+//   try { ... } catch (...) { worker::remember_failure(); failed = true; }
+//   if (failed) worker::report_failure("what was being done");
+// remember_failure copies the current exception's message; report_failure rolls back any
+// transaction left open and logs the message as a WARNING.
+void remember_failure() noexcept;
+void report_failure(const char* what_failed);
+
+}  // namespace hopper::worker

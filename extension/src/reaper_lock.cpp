@@ -1,0 +1,54 @@
+// The one-reaper-per-database advisory lock; see include/hopper/reaper.hpp.
+#include "hopper/reaper.hpp"
+
+extern "C" {
+#include "catalog/pg_database_d.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+}
+
+namespace hopper::reaper {
+namespace {
+
+LOCKTAG reaper_tag() {
+    LOCKTAG tag;
+    // The same tag as pg_advisory_lock(kLockKey1, kLockKey2), so it is visible (and documented)
+    // as an ordinary advisory lock.
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockKey1, kLockKey2, 2);
+    return tag;
+}
+
+}  // namespace
+
+bool try_lock_for_session() {
+    LOCKTAG tag = reaper_tag();
+    LockAcquireResult r = pg_guard(
+        [&] { return LockAcquire(&tag, ExclusiveLock, /*sessionLock=*/true, /*dontWait=*/true); });
+    return r != LOCKACQUIRE_NOT_AVAIL;
+}
+
+bool lock_is_held() {
+    LOCKTAG tag = reaper_tag();
+    LockAcquireResult r = pg_guard(
+        [&] { return LockAcquire(&tag, ExclusiveLock, /*sessionLock=*/true, /*dontWait=*/true); });
+    if (r == LOCKACQUIRE_NOT_AVAIL) return true;
+    // Free: give it straight back. (ALREADY_HELD means this very session holds it; it keeps its
+    // own hold, and no other session can be the reaper then either.)
+    pg_guard([&] { LockRelease(&tag, ExclusiveLock, /*sessionLock=*/true); });
+    return r == LOCKACQUIRE_ALREADY_HELD;
+}
+
+bool database_wanted() {
+    // The lock every new connection takes on its database while it starts (RowExclusiveLock on
+    // the pg_database object), tried without waiting and given straight back.
+    LOCKTAG tag;
+    SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, MyDatabaseId, 0);
+    LockAcquireResult r = pg_guard([&] {
+        return LockAcquire(&tag, RowExclusiveLock, /*sessionLock=*/false, /*dontWait=*/true);
+    });
+    if (r == LOCKACQUIRE_NOT_AVAIL) return true;
+    pg_guard([&] { LockRelease(&tag, RowExclusiveLock, /*sessionLock=*/false); });
+    return false;
+}
+
+}  // namespace hopper::reaper

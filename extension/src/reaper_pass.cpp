@@ -1,0 +1,141 @@
+// See include/hopper/reaper_pass.hpp.
+#include "hopper/notify.hpp"
+#include "hopper/reaper.hpp"
+#include "hopper/reaper_pass.hpp"
+#include "hopper/rescue.hpp"
+#include "hopper/worker_txn.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+}
+
+namespace hopper::reaper {
+namespace {
+
+// Thrown between two transactions when the reaper must let go of its database.
+struct StepAside {};
+
+// Between two batches of a long pass: lets SIGTERM (die) and pg_cancel_backend reach the reaper,
+// and gives way to DROP DATABASE and friends.
+void check_for_interrupts() {
+    pg_guard([] { CHECK_FOR_INTERRUPTS(); });
+    bool wanted = false;
+    worker::in_transaction([&] { wanted = database_wanted(); });
+    if (wanted) throw StepAside{};
+}
+
+TimestampTz transaction_now() {
+    return GetCurrentTransactionStartTimestamp();
+}
+
+// Repeats one batched step, each batch in its own transaction, until a batch comes back short.
+template <typename Step>
+uint64_t in_batches(int64_t batch, Step&& step) {
+    uint64_t total = 0;
+    for (;;) {
+        uint64_t done = 0;
+        worker::in_transaction([&] {
+            spi::Connection conn;
+            done = step(conn);
+            conn.finish();
+        });
+        total += done;
+        if (done < static_cast<uint64_t>(batch)) return total;
+        check_for_interrupts();
+    }
+}
+
+// Whether queue got jobs that became due in (since, until]: scheduled jobs whose time came, and
+// retried or rescued jobs whose backoff ended. Their LISTENing workers need a wake-up. Jobs due
+// at once when pushed (run_at = created_at) were announced by their push already, unless
+// `including_pushed` (the first pass, when listeners may have missed them).
+bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz since,
+                TimestampTz until, bool including_pushed) {
+    static spi::Statement st(
+        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' "
+        "AND run_at > $2 AND run_at <= $3 AND ($4 OR run_at > created_at) LIMIT 1",
+        {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID});
+    return !conn.exec(st,
+                      {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(since)),
+                       spi::arg_datum(TimestampTzGetDatum(until)), spi::arg_bool(including_pushed)})
+                .empty();
+}
+
+PassOutcome run_steps(PassState& state) {
+    bool present = false;
+    bool stopped = false;
+    bool wanted = false;
+    std::vector<std::string> queues;
+    worker::in_transaction([&] {
+        // DROP EXTENSION is noticed here: the reaper then exits.
+        present = pg_guard([] { return OidIsValid(get_extension_oid("hopper", true)); });
+        if (!present) return;
+        wanted = database_wanted();
+        if (wanted) return;
+        spi::Connection conn;
+        static spi::Statement control("SELECT stopped FROM hopper.reaper_control", {});
+        spi::Result c = conn.exec(control, {});
+        stopped = !c.empty() && c.get_bool(0, 1);
+        static spi::Statement list("SELECT name FROM hopper.queues ORDER BY name", {});
+        spi::Result r = conn.exec(list, {});
+        for (uint64_t i = 0; i < r.rows(); ++i) queues.push_back(r.get_text(i, 1));
+        conn.finish();
+    });
+    if (!present) return PassOutcome::extension_gone;
+    if (stopped) return PassOutcome::stopped;
+    if (wanted) return PassOutcome::step_aside;
+
+    const int64_t batch = batch_size;
+
+    // Crashed session-bound workers first: their jobs need no lease to run out.
+    state.rescued += in_batches(batch, [&](spi::Connection& conn) {
+        rescue::Counts c = rescue::orphaned_sessions(conn, transaction_now(), batch);
+        return c.retried + c.dead;
+    });
+
+    for (const std::string& queue : queues) {
+        state.rescued += in_batches(batch, [&](spi::Connection& conn) {
+            rescue::Counts c = rescue::expired_leases(conn, queue, transaction_now(), batch,
+                                                      /*backoff=*/true);
+            return c.retried + c.dead;
+        });
+        check_for_interrupts();
+    }
+
+    // On the first pass every queue with due jobs is woken: workers may have missed the pushes'
+    // NOTIFY while the server (or this reaper) was down.
+    worker::in_transaction([&] {
+        TimestampTz now = transaction_now();
+        bool first = state.last_due_check == 0;
+        TimestampTz since = first ? DT_NOBEGIN : state.last_due_check;
+        spi::Connection conn;
+        for (const std::string& queue : queues)
+            if (became_due(conn, queue, since, now, first)) notify::queue_ready(queue);
+        conn.finish();
+        state.last_due_check = now;
+    });
+
+    TimestampTz now = GetCurrentTimestamp();
+    if (state.last_prune == 0 ||
+        now - state.last_prune >= static_cast<int64_t>(prune_interval_s) * USECS_PER_SEC) {
+        state.last_prune = now;
+        state.pruned += prune_history(batch);
+    }
+    return PassOutcome::done;
+}
+
+}  // namespace
+
+PassOutcome run_pass(PassState& state) {
+    try {
+        return run_steps(state);
+    } catch (const StepAside&) {
+        return PassOutcome::step_aside;
+    }
+}
+
+}  // namespace hopper::reaper

@@ -1,0 +1,240 @@
+// The reaper background worker of one database: start-up (wait for the extension, take the lock),
+// then one pass every hopper.reaper_naptime until SIGTERM, DROP EXTENSION, reaper_stop() or
+// hopper.reaper_enabled = off.
+//
+// Error handling, in two layers. Every pass runs in C++ under try/catch: PostgreSQL errors inside
+// it are PgErrors (pg_guard), the failed transaction is rolled back, a WARNING is logged and the
+// next pass tries again. Below that, a sigsetjmp handler, as in PostgreSQL's own workers, catches
+// any error raised outside a guard, so that no ERROR ever becomes a FATAL exit of the worker. The
+// main function itself owns no C++ objects, so a longjmp back into it skips no destructor.
+#include <csetjmp>
+#include <cstring>
+
+#include "hopper/reaper.hpp"
+#include "hopper/reaper_pass.hpp"
+#include "hopper/worker_txn.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "tcop/tcopprot.h"
+#include "utils/backend_status.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+PGDLLEXPORT void hopper_reaper_main(Datum main_arg);
+}
+
+namespace hopper::reaper {
+namespace {
+
+// A reaper that fails this many times in a row exits; the launcher or the next push or pull starts
+// a fresh one later.
+constexpr int kMaxFailuresInARow = 30;
+// How long a starting reaper keeps trying for the lock: the holder may be a reaper on its way out
+// (after DROP and CREATE EXTENSION, say).
+constexpr int kLockTriesMs = 3000;
+
+// State that must survive a longjmp into the main loop: statics, not locals.
+StartInfo start_info;
+bool running = false;  // holds the lock and has announced itself
+int failures_in_a_row = 0;
+PassState pass_state;
+TimestampTz last_run = 0;  // end of the last pass that went through
+
+enum class Next { go_on, exit };
+
+void nap(int ms) {
+    pg_guard([&] {
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    });
+}
+
+bool extension_present() {
+    return pg_guard([] { return OidIsValid(get_extension_oid("hopper", true)); });
+}
+
+// Whether the extension exists, once the transaction that started this reaper (maybe the one
+// running CREATE EXTENSION: dynamic workers start before their creator commits) has ended.
+bool extension_present_after_creator() {
+    bool present = false;
+    TransactionId xid = start_info.wait_for;
+    worker::in_transaction([&] {
+        present = extension_present();
+        if (present || !TransactionIdIsValid(xid)) return;
+        pg_guard([&] {
+            if (TransactionIdIsInProgress(xid)) XactLockTableWait(xid, nullptr, nullptr, XLTW_None);
+        });
+    });
+    // Look again in a new transaction, whether or not there was a wait: the creator may have
+    // committed between the first look and the in-progress test.
+    if (!present && TransactionIdIsValid(xid))
+        worker::in_transaction([&] { present = extension_present(); });
+    return present;
+}
+
+bool parked_for_update() {
+    bool stopped = false;
+    worker::in_transaction([&] {
+        spi::Connection conn;
+        // FOR SHARE waits for a reaper_stop() still in progress and then reads its outcome.
+        static spi::Statement st("SELECT stopped FROM hopper.reaper_control FOR SHARE", {});
+        spi::Result r = conn.exec(st, {});
+        stopped = !r.empty() && r.get_bool(0, 1);
+        conn.finish();
+    });
+    return stopped;
+}
+
+void report_activity(BackendState state) {
+    std::string text = activity_text(last_run, pass_state.rescued, pass_state.pruned);
+    pg_guard([&] { pgstat_report_activity(state, text.c_str()); });
+}
+
+Next start_up() {
+    if (!extension_present_after_creator()) return Next::exit;
+    bool locked = false;
+    for (int waited = 0;; waited += 100) {
+        worker::in_transaction([&] { locked = try_lock_for_session(); });
+        if (locked || waited >= kLockTriesMs) break;
+        nap(100);
+    }
+    if (!locked) return Next::exit;  // another reaper serves this database
+    // Read after taking the lock, so a reaper_stop() that ran meanwhile is seen.
+    if (parked_for_update()) return Next::exit;
+
+    std::string appname = std::string(kAppNamePrefix) + mode_name(start_info.mode);
+    pg_guard([&] {
+        // The statistics travel in pg_stat_activity: keep them flowing whatever the server says.
+        SetConfigOption("track_activities", "on", PGC_SUSET, PGC_S_OVERRIDE);
+        SetConfigOption("application_name", appname.c_str(), PGC_USERSET, PGC_S_OVERRIDE);
+        pgstat_report_appname(appname.c_str());
+    });
+    running = true;
+    report_activity(STATE_IDLE);
+    return Next::go_on;
+}
+
+Next one_round() {
+    if (!running) return start_up();
+    report_activity(STATE_RUNNING);
+    PassOutcome outcome = run_pass(pass_state);
+    if (outcome != PassOutcome::done) {
+        const char* why = outcome == PassOutcome::extension_gone ? "the extension was dropped"
+                          : outcome == PassOutcome::stopped
+                              ? "hopper.reaper_stop() was called"
+                              : "another session needs the database alone";
+        pg_guard([&] { ereport(LOG, (errmsg("hopper reaper exits: %s", why))); });
+        return Next::exit;
+    }
+    last_run = GetCurrentTimestamp();
+    report_activity(STATE_IDLE);
+    return Next::go_on;
+}
+
+void reload_config_if_asked() {
+    if (!ConfigReloadPending) return;
+    ConfigReloadPending = false;
+    pg_guard([] { ProcessConfigFile(PGC_SIGHUP); });
+}
+
+// One round under try/catch; returns what to do next. Nothing in here raises past the catch.
+Next guarded_round() {
+    Next next = Next::go_on;
+    bool failed = false;
+    try {
+        reload_config_if_asked();
+        if (!enabled) return Next::exit;
+        next = one_round();
+    } catch (...) {
+        worker::remember_failure();
+        failed = true;
+    }
+    if (failed) {
+        worker::report_failure(running ? "hopper reaper pass" : "hopper reaper start-up");
+        if (++failures_in_a_row >= kMaxFailuresInARow) return Next::exit;
+    } else {
+        failures_in_a_row = 0;
+    }
+    return next;
+}
+
+// Sleeps hopper.reaper_naptime. A long naptime is slept in slices of kStepAsideCheckMs: DROP
+// DATABASE waits only 5 s for other connections to leave, so the reaper looks at least that often
+// whether someone wants its database.
+constexpr int kStepAsideCheckMs = 1000;
+
+Next guarded_nap() {
+    bool failed = false;
+    try {
+        for (int left = naptime_ms; left > 0; left -= kStepAsideCheckMs) {
+            nap(left < kStepAsideCheckMs ? left : kStepAsideCheckMs);
+            // A reload may have turned the reaper off or shortened its naptime: round at once.
+            if (left <= kStepAsideCheckMs || ConfigReloadPending) break;
+            bool wanted = false;
+            worker::in_transaction([&] { wanted = database_wanted(); });
+            if (wanted) {
+                pg_guard([] {
+                    ereport(LOG, (errmsg("hopper reaper exits: another session needs the "
+                                         "database alone")));
+                });
+                return Next::exit;
+            }
+        }
+    } catch (...) {
+        worker::remember_failure();
+        failed = true;
+    }
+    if (failed) worker::report_failure("hopper reaper nap");
+    return Next::go_on;
+}
+
+}  // namespace
+
+void recover_after_error() {
+    error_context_stack = nullptr;
+    HOLD_INTERRUPTS();
+    EmitErrorReport();
+    AbortCurrentTransaction();
+    MemoryContextSwitchTo(TopMemoryContext);
+    FlushErrorState();
+    RESUME_INTERRUPTS();
+}
+}  // namespace hopper::reaper
+
+void hopper_reaper_main(Datum main_arg) {
+    using namespace hopper::reaper;
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, die);
+    BackgroundWorkerUnblockSignals();
+    std::memcpy(&start_info, MyBgworkerEntry->bgw_extra, sizeof start_info);
+    BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+
+    sigjmp_buf local_sigjmp_buf;
+    if (sigsetjmp(local_sigjmp_buf, 1) != 0) {
+        recover_after_error();
+        if (++failures_in_a_row >= kMaxFailuresInARow) proc_exit(1);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, naptime_ms,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+    }
+    PG_exception_stack = &local_sigjmp_buf;
+
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        if (guarded_round() == Next::exit) proc_exit(0);
+        if (guarded_nap() == Next::exit) proc_exit(0);
+    }
+}

@@ -1,0 +1,45 @@
+-- queue_jobs: the jobs of one queue, live and finished, optionally in one state, newest first.
+SET hopper.notify = off;
+
+SELECT hopper.queue_create('listing') AS created;
+SELECT hopper.queue_create('listing_other') AS created;
+SELECT hopper.queue_push('listing', '{"n": 1}', kind => 'a') AS j1 \gset
+SELECT hopper.queue_push('listing', '{"n": 2}', kind => 'b') AS j2 \gset
+SELECT hopper.queue_push('listing', '{"n": 3}', run_at => now() + interval '1 hour') AS j3 \gset
+SELECT hopper.queue_push('listing', '{"n": 4}') AS j4 \gset
+SELECT hopper.queue_push('listing_other', '{"n": 5}') AS j5 \gset
+
+-- Nothing pulled yet: three available, one scheduled, other queues never show.
+SELECT id - :j1 AS rel_id, queue, kind, state, payload FROM hopper.queue_jobs('listing');
+
+-- Pull j1, complete it; pull j2, fail it permanently; cancel j4.
+SELECT lease_token AS t1 FROM hopper.queue_pull('listing', 1) \gset
+SELECT hopper.queue_complete(:j1, :t1, '{"ok": true}') AS completed;
+SELECT lease_token AS t2 FROM hopper.queue_pull('listing', 1) \gset
+SELECT hopper.queue_fail(:j2, :t2, 'broken', permanent => true) AS failed;
+SELECT hopper.queue_cancel(:j4) AS cancelled;
+
+SELECT id - :j1 AS rel_id, state, attempt, result, last_error, finished_at IS NOT NULL AS finished
+FROM hopper.queue_jobs('listing');
+SELECT id - :j1 AS rel_id, state FROM hopper.queue_jobs('listing', 'dead');
+SELECT id - :j1 AS rel_id, state FROM hopper.queue_jobs('listing', 'scheduled');
+SELECT id - :j1 AS rel_id, state FROM hopper.queue_jobs('listing', 'completed');
+SELECT count(*) AS running FROM hopper.queue_jobs('listing', 'running');
+SELECT hopper.queue_push('listing', '{"n": 6}') AS j6 \gset
+SELECT id - :j1 AS pulled FROM hopper.queue_pull('listing', 1);
+SELECT id - :j1 AS rel_id, state, attempt FROM hopper.queue_jobs('listing', 'running');
+-- The limit keeps the newest.
+SELECT id - :j1 AS rel_id FROM hopper.queue_jobs('listing', lim => 2);
+
+-- Errors name the argument.
+SELECT * FROM hopper.queue_jobs('no_such_queue');
+SELECT * FROM hopper.queue_jobs('listing', 'finished');
+SELECT * FROM hopper.queue_jobs('listing', '');
+SELECT * FROM hopper.queue_jobs('listing', lim => 0);
+SELECT * FROM hopper.queue_jobs('listing', lim => 10001);
+SELECT * FROM hopper.queue_jobs('listing', lim => NULL);
+SELECT * FROM hopper.queue_jobs(NULL);
+SELECT * FROM hopper.queue_jobs('bad name!');
+
+SELECT hopper.queue_drop('listing') AS dropped;
+SELECT hopper.queue_drop('listing_other') AS dropped;

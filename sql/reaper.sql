@@ -1,0 +1,79 @@
+-- The reaper's SQL face: reaper_status / reaper_start / reaper_stop, its settings, its privileges,
+-- and one real rescue (an expired lease) observed by polling. Crash recovery, both start-up modes,
+-- retention and the rescue storm need a server of their own: they are TAP tests (test/t).
+SET hopper.notify = off;
+\i sql/include/try.sql
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+\i sql/include/wait_for.sql
+
+-- CREATE EXTENSION started this database's reaper.
+SELECT pg_temp.wait_for($$EXISTS (SELECT 1 FROM pg_temp.my_reaper WHERE last_run IS NOT NULL)$$)
+    AS reaper_running;
+SELECT count(*) AS reapers, bool_and(pid > 0) AS has_pid, bool_and(mode IN ('dynamic', 'preload')) AS mode_known,
+       bool_and(jobs_rescued >= 0 AND jobs_pruned >= 0) AS counters
+FROM pg_temp.my_reaper;
+-- It is a background worker of this database, holding the one-reaper lock.
+SELECT a.backend_type, a.datname = current_database() AS here, l.mode AS lock_mode
+FROM pg_temp.my_reaper r
+JOIN pg_stat_activity a ON a.pid = r.pid
+JOIN pg_locks l ON l.pid = r.pid AND l.locktype = 'advisory' AND l.classid = x'686f7072'::int
+     AND l.objid = 1 AND l.objsubid = 2;
+-- Exactly one per database: starting another is refused while it runs.
+SELECT hopper.reaper_start() AS started_second;
+SELECT count(*) AS reapers FROM pg_temp.my_reaper;
+
+-- An expired lease is rescued without anybody pulling: back with a backoff (scheduled), the
+-- attempt counted, the old token fenced off.
+SELECT hopper.queue_create('reaped', backoff_base => '1 hour', jitter => 0) AS created;
+SELECT hopper.queue_push('reaped', '{"n": 1}') AS id \gset
+SELECT lease_token AS token FROM hopper.queue_pull('reaped', 1, lease => '1 second', worker => 'w-lost') \gset
+SELECT pg_temp.wait_for(format('(SELECT state <> %L FROM hopper.job_status(%s))', 'running', :id))
+    AS rescued;
+SELECT state, attempt, last_error, errors->-1->>'error' AS logged, errors->-1->>'worker' AS worker,
+       run_at > now() + interval '59 minutes' AS backed_off
+FROM hopper.job_status(:id);
+SELECT hopper.queue_heartbeat(:id, :token) AS stale_heartbeat,
+       hopper.queue_complete(:id, :token) AS stale_complete;
+SELECT jobs_rescued >= 1 AS counted FROM pg_temp.my_reaper;
+
+-- Settings: server-wide (SIGHUP), not per session.
+SHOW hopper.reaper_naptime;
+SHOW hopper.reaper_batch_size;
+SHOW hopper.reaper_enabled;
+SHOW hopper.reaper_prune_interval;
+SELECT pg_temp.try($$SET hopper.reaper_naptime = '5s'$$);
+SELECT pg_temp.try($$SET hopper.reaper_enabled = off$$);
+SELECT pg_temp.try($$SET hopper.reaper_batch_size = 0$$);
+
+-- Privileges: status for the hopper roles, start and stop for superusers only.
+CREATE ROLE regress_reaper_worker;
+GRANT hopper_worker TO regress_reaper_worker;
+CREATE ROLE regress_reaper_nobody;
+SET ROLE regress_reaper_worker;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.reaper_status()$$) AS worker_status;
+SELECT pg_temp.try($$SELECT hopper.reaper_stop()$$) AS worker_stop;
+SELECT pg_temp.try($$SELECT hopper.reaper_start()$$) AS worker_start;
+SET ROLE regress_reaper_nobody;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.reaper_status()$$) AS nobody_status;
+RESET ROLE;
+DROP ROLE regress_reaper_worker, regress_reaper_nobody;
+
+-- Stop waits until the reaper has gone; a second stop finds none. It stays stopped: a push does
+-- not bring it back.
+SELECT hopper.reaper_stop() AS stopped;
+SELECT count(*) AS reapers FROM pg_temp.my_reaper;
+SELECT hopper.reaper_stop() AS stopped_again;
+-- A new session: its first push looks for a missing reaper (later ones only every few seconds).
+\c -
+SET hopper.notify = off;
+SELECT hopper.queue_push('reaped', '{"n": 2}') > 0 AS pushed;
+SELECT pg_sleep(1);
+SELECT count(*) AS reapers_after_push FROM hopper.reaper_status() WHERE database = current_database();
+\i sql/include/wait_for.sql
+
+-- Start brings it back (after this transaction commits).
+SELECT hopper.reaper_start() AS started;
+SELECT pg_temp.wait_for($$EXISTS (SELECT 1 FROM pg_temp.my_reaper)$$) AS running_again;
+
+-- Leave it stopped, so that the suites after this one run with no reaper acting behind their back.
+SELECT hopper.reaper_stop() AS stopped_at_end;

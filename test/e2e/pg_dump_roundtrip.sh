@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A backup keeps the queue: pg_dump of a database with hopper, restored into a new database, has the
+# same queues and live jobs, and the id sequence continues after the restored ids.
+set -euo pipefail
+src=hopper_e2e_dump_src
+dst=hopper_e2e_dump_dst
+dump="${TMPDIR:-/tmp}/hopper_dump.$$"
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $src" -c "DROP DATABASE IF EXISTS $dst" \
+    -c "CREATE DATABASE $src" -c "CREATE DATABASE $dst"
+cleanup() {
+    rm -f "$dump"
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $src" -c "DROP DATABASE IF EXISTS $dst" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+psql -X -q -v ON_ERROR_STOP=1 -d "$src" <<'SQL'
+CREATE EXTENSION hopper;
+SELECT hopper.queue_create('backup', max_attempts => 7);
+SELECT hopper.queue_push('backup', '{"n": 1}');
+SELECT hopper.queue_push('backup', '{"n": 2}', run_at => now() + interval '1 day');
+SQL
+before=$(psql -X -At -d "$src" -c "SELECT available || '/' || scheduled FROM hopper.queue_stats('backup')")
+
+pg_dump -d "$src" -Fc -f "$dump"
+pg_restore -d "$dst" --exit-on-error "$dump"
+
+after=$(psql -X -At -d "$dst" -c "SELECT available || '/' || scheduled FROM hopper.queue_stats('backup')")
+max_attempts=$(psql -X -At -d "$dst" -c "SELECT max_attempts FROM hopper.job_status(hopper.queue_push('backup', '{}'))")
+new_id=$(psql -X -At -d "$dst" -c "SELECT hopper.queue_push('backup', '{\"n\": 3}')")
+echo "before=$before after=$after max_attempts=$max_attempts new_id=$new_id"
+[ "$before" = "1/1" ] && [ "$after" = "1/1" ] && [ "$max_attempts" = 7 ] && [ "$new_id" -gt 3 ]

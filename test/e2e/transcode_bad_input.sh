@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Inputs that can never work fail at once, clearly, without retries: a corrupt file, a missing
+# file, a file with no video. The row says failed with the reason; the job is dead at attempt 1.
+source "$(dirname "$0")/lib/transcode.sh"
+
+head -c 200000 /dev/urandom >"$WORK/corrupt.mp4"
+make_clip "$WORK/good.mp4" 2
+# Half a file: the header promises more than is there.
+head -c 2000 "$WORK/good.mp4" >"$WORK/truncated.mp4"
+ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i sine=frequency=440 -t 2 "$WORK/tone.m4a"
+
+declare -A jobs expect
+jobs[corrupt]=$("$BIN" submit "$WORK/corrupt.mp4" --id corrupt)
+expect[corrupt]="not a readable video"
+jobs[truncated]=$("$BIN" submit "$WORK/truncated.mp4" --id truncated)
+expect[truncated]="not a readable video"
+jobs[missing]=$("$BIN" submit "$WORK/no-such-file.mp4" --id missing)
+expect[missing]="input file not found"
+jobs[audio]=$("$BIN" submit "$WORK/tone.m4a" --id audio)
+expect[audio]="no video stream"
+
+timeout 60 "$BIN" run --output-dir "$OUT" --hls-time 1 --preset ultrafast --exit-when-idle \
+    >"$WORK/worker.log" 2>&1 || fail "worker exited with $?"
+
+for v in corrupt truncated missing audio; do
+    j=${jobs[$v]}
+    [ "$(video_field "$v" processing_status)" = failed ] || fail "$v: row is $(video_field "$v" processing_status)"
+    video_field "$v" error | grep -q "${expect[$v]}" || fail "$v: row error is: $(video_field "$v" error)"
+    [ "$(job_field "$j" state)" = dead ] || fail "$v: job is $(job_field "$j" state)"
+    [ "$(job_field "$j" attempt)" = 1 ] || fail "$v: job retried (attempt $(job_field "$j" attempt))"
+    job_field "$j" last_error | grep -q "${expect[$v]}" || fail "$v: job error is: $(job_field "$j" last_error)"
+    [ ! -e "$OUT/$v" ] || fail "$v: output published for a failed video"
+    [ -z "$(video_field "$v" processed_file_path)" ] || fail "$v: processed_file_path set"
+done
+check_no_staging
+
+# A failed video may be submitted again (say, after a fixed upload): a new job, pending again.
+cp "$WORK/good.mp4" "$WORK/corrupt.mp4"
+again=$("$BIN" submit "$WORK/corrupt.mp4" --id corrupt)
+[ "$again" != "${jobs[corrupt]}" ] || fail "resubmission reused the dead job"
+[ "$(video_field corrupt "processing_status || coalesce(error, '')")" = pending ] || fail "resubmitted row not reset"
+timeout 60 "$BIN" run --output-dir "$OUT" --hls-time 1 --preset ultrafast --max-jobs 1 \
+    >"$WORK/worker2.log" 2>&1 || fail "second worker exited with $?"
+[ "$(video_field corrupt processing_status)" = processed ] || fail "resubmitted video not processed"
+check_media_playlist "$OUT/corrupt/index.m3u8" 1
+log "ok"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# An encode that fails (here an ffmpeg that reports a full disk) is an ordinary failure: the job is
+# retried and the row waits as pending with the reason; after the last attempt both say failed, with
+# the tail of ffmpeg's output.
+source "$(dirname "$0")/lib/transcode.sh"
+
+make_clip "$WORK/clip.mp4" 2 320x180
+cat >"$WORK/ffmpeg-disk-full" <<'SH'
+#!/bin/sh
+echo "Error writing trailer: No space left on device" >&2
+echo "Conversion failed!" >&2
+exit 1
+SH
+chmod +x "$WORK/ffmpeg-disk-full"
+
+retried=$("$BIN" submit "$WORK/clip.mp4" --id retried --max-attempts 3)
+timeout 60 "$BIN" run --output-dir "$OUT" --ffmpeg "$WORK/ffmpeg-disk-full" --max-jobs 1 \
+    >"$WORK/worker.log" 2>&1 || fail "worker exited with $?"
+case "$(job_field "$retried" state)" in available | scheduled) ;; *) fail "job is $(job_field "$retried" state), expected a retry" ;; esac
+[ "$(job_field "$retried" attempt)" = 1 ] || fail "attempt $(job_field "$retried" attempt)"
+job_field "$retried" last_error | grep -q "No space left on device" || fail "job error: $(job_field "$retried" last_error)"
+[ "$(video_field retried processing_status)" = pending ] || fail "row is $(video_field retried processing_status)"
+video_field retried error | grep -q "Conversion failed!" || fail "row error: $(video_field retried error)"
+sql "SELECT hopper.queue_cancel($retried)" >/dev/null
+
+last=$("$BIN" submit "$WORK/clip.mp4" --id last --max-attempts 1)
+timeout 60 "$BIN" run --output-dir "$OUT" --ffmpeg "$WORK/ffmpeg-disk-full" --max-jobs 1 \
+    >"$WORK/worker2.log" 2>&1 || fail "worker exited with $?"
+[ "$(job_field "$last" "state || '/' || attempt")" = dead/1 ] || fail "job: $(job_field "$last" "state || '/' || attempt")"
+[ "$(video_field last processing_status)" = failed ] || fail "row is $(video_field last processing_status)"
+video_field last error | grep -q "ffmpeg exited with status 1" || fail "row error: $(video_field last error)"
+[ ! -e "$OUT/retried" ] && [ ! -e "$OUT/last" ] || fail "a failed encode was published"
+check_no_staging
+log "ok"

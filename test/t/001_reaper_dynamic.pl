@@ -1,0 +1,209 @@
+# The reaper without shared_preload_libraries: started by CREATE EXTENSION, rescuing crashed
+# session-bound jobs and expired leases within seconds, pruning history, brought back by a push
+# after a server restart, and out of the way of DROP EXTENSION and DROP DATABASE.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use HopperTAP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('dynamic');
+$node->init;
+$node->append_conf('postgresql.conf', "hopper.reaper_prune_interval = '1s'\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+$node->safe_psql('app', 'CREATE EXTENSION hopper');
+
+my $took = wait_until($node, 'app',
+	"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE database = 'app' AND last_run IS NOT NULL");
+ok(defined $took, 'CREATE EXTENSION starts a reaper');
+like(reaper_of($node, 'app'), qr/^\d+\|dynamic$/, 'one reaper, in dynamic mode');
+
+# A session-bound job is rescued as soon as the backend that pulled it is gone.
+sub check_rescued_from_gone_backend
+{
+	my ($how, $kill) = @_;
+	my $s = start_session($node, 'app');
+	my $backend = session_backend_pid($s);
+	my $id = $node->safe_psql('app', "SELECT hopper.queue_push('crash', '{\"how\": \"$how\"}')");
+	my ($pulled, $token) = split /\|/,
+	  session_query($s,
+		"SELECT id, lease_token FROM hopper.queue_pull('crash', 1, lease => '1 hour', worker => 'w-$how', session_bound => true)");
+	is($pulled, $id, "$how: the session pulled the job");
+	my $t0 = time;
+	$kill->($s, $backend);
+	my $took = wait_until($node, 'app',
+		"SELECT state = 'available' FROM hopper.job_status($id)", 10);
+	my $elapsed = defined $took ? rescued_after($node, 'app', $id, $t0) : undef;
+	ok(defined $elapsed && $elapsed < 2, "$how: job available again within 2 s");
+	note sprintf('%s: rescued %.3f s after the kill (lease was 1 hour)', $how, $elapsed // -1);
+	is( $node->safe_psql('app',
+			"SELECT attempt || '|' || last_error || '|' || (errors->-1->>'worker') FROM hopper.job_status($id)"),
+		"1|worker backend gone (pid $backend)|w-$how",
+		"$how: attempt counted, error names the backend");
+	is( $node->safe_psql('app',
+			"SELECT hopper.queue_heartbeat($id, $token) || '|' || hopper.queue_complete($id, $token)"),
+		'false|false', "$how: the stale holder can neither heartbeat nor complete");
+	my ($again) = $node->safe_psql('app',
+		"SELECT attempt FROM hopper.queue_pull('crash', 1) WHERE id = $id");
+	is($again, 2, "$how: the next pull gets it as attempt 2");
+	$node->safe_psql('app', "SELECT hopper.queue_cancel($id)");
+	return $elapsed;
+}
+
+my $t_term = check_rescued_from_gone_backend(
+	'pg_terminate_backend',
+	sub {
+		my ($s, $backend) = @_;
+		$node->safe_psql('app', "SELECT pg_terminate_backend($backend)");
+		eval { $s->{run}->finish };
+	});
+my $t_kill9 = check_rescued_from_gone_backend(
+	'client kill -9',
+	sub {
+		my ($s, $backend) = @_;
+		kill 'KILL', session_client_pid($s);
+		eval { $s->{run}->finish };
+	});
+
+# A plain (not session-bound) pull of a crashed session waits for its lease.
+{
+	my $s = start_session($node, 'app');
+	my $id = $node->safe_psql('app', "SELECT hopper.queue_push('crash', '{}')");
+	session_query($s, "SELECT id FROM hopper.queue_pull('crash', 1, lease => '1 hour')");
+	kill 'KILL', session_client_pid($s);
+	eval { $s->{run}->finish };
+	sleep 2;
+	is($node->safe_psql('app', "SELECT state FROM hopper.job_status($id)"),
+		'running', 'without session_bound a crashed worker\'s job waits for its lease');
+	$node->safe_psql('app', "SELECT hopper.queue_cancel($id)");
+}
+
+# LISTENing workers are woken by the reaper when a scheduled job comes due, and when a crashed
+# session-bound job is back.
+{
+	my ($reaper) = split /\|/, reaper_of($node, 'app');
+	my $l = start_session($node, 'app');
+	session_query($l, 'LISTEN "hopper:wake"');
+	$node->safe_psql('app',
+		"SELECT hopper.queue_push('wake', '{}', run_at => now() + interval '2 seconds')");
+	like(session_query($l, 'SELECT 1'), qr/Asynchronous notification "hopper:wake"/,
+		'the push itself notifies');
+	my ($heard, $t0) = ('', time);
+	while (time - $t0 < 6 && $heard !~ /notification/)
+	{
+		usleep(100_000);
+		$heard = session_query($l, 'SELECT 1');
+	}
+	like($heard, qr/Asynchronous notification "hopper:wake" received from server process with PID $reaper/,
+		'the reaper notifies when the scheduled job comes due');
+	note sprintf('scheduled job: reaper NOTIFY heard %.3f s after the push (run_at + 2 s)', time - $t0);
+
+	my $s = start_session($node, 'app');
+	$node->safe_psql('app', "SELECT hopper.queue_push('wake', '{}')");
+	session_query($l, 'SELECT 1');    # drains the push's notification
+	session_query($s, "SELECT id FROM hopper.queue_pull('wake', 1, session_bound => true)");
+	kill 'KILL', session_client_pid($s);
+	eval { $s->{run}->finish };
+	($heard, $t0) = ('', time);
+	while (time - $t0 < 5 && $heard !~ /notification/)
+	{
+		usleep(100_000);
+		$heard = session_query($l, 'SELECT 1');
+	}
+	like($heard, qr/Asynchronous notification "hopper:wake" received from server process with PID $reaper/,
+		'the reaper notifies when a crashed worker\'s job is back');
+	$l->{in} .= "\\q\n";
+	$l->{run}->finish;
+}
+
+# An expired lease is rescued within lease + 2 s, with the queue's backoff.
+{
+	my $id = $node->safe_psql('app', "SELECT hopper.queue_push('leases', '{}')");
+	my $t0 = time;
+	my ($pulled, $token) = split /\|/, $node->safe_psql('app',
+		"SELECT id, lease_token FROM hopper.queue_pull('leases', 1, lease => '2 seconds', worker => 'w-slow')");
+	my $took = wait_until($node, 'app',
+		"SELECT state <> 'running' FROM hopper.job_status($id)", 15);
+	my $elapsed = defined $took ? rescued_after($node, 'app', $id, $t0) : undef;
+	ok(defined $elapsed && $elapsed < 2 + 2, 'expired lease rescued within lease + 2 s');
+	note sprintf('expired lease: rescued %.3f s after the pull (lease 2 s)', $elapsed // -1);
+	is( $node->safe_psql('app',
+			"SELECT state IN ('available', 'scheduled') AND attempt = 1 AND last_error = 'lease expired (worker w-slow)' FROM hopper.job_status($id)"),
+		't', 'back with the attempt counted and the error logged');
+	is( $node->safe_psql('app',
+			"SELECT hopper.queue_heartbeat($id, $token) || '|' || hopper.queue_complete($id, $token) || '|' || (hopper.queue_fail($id, $token, 'late') IS NULL)"),
+		'false|false|true', 'the stale holder is fenced off');
+}
+
+# Retention: rows past their queue's retention, and whole daily partitions past the longest one.
+{
+	$node->safe_psql('app', "SELECT hopper.queue_create('brief', retention => '1 second')");
+	my $id = $node->safe_psql('app', "SELECT hopper.queue_push('brief', '{}')");
+	$node->safe_psql('app',
+		"SELECT hopper.queue_complete(id, lease_token) FROM hopper.queue_pull('brief', 1)");
+	my $kept = $node->safe_psql('app',
+		"SELECT hopper.queue_push('crash', '{}')");    # a queue with the default 7 days
+	$node->safe_psql('app',
+		"SELECT hopper.queue_complete(id, lease_token) FROM hopper.queue_pull('crash', 1) WHERE id = $kept");
+	$node->safe_psql('app', q{
+		CREATE TABLE hopper.job_history_p20200101 PARTITION OF hopper.job_history
+			FOR VALUES FROM ('2020-01-01 00:00:00+00') TO ('2020-01-02 00:00:00+00');
+		INSERT INTO hopper.job_history (id, queue, state, priority, run_at, attempt, max_attempts,
+			created_at, finished_at, payload)
+		VALUES (-1, 'crash', 'completed', 0, '2020-01-01 10:00+00', 1, 5, '2020-01-01 10:00+00',
+			'2020-01-01 10:00:01+00', '{}');
+	});
+	ok(defined wait_until($node, 'app',
+			"SELECT to_regclass('hopper.job_history_p20200101') IS NULL", 20),
+		'a daily partition older than every retention is dropped');
+	ok(defined wait_until($node, 'app',
+			"SELECT NOT EXISTS (SELECT 1 FROM hopper.job_history WHERE id = $id)", 20),
+		'a finished job past its queue\'s retention is deleted');
+	is($node->safe_psql('app', "SELECT state FROM hopper.job_status($kept)"),
+		'completed', 'a finished job within its retention stays');
+	ok($node->safe_psql('app',
+			"SELECT jobs_pruned >= 2 FROM hopper.reaper_status() WHERE database = 'app'") eq 't',
+		'reaper_status counts the pruned rows');
+	ok($node->safe_psql('app',
+			"SELECT count(*) >= 7 FROM pg_inherits WHERE inhparent = 'hopper.job_history'::regclass "
+			  . "AND inhrelid::regclass::text LIKE 'hopper.job_history_p%'") eq 't',
+		'upcoming daily partitions are kept');
+}
+
+# After a restart nothing runs until the first push or pull.
+$node->restart;
+is(reaper_of($node, 'app'), '', 'no reaper after a restart without preload');
+$node->safe_psql('app', "SELECT hopper.queue_push('crash', '{}')");
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'app' "
+		  . "AND application_name = 'hopper reaper: dynamic'", 10),
+	'a push brings the reaper back');
+
+# DROP DATABASE does not wait for the reaper (it steps aside), nor does DROP EXTENSION.
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+$node->safe_psql('other', 'CREATE EXTENSION hopper');
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'other' "
+		  . "AND application_name LIKE 'hopper reaper: %'", 10),
+	'the second database has its own reaper');
+my $t0 = time;
+$node->safe_psql('postgres', 'DROP DATABASE other');
+note sprintf('DROP DATABASE with a running reaper took %.3f s', time - $t0);
+pass('DROP DATABASE succeeds while a reaper serves the database');
+
+$node->safe_psql('app', 'DROP EXTENSION hopper');
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE datname = 'app' AND backend_type = 'hopper reaper'", 10),
+	'DROP EXTENSION makes the reaper exit');
+$node->safe_psql('postgres', 'DROP DATABASE app');
+
+my $log = slurp_file($node->logfile);
+unlike($log, qr/server process .* was terminated by signal|TRAP:/, 'no server crash');
+$node->stop;
+done_testing();

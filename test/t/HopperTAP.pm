@@ -1,0 +1,93 @@
+# Helpers shared by hopper's TAP tests (test/t/*.pl).
+package HopperTAP;
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use Exporter 'import';
+our @EXPORT = qw(wait_until reaper_of session_query start_session session_backend_pid
+  session_client_pid rescued_after);
+
+# Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
+# Returns the seconds it took, or undef on timeout.
+sub wait_until
+{
+	my ($node, $db, $sql, $timeout) = @_;
+	$timeout //= 30;
+	my $t0 = time;
+	while (time - $t0 < $timeout)
+	{
+		my ($rc, $out) = $node->psql($db, $sql);
+		return time - $t0 if $rc == 0 && $out eq 't';
+		usleep(50_000);
+	}
+	return undef;
+}
+
+# Seconds from the epoch time $t0 to the rescue of job $id, as the job's error log records it (the
+# rescuing transaction's start), so that the polling of the test does not count.
+sub rescued_after
+{
+	my ($node, $db, $id, $t0) = @_;
+	my $at = $node->safe_psql($db,
+		"SELECT extract(epoch FROM (errors->-1->>'at')::timestamptz) FROM hopper.job_status($id)");
+	return $at eq '' ? undef : $at - $t0;
+}
+
+# The reaper of database $db as "pid|mode", or '' if none runs, read from another database
+# ($via) so that it works whether or not $db has the extension.
+sub reaper_of
+{
+	my ($node, $db, $via) = @_;
+	return $node->safe_psql($via // 'postgres',
+		"SELECT string_agg(pid || '|' || substr(application_name, 16), ',') FROM pg_stat_activity "
+		  . "WHERE backend_type = 'hopper reaper' AND datname = '$db' "
+		  . "AND application_name LIKE 'hopper reaper: %'");
+}
+
+# A long-lived psql session (a client process the test can kill) with a simple query method.
+sub start_session
+{
+	my ($node, $db) = @_;
+	my %s = (in => '', out => '', err => '', n => 0);
+	$s{timeout} = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
+	$s{run} = IPC::Run::start(
+		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db), '-f', '-' ],
+		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err}, $s{timeout});
+	return \%s;
+}
+
+# Sends $sql and returns its output (rows as psql -At prints them); dies on an error.
+sub session_query
+{
+	my ($s, $sql) = @_;
+	my $mark = "__hopper_done_" . ++$s->{n} . "__";
+	$s->{out} = '';
+	$s->{timeout}->start($PostgreSQL::Test::Utils::timeout_default);
+	$s->{in} .= "$sql;\n\\echo $mark\n";
+	$s->{run}->pump until $s->{out} =~ /$mark\n/ || $s->{err} ne '' || $s->{timeout}->is_expired;
+	die "session query failed: $s->{err}" if $s->{err} ne '';
+	die "session query timed out: $sql" if $s->{timeout}->is_expired;
+	(my $out = $s->{out}) =~ s/\n?$mark\n//;
+	return $out;
+}
+
+sub session_backend_pid
+{
+	my ($s) = @_;
+	return session_query($s, 'SELECT pg_backend_pid()');
+}
+
+# The pid of the psql client process itself.
+sub session_client_pid
+{
+	my ($s) = @_;
+	return $s->{run}->{KIDS}->[0]->{PID};
+}
+
+1;
