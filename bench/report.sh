@@ -115,8 +115,8 @@ echo "| churn: hot table + indexes, end vs first third | | $( [ "$churn_ratio" =
 r=$(awk -v a="$ph" -v b="$pc" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| pressure: snapshot held vs clean at $BENCH_PRESSURE_RATE jobs/s offered | $(num "$ph")/s vs $(num "$pc")/s | $(ratio "$ph" "$pc") | >= 0.90x | $(verdict "$r" ">=" 0.9) |"
 echo
-echo "Not measured here: the C++ client/worker runtime as driver and consumer (not part of this build"
-echo "yet), and the reaper's cost of rescuing 100k expired leases (the reaper is being built)."
+echo "Not measured here yet: the C++ worker runtime as the steady-state consumer, and the reaper's cost"
+echo "of rescuing 100k expired leases (the TAP rescue-storm test times it: see the README's reaper section)."
 echo
 
 # --------------------------------------------------------------------------------------------------
