@@ -210,43 +210,52 @@ int cmd_show(const Argv& argv, Io io) {
     return kOk;
 }
 
-int cmd_retry(const Argv& argv, Io io) {
-    static const char* help =
-        "usage: hopper retry ID\n"
-        "Makes a dead or cancelled job available again (exit 5 for any other state).\n"
-        "  --db CONNINFO  --json  --help\n";
+namespace {
+
+// retry and cancel: one job id in, one yes/no out; "no" is exit 5 (refused).
+struct JobAction {
+    const char* help;
+    const char* json_key;
+    bool (Client::*call)(int64_t);
+    const char* done;     // fmt text with the id
+    const char* refused;  // fmt text with the id
+};
+
+int run_job_action(const Argv& argv, Io io, const JobAction& action) {
     Args a;
-    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
+    if (parse_or_help(argv, {}, {}, action.help, io, a)) return kOk;
     want_positional(a, 1, 1, "one job ID");
     int64_t id = job_id_arg(a.positional[0]);
     Client c = connect(a);
-    bool ok = c.retry(id);
+    bool ok = (c.*action.call)(id);
     if (a.flag("json"))
-        io.out << fmt::format("{{\"id\": {}, \"retried\": {}}}\n", id, ok ? "true" : "false");
+        io.out << fmt::format("{{\"id\": {}, \"{}\": {}}}\n", id, action.json_key,
+                              ok ? "true" : "false");
     else
-        io.out << (ok ? fmt::format("job {} is available again\n", id)
-                      : fmt::format("job {} was not retried\n", id));
+        io.out << fmt::format(fmt::runtime(ok ? action.done : action.refused), id) << "\n";
     return ok ? kOk : kRefused;
 }
 
+}  // namespace
+
+int cmd_retry(const Argv& argv, Io io) {
+    static const JobAction retry{
+        "usage: hopper retry ID\n"
+        "Makes a dead or cancelled job available again (exit 5 for any other state).\n"
+        "  --db CONNINFO  --json  --help\n",
+        "retried", &Client::retry, "job {} is available again", "job {} was not retried"};
+    return run_job_action(argv, io, retry);
+}
+
 int cmd_cancel(const Argv& argv, Io io) {
-    static const char* help =
+    static const JobAction cancel{
         "usage: hopper cancel ID\n"
         "Cancels a job that has not finished; a running job's worker is told to stop at its next\n"
         "heartbeat. Exit 5 when the job had already finished.\n"
-        "  --db CONNINFO  --json  --help\n";
-    Args a;
-    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
-    want_positional(a, 1, 1, "one job ID");
-    int64_t id = job_id_arg(a.positional[0]);
-    Client c = connect(a);
-    bool ok = c.cancel(id);
-    if (a.flag("json"))
-        io.out << fmt::format("{{\"id\": {}, \"cancelled\": {}}}\n", id, ok ? "true" : "false");
-    else
-        io.out << (ok ? fmt::format("job {} cancelled\n", id)
-                      : fmt::format("job {} had already finished; nothing to cancel\n", id));
-    return ok ? kOk : kRefused;
+        "  --db CONNINFO  --json  --help\n",
+        "cancelled", &Client::cancel, "job {} cancelled",
+        "job {} had already finished; nothing to cancel"};
+    return run_job_action(argv, io, cancel);
 }
 
 int cmd_wait(const Argv& argv, Io io) {
