@@ -3,6 +3,7 @@
 
 #include "hopper/args.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/limits.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
@@ -19,10 +20,12 @@ using namespace hopper;
 namespace {
 
 // Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
-// lets concurrent pullers pass each other instead of queueing on the same rows.
+// lets concurrent pullers pass each other instead of queueing on the same rows. A queue with
+// limits claims nothing here: its claims go through limits::claim_statement().
 spi::Statement& claim_statement() {
     static spi::Statement st(
-        "WITH q AS (SELECT lease FROM hopper.queues WHERE name = $1 AND NOT paused), "
+        "WITH q AS (SELECT lease FROM hopper.queues WHERE name = $1 AND NOT paused AND NOT "
+        "limited), "
         "candidates AS MATERIALIZED ("
         "  SELECT id FROM hopper.jobs "
         "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
@@ -70,9 +73,10 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     result::SetResult out(fcinfo);
     spi::Connection conn;
     reaper::ensure_running(conn);
+    bool limited = false;
     auto claim = [&](int64_t limit) {
         return conn.exec(
-            claim_statement(),
+            limited ? limits::claim_statement() : claim_statement(),
             {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit),
              spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2)),
              spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(4), kinds_null),
@@ -81,6 +85,12 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     };
 
     spi::Result r = claim(n);
+    // Only an empty claim asks whether the queue has limits, so unlimited pulls that find work
+    // cost what they did before limits existed.
+    if (r.empty() && limits::enter(conn, queue)) {
+        limited = true;
+        r = claim(n);
+    }
     uint64_t got = r.rows();
     for (uint64_t i = 0; i < got; ++i) out.add_row(r, i);
 
