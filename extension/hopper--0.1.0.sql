@@ -425,6 +425,9 @@ TO hopper_worker;
 ALTER TABLE hopper.queues
     ADD COLUMN max_running     integer CHECK (max_running BETWEEN 1 AND 1000000),
     ADD COLUMN key_max_running integer CHECK (key_max_running BETWEEN 1 AND 1000000),
+    -- The rate limit every key gets unless it has its own: at most key_max_claims per key_claims_per.
+    ADD COLUMN key_max_claims  integer CHECK (key_max_claims BETWEEN 1 AND 1000000),
+    ADD COLUMN key_claims_per  interval,
     -- Kept by the limit functions: whether the queue has any limit at all, so that queue_pull's
     -- unlimited claim can leave limited queues to the serialized one by reading this row only.
     ADD COLUMN limited         boolean NOT NULL DEFAULT false;
@@ -439,7 +442,9 @@ CREATE TABLE hopper.queue_key_limits (
 
 -- Token buckets: at most max_claims claims per period, for a whole queue (concurrency_key NULL) or
 -- one key of it. tokens is the bucket's content at refilled_at; a pull refills it by the time
--- elapsed (its `at` is the clock) and spends one token per claim.
+-- elapsed (its `at` is the clock) and spends one token per claim. from_default: a key's bucket of
+-- the queue's per-key default (key_max_claims), made by the first claim of that key; a key with
+-- no bucket yet has a full one.
 CREATE TABLE hopper.rate_limits (
     queue           text NOT NULL REFERENCES hopper.queues (name) ON DELETE CASCADE,
     concurrency_key text,
@@ -447,6 +452,7 @@ CREATE TABLE hopper.rate_limits (
     period          interval NOT NULL,
     tokens          double precision NOT NULL,
     refilled_at     timestamptz NOT NULL,
+    from_default    boolean NOT NULL DEFAULT false,
     UNIQUE NULLS NOT DISTINCT (queue, concurrency_key)
 );
 
@@ -472,18 +478,20 @@ RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_set_concurrency' LANGUAGE C VOL
 CREATE FUNCTION hopper.queue_set_key_limit(queue text, concurrency_key text, max_running integer)
 RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_set_key_limit' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- At most max_claims claims per `per`, for the whole queue or (concurrency_key given) one key;
--- max_claims NULL removes it. Setting a bucket fills it.
+-- At most max_claims claims per `per`: for the whole queue, for one key (concurrency_key given), or
+-- for every key that has no limit of its own (each_key); max_claims NULL removes it. Setting a
+-- bucket fills it.
 CREATE FUNCTION hopper.queue_set_rate_limit(
     queue text,
     max_claims integer,
     per interval,
-    concurrency_key text DEFAULT NULL)
+    concurrency_key text DEFAULT NULL,
+    each_key boolean DEFAULT false)
 RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_set_rate_limit' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- What is configured, with running counts and bucket contents now: a 'queue' row (the cap, all
--- running jobs, the queue's bucket), a 'key default' row (key_max_running) and a 'key' row for
--- every key with an override, a bucket or running jobs (its effective limit).
+-- running jobs, the queue's bucket), a 'key default' row (key_max_running and the per-key rate)
+-- and a 'key' row for every key with an override, a bucket or running jobs (its effective limits).
 CREATE FUNCTION hopper.queue_limits(
     queue text,
     OUT scope text,
@@ -499,7 +507,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
 REVOKE ALL ON FUNCTION
     hopper.queue_set_concurrency(text, integer, integer),
     hopper.queue_set_key_limit(text, text, integer),
-    hopper.queue_set_rate_limit(text, integer, interval, text),
+    hopper.queue_set_rate_limit(text, integer, interval, text, boolean),
     hopper.queue_limits(text)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION hopper.queue_limits(text) TO hopper_producer, hopper_worker;

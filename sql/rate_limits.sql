@@ -63,6 +63,32 @@ SELECT floor(tokens) AS refilled FROM hopper.queue_limits('keyrate') WHERE concu
 SELECT hopper.queue_drop('keyrate');
 SELECT count(*) AS leftovers FROM hopper.rate_limits;
 
+-- Every tenant at most 2 per minute (each_key), unless it has a rate of its own.
+SELECT hopper.queue_create('tenants', lease => '1 hour') AS created;
+SELECT count(*) FROM hopper.queue_push_batch('tenants',
+    (SELECT array_agg(jsonb_build_object('i', 'a' || i) ORDER BY i) FROM generate_series(1, 6) i),
+    concurrency_keys => array_fill('a'::text, ARRAY[6]));
+SELECT count(*) FROM hopper.queue_push_batch('tenants',
+    (SELECT array_agg(jsonb_build_object('i', 'b' || i) ORDER BY i) FROM generate_series(1, 3) i),
+    concurrency_keys => array_fill('b'::text, ARRAY[3]));
+SELECT hopper.queue_push('tenants', '{"i": "u1"}') > 0 AS unkeyed_pushed;
+SELECT hopper.queue_set_rate_limit('tenants', 2, '1 minute', each_key => true);
+SELECT pg_temp.pull('tenants', 10, :'t0') AS two_each;
+SELECT scope, concurrency_key, max_claims, per, floor(tokens) AS tokens FROM hopper.queue_limits('tenants')
+WHERE max_claims IS NOT NULL ORDER BY scope, concurrency_key;
+-- a's own rate replaces the default, with a full bucket; b still has the default's.
+SELECT hopper.queue_set_rate_limit('tenants', 5, '1 minute', concurrency_key => 'a');
+SELECT pg_temp.pull('tenants', 10, :'t0') AS a_own_rate;
+SELECT pg_temp.pull('tenants', 10, :'t0'::timestamptz + interval '30 seconds') AS b_refilled_one;
+-- b gets a rate of its own; removing a's and then the default leaves only b's.
+SELECT hopper.queue_set_rate_limit('tenants', 3, '1 minute', concurrency_key => 'b');
+SELECT hopper.queue_set_rate_limit('tenants', NULL, NULL, concurrency_key => 'a');
+SELECT hopper.queue_set_rate_limit('tenants', NULL, NULL, each_key => true);
+SELECT scope, concurrency_key, max_claims, per FROM hopper.queue_limits('tenants')
+WHERE max_claims IS NOT NULL ORDER BY scope, concurrency_key;
+SELECT pg_temp.try($$SELECT hopper.queue_set_rate_limit('tenants', 1, '1 second', concurrency_key => 'a', each_key => true)$$);
+SELECT hopper.queue_drop('tenants');
+
 -- Bad input: a real SQLSTATE, nothing changed.
 SELECT hopper.queue_create('rate_bad') AS created;
 SELECT pg_temp.try($$SELECT hopper.queue_set_rate_limit(NULL, 1, '1 second')$$);

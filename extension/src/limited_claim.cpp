@@ -19,17 +19,19 @@ bool enter(spi::Connection& conn, const std::string& queue) {
                       "Its claims are serialized by a lock, and a transaction snapshot taken "
                       "before that lock was granted would not see the claims made before it.",
                       "Pull in a READ COMMITTED transaction (the default isolation level).");
-    static spi::Statement lock("SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2))",
-                               {INT4OID, TEXTOID});
+    static spi::Statement lock(
+        "SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2))", {INT4OID, TEXTOID});
     conn.exec(lock, {spi::arg_int4(static_cast<int32_t>(kLockKey1)), spi::arg_text(queue)});
     return true;
 }
 
 // Bucket content at the pull's clock $2: refilled at max_claims per period since refilled_at (never
 // backwards, so a pull that travels back in time neither refills nor drains), capped at max_claims.
-#define HOPPER_BUCKET_NOW(b)                                                                   \
-    "LEAST(" b ".max_claims::float8, " b ".tokens + " b ".max_claims::float8 * "               \
-    "GREATEST(0::float8, pg_catalog.date_part('epoch', $2 - " b ".refilled_at)) / "            \
+#define HOPPER_BUCKET_NOW(b)                                    \
+    "LEAST(" b ".max_claims::float8, " b ".tokens + " b         \
+    ".max_claims::float8 * "                                    \
+    "GREATEST(0::float8, pg_catalog.date_part('epoch', $2 - " b \
+    ".refilled_at)) / "                                         \
     "pg_catalog.date_part('epoch', " b ".period))"
 
 spi::Statement& claim_statement() {
@@ -39,10 +41,12 @@ spi::Statement& claim_statement() {
     // limit minus its running jobs, its tokens). Each key's first jobs and the first unkeyed jobs
     // are merged in pull order, then locked and claimed by primary key (few rows, whatever the
     // estimates say), and the tokens spent are taken from the queue's bucket (all claims) and
-    // each key's (its claims).
+    // each key's (its claims); a key under the queue's per-key rate gets its bucket at its first
+    // claim ("seeded").
     static spi::Statement st(
         "WITH RECURSIVE q AS MATERIALIZED ("
-        "  SELECT lease, max_running, key_max_running FROM hopper.queues "
+        "  SELECT lease, max_running, key_max_running, key_max_claims, key_claims_per "
+        "  FROM hopper.queues "
         "  WHERE name = $1 AND NOT paused), "
         "running AS MATERIALIZED ("
         "  SELECT concurrency_key AS key, pg_catalog.count(*) AS n FROM hopper.jobs "
@@ -68,7 +72,7 @@ spi::Statement& claim_statement() {
         "free AS MATERIALIZED ("
         "  SELECT k.key, GREATEST(0, LEAST((SELECT n FROM budget), "
         "    COALESCE(kl.max_running, (SELECT key_max_running FROM q)) - COALESCE(r.n, 0), "
-        "    b.avail))::bigint AS n "
+        "    COALESCE(b.avail, (SELECT key_max_claims FROM q))))::bigint AS n "
         "  FROM keys k "
         "  LEFT JOIN hopper.queue_key_limits kl ON kl.queue = $1 AND kl.concurrency_key = k.key "
         "  LEFT JOIN running r ON r.key = k.key "
@@ -106,7 +110,15 @@ spi::Statement& claim_statement() {
         "          pg_catalog.count(*) AS n "
         "        FROM claimed GROUP BY ROLLUP (concurrency_key) HAVING pg_catalog.count(*) > 0) s "
         "  WHERE b.queue = $1 AND ((s.total AND b.concurrency_key IS NULL) "
-        "    OR (NOT s.total AND b.concurrency_key = s.key))) "
+        "    OR (NOT s.total AND b.concurrency_key = s.key))), "
+        "seeded AS ("
+        "  INSERT INTO hopper.rate_limits (queue, concurrency_key, max_claims, period, tokens, "
+        "    refilled_at, from_default) "
+        "  SELECT $1, c.key, q.key_max_claims, q.key_claims_per, q.key_max_claims - c.n, $2, true "
+        "  FROM (SELECT concurrency_key AS key, pg_catalog.count(*) AS n FROM claimed "
+        "        WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key) c, q "
+        "  WHERE q.key_max_claims IS NOT NULL "
+        "    AND NOT EXISTS (SELECT 1 FROM buckets b WHERE b.key = c.key)) "
         "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
         "FROM claimed ORDER BY priority, run_at, id",
         {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
@@ -124,12 +136,17 @@ void lock_queue(spi::Connection& conn, const std::string& queue) {
     if (conn.exec(st, {spi::arg_text(queue)}).empty())
         throw PgError(ERRCODE_NO_DATA_FOUND, "queue \"" + queue + "\" does not exist", {},
                       "Create it with hopper.queue_create() first.");
+    // The pulls' lock as well: a change to the buckets then never meets a claim spending them
+    // (a claim seeding a key's bucket while it is being set would otherwise collide with it).
+    static spi::Statement lock(
+        "SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2))", {INT4OID, TEXTOID});
+    conn.exec(lock, {spi::arg_int4(static_cast<int32_t>(kLockKey1)), spi::arg_text(queue)});
 }
 
 void refresh_limited(spi::Connection& conn, const std::string& queue) {
     static spi::Statement st(
         "UPDATE hopper.queues q SET limited = (q.max_running IS NOT NULL "
-        "  OR q.key_max_running IS NOT NULL "
+        "  OR q.key_max_running IS NOT NULL OR q.key_max_claims IS NOT NULL "
         "  OR EXISTS (SELECT 1 FROM hopper.queue_key_limits k WHERE k.queue = q.name) "
         "  OR EXISTS (SELECT 1 FROM hopper.rate_limits r WHERE r.queue = q.name)) "
         "WHERE q.name = $1",

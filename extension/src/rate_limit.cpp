@@ -11,10 +11,11 @@ extern "C" {
 
 using namespace hopper;
 
-// queue_set_rate_limit(queue, max_claims, per, concurrency_key = NULL): at most max_claims claims
-// per `per` for the whole queue or one key of it; max_claims NULL removes the limit. The bucket
-// starts (and restarts, when changed) full: a limit bounds the rate from now on, it does not
-// make up for claims made before it was set.
+// queue_set_rate_limit(queue, max_claims, per, concurrency_key = NULL, each_key = false): at most
+// max_claims claims per `per` for the whole queue, for one key of it, or (each_key) for every key
+// without a limit of its own; max_claims NULL removes the limit. A bucket starts (and restarts,
+// when changed) full: a limit bounds the rate from now on, it does not make up for claims made
+// before it was set.
 HOPPER_FUNCTION(hopper_queue_set_rate_limit) {
     std::string queue = args::queue_name(fcinfo, 0);
     bool remove = args::is_null(fcinfo, 1);
@@ -30,13 +31,30 @@ HOPPER_FUNCTION(hopper_queue_set_rate_limit) {
     constexpr int64_t kMaxPeriodUs = int64_t(31) * 86400 * 1000000;
     if (!remove) args::interval_us(fcinfo, 2, "per", 0, kMaxPeriodUs);
     auto key = args::optional_text(fcinfo, 3, "concurrency_key", args::kMaxKey);
+    bool each_key = !args::is_null(fcinfo, 4) && PG_GETARG_BOOL(4);
+    if (each_key && key)
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                      "concurrency_key and each_key exclude each other", {},
+                      "each_key sets the rate of every key without a limit of its own; "
+                      "concurrency_key sets one key's.");
+    spi::Arg per = remove ? spi::null_arg() : spi::arg_datum(PG_GETARG_DATUM(2));
 
     spi::Connection conn;
     limits::lock_queue(conn, queue);
-    if (remove) {
+    if (each_key) {
+        // The keys' buckets of the old default go: each key starts the new one full.
+        static spi::Statement set(
+            "UPDATE hopper.queues SET key_max_claims = $2, key_claims_per = $3 WHERE name = $1",
+            {TEXTOID, INT4OID, INTERVALOID});
+        static spi::Statement drop(
+            "DELETE FROM hopper.rate_limits WHERE queue = $1 AND from_default", {TEXTOID});
+        conn.exec(
+            set, {spi::arg_text(queue), remove ? spi::null_arg() : spi::arg_int4(max_claims), per});
+        conn.exec(drop, {spi::arg_text(queue)});
+    } else if (remove) {
         static spi::Statement st(
             "DELETE FROM hopper.rate_limits WHERE queue = $1 "
-            "AND concurrency_key IS NOT DISTINCT FROM $2",
+            "AND concurrency_key IS NOT DISTINCT FROM $2 AND NOT from_default",
             {TEXTOID, TEXTOID});
         conn.exec(st, {spi::arg_text(queue), spi::arg_text(key)});
     } else {
@@ -45,10 +63,9 @@ HOPPER_FUNCTION(hopper_queue_set_rate_limit) {
             "  tokens, refilled_at) VALUES ($1, $2, $3, $4, $3, pg_catalog.now()) "
             "ON CONFLICT (queue, concurrency_key) DO UPDATE SET max_claims = EXCLUDED.max_claims, "
             "  period = EXCLUDED.period, tokens = EXCLUDED.tokens, "
-            "  refilled_at = EXCLUDED.refilled_at",
+            "  refilled_at = EXCLUDED.refilled_at, from_default = false",
             {TEXTOID, TEXTOID, INT4OID, INTERVALOID});
-        conn.exec(st, {spi::arg_text(queue), spi::arg_text(key), spi::arg_int4(max_claims),
-                       spi::arg_datum(PG_GETARG_DATUM(2))});
+        conn.exec(st, {spi::arg_text(queue), spi::arg_text(key), spi::arg_int4(max_claims), per});
     }
     limits::refresh_limited(conn, queue);
     conn.finish();
