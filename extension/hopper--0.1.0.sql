@@ -512,5 +512,5 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION hopper.queue_limits(text) TO hopper_producer, hopper_worker;
 GRANT SELECT ON hopper.queue_key_limits, hopper.rate_limits TO hopper_producer, hopper_worker;
--- Pulls spend tokens.
-GRANT UPDATE ON hopper.rate_limits TO hopper_worker;
+-- Pulls spend tokens, and make the buckets of keys under the per-key default.
+GRANT INSERT, UPDATE ON hopper.rate_limits TO hopper_worker;
