@@ -34,15 +34,32 @@ bool enter(spi::Connection& conn, const std::string& queue) {
     ".refilled_at)) / "                                         \
     "pg_catalog.date_part('epoch', " b ".period))"
 
+// How many jobs of key k.key this pull may claim: its limit minus its running jobs, its tokens,
+// the pull's budget; with kl, r, b its override, running count and bucket joined in.
+#define HOPPER_KEY_FREE                                                              \
+    "GREATEST(0, LEAST((SELECT n FROM budget), "                                     \
+    "COALESCE(kl.max_running, (SELECT key_max_running FROM q)) - COALESCE(r.n, 0), " \
+    "COALESCE(b.avail, (SELECT key_max_claims FROM q))))::bigint"
+#define HOPPER_KEY_JOINS                                                                    \
+    "LEFT JOIN hopper.queue_key_limits kl ON kl.queue = $1 AND kl.concurrency_key = k.key " \
+    "LEFT JOIN running r ON r.key = k.key LEFT JOIN buckets b ON b.key = k.key "
+// The first jobs in pull order that this pull could take: a window larger than n, so that with
+// many keys and few of them full it holds enough claimable jobs.
+#define HOPPER_WINDOW "(32 + 4 * $3)"
+
 spi::Statement& claim_statement() {
     // budget: how many jobs this pull may claim: n, the queue's free slots, the queue's tokens.
-    // keys: the distinct keys with waiting jobs, one index descent each (a skip scan), so a key
-    // with a long backlog and no free slot costs one descent. free: each key's own budget (its
-    // limit minus its running jobs, its tokens). Each key's first jobs and the first unkeyed jobs
-    // are merged in pull order, then locked and claimed by primary key (few rows, whatever the
-    // estimates say), and the tokens spent are taken from the queue's bucket (all claims) and
-    // each key's (its claims); a key under the queue's per-key rate gets its bucket at its first
-    // claim ("seeded").
+    // Two ways to find them, both exact:
+    //  - win: the first jobs in pull order, each key's free count applied to its jobs among them.
+    //    When that yields the budget, or the window held every due job, it is the answer
+    //    ("settled"): cheap when full keys hold few of the first jobs, whatever the number of keys.
+    //  - otherwise (full keys' backlogs fill the window): keys, the distinct keys with waiting
+    //    jobs, one index descent each (a skip scan), so a full key with a long backlog costs one
+    //    descent; each key's first free jobs and the first unkeyed jobs are merged in pull order.
+    // Then the jobs are locked and claimed by primary key (few rows, whatever the estimates say),
+    // and the tokens spent are taken from the queue's bucket (all claims) and each key's (its
+    // claims); a key under the queue's per-key rate gets its bucket at its first claim
+    // ("seeded").
     static spi::Statement st(
         "WITH RECURSIVE q AS MATERIALIZED ("
         "  SELECT lease, max_running, key_max_running, key_max_claims, key_claims_per "
@@ -59,10 +76,29 @@ spi::Statement& claim_statement() {
         "  SELECT GREATEST(0, LEAST($3, q.max_running - "
         "    (SELECT COALESCE(pg_catalog.sum(n), 0) FROM running), "
         "    (SELECT avail FROM buckets WHERE key IS NULL)))::bigint AS n FROM q), "
+        "win AS MATERIALIZED ("
+        "  SELECT id, priority, run_at, concurrency_key AS key FROM hopper.jobs "
+        "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
+        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND (SELECT n FROM budget) > 0 "
+        "  ORDER BY priority, run_at, id LIMIT " HOPPER_WINDOW "), "
+        "win_free AS MATERIALIZED ("
+        "  SELECT k.key, " HOPPER_KEY_FREE " AS n "
+        "  FROM (SELECT DISTINCT key FROM win WHERE key IS NOT NULL) k " HOPPER_KEY_JOINS "), "
+        "win_picked AS MATERIALIZED ("
+        "  SELECT w.id FROM ("
+        "    SELECT w.*, pg_catalog.row_number() OVER ("
+        "      PARTITION BY w.key ORDER BY w.priority, w.run_at, w.id) AS rn FROM win w) w "
+        "  LEFT JOIN win_free f ON f.key = w.key "
+        "  WHERE w.key IS NULL OR w.rn <= f.n "
+        "  ORDER BY w.priority, w.run_at, w.id LIMIT COALESCE((SELECT n FROM budget), 0)), "
+        "settled AS MATERIALIZED ("
+        "  SELECT (SELECT pg_catalog.count(*) FROM win_picked) >= "
+        "           COALESCE((SELECT n FROM budget), 0) "
+        "      OR (SELECT pg_catalog.count(*) FROM win) < " HOPPER_WINDOW " AS ok), "
         "keys(key) AS ("
         "  (SELECT concurrency_key FROM hopper.jobs "
         "   WHERE queue = $1 AND state = 'available' AND concurrency_key IS NOT NULL "
-        "     AND (SELECT n FROM budget) > 0 "
+        "     AND NOT (SELECT ok FROM settled) "
         "   ORDER BY concurrency_key LIMIT 1) "
         "  UNION ALL "
         "  SELECT (SELECT j.concurrency_key FROM hopper.jobs j "
@@ -70,16 +106,12 @@ spi::Statement& claim_statement() {
         "            AND j.concurrency_key > k.key ORDER BY j.concurrency_key LIMIT 1) "
         "  FROM keys k WHERE k.key IS NOT NULL), "
         "free AS MATERIALIZED ("
-        "  SELECT k.key, GREATEST(0, LEAST((SELECT n FROM budget), "
-        "    COALESCE(kl.max_running, (SELECT key_max_running FROM q)) - COALESCE(r.n, 0), "
-        "    COALESCE(b.avail, (SELECT key_max_claims FROM q))))::bigint AS n "
-        "  FROM keys k "
-        "  LEFT JOIN hopper.queue_key_limits kl ON kl.queue = $1 AND kl.concurrency_key = k.key "
-        "  LEFT JOIN running r ON r.key = k.key "
-        "  LEFT JOIN buckets b ON b.key = k.key "
+        "  SELECT k.key, " HOPPER_KEY_FREE " AS n FROM keys k " HOPPER_KEY_JOINS
         "  WHERE k.key IS NOT NULL), "
         "picked AS MATERIALIZED ("
-        "  SELECT c.id FROM ("
+        "  SELECT id FROM win_picked WHERE (SELECT ok FROM settled) "
+        "  UNION ALL "
+        "  (SELECT c.id FROM ("
         "    SELECT j.id, j.priority, j.run_at FROM free f CROSS JOIN LATERAL ("
         "      SELECT id, priority, run_at FROM hopper.jobs "
         "      WHERE queue = $1 AND state = 'available' AND concurrency_key = f.key "
@@ -90,8 +122,9 @@ spi::Statement& claim_statement() {
         "    (SELECT id, priority, run_at FROM hopper.jobs "
         "     WHERE queue = $1 AND state = 'available' AND concurrency_key IS NULL "
         "       AND run_at <= $2 AND ($5::text[] IS NULL OR kind = ANY ($5)) "
+        "       AND NOT (SELECT ok FROM settled) "
         "     ORDER BY priority, run_at, id LIMIT COALESCE((SELECT n FROM budget), 0))) c "
-        "  ORDER BY c.priority, c.run_at, c.id LIMIT COALESCE((SELECT n FROM budget), 0)), "
+        "  ORDER BY c.priority, c.run_at, c.id LIMIT COALESCE((SELECT n FROM budget), 0))), "
         "candidates AS MATERIALIZED ("
         "  SELECT j.id FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) "
         "    AND j.state = 'available' FOR UPDATE SKIP LOCKED), "
@@ -130,6 +163,9 @@ spi::Statement& claim_statement() {
 }
 
 #undef HOPPER_BUCKET_NOW
+#undef HOPPER_KEY_FREE
+#undef HOPPER_KEY_JOINS
+#undef HOPPER_WINDOW
 
 void lock_queue(spi::Connection& conn, const std::string& queue) {
     static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1 FOR UPDATE", {TEXTOID});

@@ -21,15 +21,16 @@ namespace {
 
 // Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
 // lets concurrent pullers pass each other instead of queueing on the same rows. A queue with
-// limits claims nothing here: its claims go through limits::claim_statement().
+// limits claims nothing here and answers one row of NULLs instead: its claims go through
+// limits::claim_statement(). Saying so here spares unlimited queues a lookup of their own.
 spi::Statement& claim_statement() {
     static spi::Statement st(
-        "WITH q AS (SELECT lease FROM hopper.queues WHERE name = $1 AND NOT paused AND NOT "
-        "limited), "
+        "WITH q AS (SELECT lease, limited FROM hopper.queues WHERE name = $1 AND NOT paused), "
         "candidates AS MATERIALIZED ("
         "  SELECT id FROM hopper.jobs "
         "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
-        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND EXISTS (SELECT 1 FROM q) "
+        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND EXISTS (SELECT 1 FROM q WHERE NOT "
+        "limited) "
         "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "
         "claimed AS ("
         "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "
@@ -39,8 +40,11 @@ spi::Statement& claim_statement() {
         "  FROM candidates c WHERE j.id = c.id "
         "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "
         "    j.run_at, j.created_at, j.priority) "
-        "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
-        "FROM claimed ORDER BY priority, run_at, id",
+        "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "
+        "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz FROM q WHERE limited "
+        "UNION ALL "
+        "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
+        " FROM claimed ORDER BY priority, run_at, id)",
         {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
          TIMESTAMPTZOID, BOOLOID});
     return st;
@@ -84,24 +88,29 @@ HOPPER_FUNCTION(hopper_queue_pull) {
              spi::arg_datum(TimestampTzGetDatum(MyStartTimestamp)), spi::arg_bool(session_bound)});
     };
 
+    // Hands the claimed rows to the caller, leaving out the "queue has limits" marker.
+    auto add = [&](const spi::Result& r) {
+        uint64_t added = 0;
+        for (uint64_t i = 0; i < r.rows(); ++i) {
+            if (r.is_null(i, 1)) continue;
+            out.add_row(r, i);
+            ++added;
+        }
+        return added;
+    };
+
     spi::Result r = claim(n);
-    // Only an empty claim asks whether the queue has limits, so unlimited pulls that find work
-    // cost what they did before limits existed.
-    if (r.empty() && limits::enter(conn, queue)) {
+    if (!r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
         limited = true;
         r = claim(n);
     }
-    uint64_t got = r.rows();
-    for (uint64_t i = 0; i < got; ++i) out.add_row(r, i);
+    uint64_t got = add(r);
 
     // Short of n: take over expired leases too, so stuck jobs move even when no reaper runs.
     if (got < static_cast<uint64_t>(n)) {
         rescue::Counts c = rescue::expired_leases(conn, queue, at, n - static_cast<int64_t>(got),
                                                   /*backoff=*/false);
-        if (c.retried > 0) {
-            spi::Result more = claim(n - static_cast<int64_t>(got));
-            for (uint64_t i = 0; i < more.rows(); ++i) out.add_row(more, i);
-        }
+        if (c.retried > 0) add(claim(n - static_cast<int64_t>(got)));
     }
     conn.finish();
     return (Datum)0;

@@ -23,9 +23,9 @@ constexpr uint32_t kLockKey1 = 0x686f706c;  // "hopl"
 // Most running jobs (queue-wide or per key) and claims per period a limit may allow.
 constexpr int32_t kMaxLimit = 1000000;
 
-// Called when queue_pull's unlimited claim found nothing: true if `queue` has limits and is not
-// paused, after taking its lock (refused under REPEATABLE READ and SERIALIZABLE, whose snapshot
-// predates the lock). Then claim_statement() must claim instead.
+// Called when queue_pull's unlimited claim found the queue limited: true if it still has limits
+// and is not paused, after taking its lock (refused under REPEATABLE READ and SERIALIZABLE, whose
+// snapshot predates the lock). Then claim_statement() must claim instead.
 bool enter(spi::Connection& conn, const std::string& queue);
 
 // The serialized claim, with the same parameters and result columns as queue_pull's own.
