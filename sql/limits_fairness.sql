@@ -32,3 +32,22 @@ SELECT hopper.queue_push('fair', '{"t": "b", "i": 11}', concurrency_key => 'b') 
 SELECT payload->>'t' AS t, count(*) FROM hopper.queue_pull('fair', 50) GROUP BY 1 ORDER BY 1;
 SELECT scope, concurrency_key, max_running, running FROM hopper.queue_limits('fair');
 SELECT hopper.queue_drop('fair');
+
+-- Many tenants with one slot each: a pull takes one job of each tenant in push order, and once
+-- every tenant runs one job nothing more is handed out.
+SELECT hopper.queue_create('many') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('many',
+    (SELECT array_agg(jsonb_build_object('i', i) ORDER BY i) FROM generate_series(1, 400) i),
+    concurrency_keys => (SELECT array_agg('t' || (i % 200) ORDER BY i) FROM generate_series(1, 400) i));
+SELECT hopper.queue_set_concurrency('many', NULL, 1);
+CREATE FUNCTION pg_temp.pull_many(n int) RETURNS TABLE (jobs bigint, tenants bigint, first int, last int)
+LANGUAGE sql AS $$
+    SELECT count(*), count(DISTINCT (payload->>'i')::int % 200), min((payload->>'i')::int),
+           max((payload->>'i')::int)
+    FROM hopper.queue_pull('many', n)
+$$;
+SELECT * FROM pg_temp.pull_many(50);
+SELECT * FROM pg_temp.pull_many(300);
+SELECT * FROM pg_temp.pull_many(10);
+SELECT scope, max_running, running FROM hopper.queue_limits('many') WHERE scope <> 'key';
+SELECT hopper.queue_drop('many');
