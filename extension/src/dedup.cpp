@@ -3,6 +3,7 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "nodes/parsenodes.h"
 #include "utils/array.h"
 }
 
@@ -31,12 +32,17 @@ std::vector<std::pair<int64_t, int64_t>> undo_duplicates(spi::Connection& conn,
                                                          const std::string& queue,
                                                          const std::vector<int64_t>& ids,
                                                          int64_t window_us) {
-    // An unfinished original wins over a finished one (as the unique index makes it for pushes
-    // without a window); only a snapshot taken before the original finished (REPEATABLE READ)
-    // can still see it in hopper.jobs here.
+    // Each new row by a primary-key lookup (OFFSET 0 keeps it one: otherwise the planner may
+    // prefer scanning all keyed jobs through the partial dedup index). Planned once: a custom plan
+    // over every history partition takes longer to make than to run. An unfinished original wins
+    // over a finished one (as the unique index makes it for pushes without a window); only a
+    // snapshot taken before the original finished (REPEATABLE READ) can still see it in
+    // hopper.jobs here.
     static spi::Statement st(
         "WITH dup AS ("
-        "  SELECT j.id AS new_id, o.id AS original FROM hopper.jobs j, LATERAL ("
+        "  SELECT j.id AS new_id, o.id AS original FROM pg_catalog.unnest($2::bigint[]) AS m(id), "
+        "  LATERAL (SELECT jj.id, jj.dedup_key FROM hopper.jobs jj WHERE jj.id = m.id OFFSET 0) j, "
+        "  LATERAL ("
         "    SELECT u.id FROM ("
         "      SELECT 0 AS pref, x.id, x.created_at FROM hopper.jobs x "
         "       WHERE x.queue = $1 AND x.dedup_key = j.dedup_key AND x.id <> j.id "
@@ -44,10 +50,10 @@ std::vector<std::pair<int64_t, int64_t>> undo_duplicates(spi::Connection& conn,
         "      SELECT 1, h.id, h.created_at FROM hopper.job_history h "
         "       WHERE h.queue = $1 AND h.dedup_key = j.dedup_key AND " HOPPER_IN_WINDOW("h")
         "    ) u ORDER BY u.pref, u.created_at, u.id LIMIT 1) o "
-        "  WHERE j.id = ANY($2) AND j.dedup_key IS NOT NULL) "
+        "  WHERE j.dedup_key IS NOT NULL) "
         "DELETE FROM hopper.jobs d USING dup WHERE d.id = dup.new_id "
         "RETURNING dup.new_id, dup.original",
-        {TEXTOID, INT8ARRAYOID, INT8OID});
+        {TEXTOID, INT8ARRAYOID, INT8OID}, CURSOR_OPT_GENERIC_PLAN);
     std::vector<std::pair<int64_t, int64_t>> out;
     if (ids.empty()) return out;
     spi::Result r =
@@ -62,7 +68,7 @@ std::optional<int64_t> finished_within(spi::Connection& conn, const std::string&
         "SELECT h.id FROM hopper.job_history h "
         "WHERE h.queue = $1 AND h.dedup_key = $2 AND " HOPPER_IN_WINDOW(
             "h") " ORDER BY h.created_at, h.id LIMIT 1",
-        {TEXTOID, TEXTOID, INT8OID});
+        {TEXTOID, TEXTOID, INT8OID}, CURSOR_OPT_GENERIC_PLAN);
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(key), spi::arg(window_us)});
     if (r.empty()) return std::nullopt;
     return r.get_int64(0, 1);

@@ -10,15 +10,15 @@ extern "C" {
 
 namespace hopper::spi {
 
-Statement::Statement(const char* sql, std::initializer_list<Oid> types)
-    : sql_(sql), nargs_(static_cast<int>(types.size())) {
+Statement::Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options)
+    : sql_(sql), nargs_(static_cast<int>(types.size())), cursor_options_(cursor_options) {
     std::copy(types.begin(), types.end(), types_.begin());
 }
 
 SPIPlanPtr Statement::plan() {
     if (plan_ != nullptr) return plan_;
     SPIPlanPtr p = pg_guard([&] {
-        SPIPlanPtr prepared = SPI_prepare(sql_, nargs_, types_.data());
+        SPIPlanPtr prepared = SPI_prepare_cursor(sql_, nargs_, types_.data(), cursor_options_);
         if (prepared == nullptr)
             elog(ERROR, "hopper: SPI_prepare failed (%s) for: %s",
                  SPI_result_code_string(SPI_result), sql_);

@@ -23,7 +23,9 @@ namespace hopper::spi {
 // re-plans it by itself when a table it uses is dropped and recreated.
 class Statement {
   public:
-    Statement(const char* sql, std::initializer_list<Oid> types);
+    // cursor_options: CURSOR_OPT_GENERIC_PLAN for a statement whose custom plans would cost more
+    // to make than they save (PostgreSQL would otherwise re-plan it on every call).
+    Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options = 0);
     SPIPlanPtr plan();
     int nargs() const { return nargs_; }
 
@@ -31,6 +33,7 @@ class Statement {
     const char* sql_;
     std::array<Oid, 16> types_{};
     int nargs_;
+    int cursor_options_;
     SPIPlanPtr plan_ = nullptr;
 };
 
