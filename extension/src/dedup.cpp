@@ -5,16 +5,26 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "nodes/parsenodes.h"
 #include "utils/array.h"
+#include "utils/timestamp.h"
 }
 
 namespace hopper::dedup {
 namespace {
 
 // Finished within the window ($3 microseconds). finished_at >= created_at, so the window bounds
-// finished_at too: that lets the planner skip the daily history partitions older than it.
-#define HOPPER_IN_WINDOW(h)                                                    \
-    h ".created_at >= pg_catalog.now() - $3 * interval '1 microsecond' AND " h \
-      ".finished_at >= pg_catalog.now() - $3 * interval '1 microsecond'"
+// finished_at too, and $4 (see finished_before) bounds it from above: the executor then skips the
+// daily history partitions outside, the older ones and the week ahead the reaper keeps ready.
+#define HOPPER_IN_WINDOW(h)                                                     \
+    h ".created_at >= pg_catalog.now() - $3 * interval '1 microsecond' AND " h  \
+      ".finished_at >= pg_catalog.now() - $3 * interval '1 microsecond' AND " h \
+      ".finished_at < $4"
+
+// A bound above every finished_at the next snapshot can see: a finished job's finished_at is its
+// finishing transaction's start, before that transaction's commit, which a snapshot taken after
+// this clock reading sees only if it happened before. The hour covers clock adjustments.
+Datum finished_before() {
+    return TimestampTzGetDatum(GetCurrentTimestamp() + int64_t(3600) * USECS_PER_SEC);
+}
 
 Datum int8_array(const std::vector<int64_t>& ids) {
     std::vector<Datum> elems;
@@ -53,11 +63,11 @@ std::vector<std::pair<int64_t, int64_t>> undo_duplicates(spi::Connection& conn,
         "  WHERE j.dedup_key IS NOT NULL) "
         "DELETE FROM hopper.jobs d USING dup WHERE d.id = dup.new_id "
         "RETURNING dup.new_id, dup.original",
-        {TEXTOID, INT8ARRAYOID, INT8OID}, CURSOR_OPT_GENERIC_PLAN);
+        {TEXTOID, INT8ARRAYOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
     std::vector<std::pair<int64_t, int64_t>> out;
     if (ids.empty()) return out;
-    spi::Result r =
-        conn.exec(st, {spi::arg_text(queue), spi::arg_datum(int8_array(ids)), spi::arg(window_us)});
+    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(int8_array(ids)),
+                                   spi::arg(window_us), spi::arg_datum(finished_before())});
     for (uint64_t i = 0; i < r.rows(); ++i) out.emplace_back(r.get_int64(i, 1), r.get_int64(i, 2));
     return out;
 }
@@ -68,8 +78,9 @@ std::optional<int64_t> finished_within(spi::Connection& conn, const std::string&
         "SELECT h.id FROM hopper.job_history h "
         "WHERE h.queue = $1 AND h.dedup_key = $2 AND " HOPPER_IN_WINDOW(
             "h") " ORDER BY h.created_at, h.id LIMIT 1",
-        {TEXTOID, TEXTOID, INT8OID}, CURSOR_OPT_GENERIC_PLAN);
-    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(key), spi::arg(window_us)});
+        {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
+    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(key), spi::arg(window_us),
+                                   spi::arg_datum(finished_before())});
     if (r.empty()) return std::nullopt;
     return r.get_int64(0, 1);
 }
