@@ -225,7 +225,8 @@ CREATE FUNCTION hopper.queue_push(
     kind text DEFAULT NULL,
     max_attempts integer DEFAULT NULL,
     dedup_key text DEFAULT NULL,
-    concurrency_key text DEFAULT NULL)
+    concurrency_key text DEFAULT NULL,
+    dedup_window interval DEFAULT NULL)
 RETURNS bigint AS 'MODULE_PATHNAME', 'hopper_queue_push' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE FUNCTION hopper.queue_push_batch(
@@ -236,7 +237,8 @@ CREATE FUNCTION hopper.queue_push_batch(
     kind text DEFAULT NULL,
     max_attempts integer DEFAULT NULL,
     dedup_keys text[] DEFAULT NULL,
-    concurrency_keys text[] DEFAULT NULL)
+    concurrency_keys text[] DEFAULT NULL,
+    dedup_window interval DEFAULT NULL)
 RETURNS SETOF bigint AS 'MODULE_PATHNAME', 'hopper_queue_push_batch'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
 
@@ -294,8 +296,9 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hopper FROM PUBLIC;
 
 GRANT EXECUTE ON FUNCTION
-    hopper.queue_push(text, jsonb, timestamptz, integer, text, integer, text, text),
-    hopper.queue_push_batch(text, jsonb[], timestamptz, integer, text, integer, text[], text[]),
+    hopper.queue_push(text, jsonb, timestamptz, integer, text, integer, text, text, interval),
+    hopper.queue_push_batch(text, jsonb[], timestamptz, integer, text, integer, text[], text[],
+                            interval),
     hopper.job_status(bigint),
     hopper.queue_stats(text)
 TO hopper_producer;
@@ -514,3 +517,101 @@ GRANT EXECUTE ON FUNCTION hopper.queue_limits(text) TO hopper_producer, hopper_w
 GRANT SELECT ON hopper.queue_key_limits, hopper.rate_limits TO hopper_producer, hopper_worker;
 -- Pulls spend tokens, and make the buckets of keys under the per-key default.
 GRANT INSERT, UPDATE ON hopper.rate_limits TO hopper_worker;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Dedup windows: a push with dedup_key and dedup_window also returns a job with that key that
+-- finished after being created within the window. This index finds it in history.
+CREATE INDEX job_history_dedup_idx ON hopper.job_history (queue, dedup_key, created_at)
+    WHERE dedup_key IS NOT NULL;
+-- A windowed push that raced the original's move to history deletes its own just-inserted row.
+GRANT DELETE ON hopper.jobs TO hopper_producer;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Periodic jobs: schedules in cron syntax (UTC) that the reaper turns into jobs, one per tick. See
+-- README "Periodic jobs".
+CREATE TABLE hopper.schedules (
+    name         text PRIMARY KEY CHECK (pg_catalog.octet_length(name) BETWEEN 1 AND 128),
+    cron         text NOT NULL,
+    -- Dropping a queue drops its schedules: they would only recreate it.
+    queue        text NOT NULL REFERENCES hopper.queues (name) ON DELETE CASCADE,
+    payload      jsonb NOT NULL DEFAULT '{}',
+    kind         text,
+    priority     smallint NOT NULL DEFAULT 0,
+    max_attempts integer CHECK (max_attempts BETWEEN 1 AND 1000),
+    next_run_at  timestamptz NOT NULL,
+    last_run_at  timestamptz,
+    last_job_id  bigint,
+    created_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at   timestamptz
+);
+CREATE INDEX schedules_due_idx ON hopper.schedules (next_run_at);
+CREATE INDEX schedules_queue_idx ON hopper.schedules (queue);
+SELECT pg_catalog.pg_extension_config_dump('hopper.schedules', '');
+
+-- The next time strictly after `after` that a cron expression matches (UTC).
+CREATE FUNCTION hopper.cron_next(expression text, after timestamptz DEFAULT pg_catalog.now())
+RETURNS timestamptz AS 'MODULE_PATHNAME', 'hopper_cron_next'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+-- Creates or replaces a schedule; returns its next run time.
+CREATE FUNCTION hopper.queue_schedule(
+    name text,
+    cron text,
+    queue text,
+    payload jsonb DEFAULT '{}',
+    kind text DEFAULT NULL,
+    priority integer DEFAULT 0,
+    max_attempts integer DEFAULT NULL)
+RETURNS timestamptz AS 'MODULE_PATHNAME', 'hopper_queue_schedule'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Removes a schedule; false if there was none. Jobs it already pushed stay.
+CREATE FUNCTION hopper.queue_unschedule(name text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_unschedule'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Pushes the job of every schedule due at `at` (default now) and returns how many jobs it pushed.
+-- The reaper calls it every pass; `at` lets tests travel in time.
+CREATE FUNCTION hopper.schedule_run_due(at timestamptz DEFAULT NULL)
+RETURNS integer AS 'MODULE_PATHNAME', 'hopper_schedule_run_due'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The schedules, soonest first.
+CREATE FUNCTION hopper.queue_schedules(
+    OUT name text,
+    OUT cron text,
+    OUT queue text,
+    OUT kind text,
+    OUT priority smallint,
+    OUT max_attempts integer,
+    OUT payload jsonb,
+    OUT next_run_at timestamptz,
+    OUT last_run_at timestamptz,
+    OUT last_job_id bigint,
+    OUT created_at timestamptz)
+RETURNS SETOF record
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT s.name, s.cron, s.queue, s.kind, s.priority, s.max_attempts, s.payload, s.next_run_at,
+           s.last_run_at, s.last_job_id, s.created_at
+    FROM hopper.schedules s ORDER BY s.next_run_at, s.name
+$fn$;
+
+-- Schedules push jobs, so producers manage them. Workers get no access: schedule payloads are the
+-- producers' business until a job carries one. cron_next is a pure preview, for both.
+REVOKE ALL ON FUNCTION
+    hopper.cron_next(text, timestamptz),
+    hopper.queue_schedule(text, text, text, jsonb, text, integer, integer),
+    hopper.queue_unschedule(text),
+    hopper.schedule_run_due(timestamptz),
+    hopper.queue_schedules()
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    hopper.queue_schedule(text, text, text, jsonb, text, integer, integer),
+    hopper.queue_unschedule(text),
+    hopper.schedule_run_due(timestamptz),
+    hopper.queue_schedules()
+TO hopper_producer;
+GRANT EXECUTE ON FUNCTION hopper.cron_next(text, timestamptz) TO hopper_producer, hopper_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.schedules TO hopper_producer;

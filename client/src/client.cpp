@@ -71,9 +71,10 @@ int64_t Client::queue_purge(const std::string& queue) {
 int64_t Client::push(const std::string& queue, const std::string& payload, const PushOptions& o) {
     auto r = call("hopper_push",
                   "SELECT hopper.queue_push($1, $2::jsonb, " HOPPER_TS_PARAM("$3") ", $4::int, "
-                  "$5, $6::int, $7, $8)",
+                  "$5, $6::int, $7, $8, " HOPPER_INTERVAL_PARAM("$9") ")",
                   {queue, payload, rows::micros(o.run_at), std::to_string(o.priority), o.kind,
-                   opt_int(o.max_attempts), o.dedup_key, o.concurrency_key});
+                   opt_int(o.max_attempts), o.dedup_key, o.concurrency_key,
+                   rows::micros(o.dedup_window)});
     return r.int64(0, 0);
 }
 
@@ -85,12 +86,13 @@ std::vector<int64_t> Client::push_batch(const std::string& queue,
         if (k.empty()) return std::nullopt;
         return rows::array_literal(k);
     };
-    auto r =
-        call("hopper_push_batch",
-             "SELECT * FROM hopper.queue_push_batch($1, $2::jsonb[], " HOPPER_TS_PARAM(
-                 "$3") ", $4::int, $5, $6::int, $7::text[], $8::text[])",
-             {queue, rows::array_literal(p), rows::micros(o.run_at), std::to_string(o.priority),
-              o.kind, opt_int(o.max_attempts), keys(o.dedup_keys), keys(o.concurrency_keys)});
+    auto r = call("hopper_push_batch",
+                  "SELECT * FROM hopper.queue_push_batch($1, $2::jsonb[], " HOPPER_TS_PARAM(
+                      "$3") ", $4::int, $5, $6::int, $7::text[], "
+                            "$8::text[], " HOPPER_INTERVAL_PARAM("$9") ")",
+                  {queue, rows::array_literal(p), rows::micros(o.run_at),
+                   std::to_string(o.priority), o.kind, opt_int(o.max_attempts), keys(o.dedup_keys),
+                   keys(o.concurrency_keys), rows::micros(o.dedup_window)});
     std::vector<int64_t> ids;
     ids.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) ids.push_back(r.int64(i, 0));

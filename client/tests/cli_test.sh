@@ -61,6 +61,15 @@ push_and_show)
     [ "$(sql "SELECT state FROM hopper.job_status($id2)")" = scheduled ] || fail "--run-at +1h schedules"
     run push emails '{"n": 2}' --dedup-key k1
     [ "$out" = "$id2" ] || fail "the same dedup key returns the unfinished job"
+    "$hopper" cancel "$id2" >/dev/null
+    run push emails '{"n": 2}' --dedup-key k1 --dedup-window 10m
+    expect_rc 0 "push --dedup-window"
+    [ "$out" = "$id2" ] || fail "--dedup-window returns the finished job"
+    run push emails '{"n": 2}' --dedup-key k1 --dedup-window 10
+    expect_rc 1 "--dedup-window without a unit"
+    expect_err "dedup-window needs a unit" "--dedup-window unit message"
+    run push emails '{"n": 2}' --dedup-key k1
+    [ "$out" != "$id2" ] || fail "without a window a finished job frees its key"
     run push emails '{"n": 3}' --run-at '2030-01-02 03:04:05+00'
     expect_rc 0 "absolute --run-at"
     [ "$(sql "SELECT run_at = '2030-01-02 03:04:05+00' FROM hopper.job_status($out)")" = t ] || fail "absolute --run-at stored"
@@ -172,7 +181,7 @@ help)
     run --help
     expect_rc 0 "--help"
     expect_out "^Exit codes:" "exit codes documented"
-    for c in push stats jobs show retry cancel wait watch reaper; do
+    for c in push stats jobs show retry cancel wait watch reaper schedules; do
         run "$c" --help
         expect_rc 0 "$c --help"
         expect_out "^usage: hopper $c" "$c usage line"
@@ -217,6 +226,26 @@ reaper)
     expect_rc 1 "missing subcommand"
     run reaper restart
     expect_rc 1 "unknown subcommand"
+    ;;
+schedules)
+    run schedules
+    expect_rc 0 "schedules, none"
+    expect_out "^NAME +CRON +QUEUE +KIND +NEXT RUN +LAST RUN" "header"
+    sql "SELECT hopper.queue_schedule('nightly', '30 2 * * *', 'reports', '{\"t\": 1}', kind => 'report')" >/dev/null
+    sql "SELECT hopper.queue_schedule('yearly', '@yearly', 'reports')" >/dev/null
+    run schedules
+    expect_rc 0 "schedules"
+    next=$(sql "SELECT to_char(next_run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') FROM hopper.queue_schedules() WHERE name = 'nightly'")
+    expect_out "^nightly +30 2 \* \* \* +reports +report +$next UTC +never" "nightly row"
+    expect_out "^yearly +@yearly +reports +- " "yearly row, no kind"
+    [ "$(sed -n 2p <<<"$out" | awk '{print $1}')" = nightly ] || fail "soonest first"
+    sql "SELECT hopper.schedule_run_due(next_run_at) FROM hopper.queue_schedules() WHERE name = 'nightly'" >/dev/null
+    run schedules --json
+    expect_rc 0 "schedules --json"
+    [ "$(sql "SELECT count(*) FROM jsonb_array_elements('$out'::jsonb)")" = 2 ] || fail "two schedules in JSON"
+    [ "$(sql "SELECT e->>'last_run_at' IS NOT NULL AND (e->'last_job_id')::bigint > 0 AND e->'payload'->>'t' = '1' FROM jsonb_array_elements('$out'::jsonb) e WHERE e->>'name' = 'nightly'")" = t ] || fail "nightly ran, in JSON"
+    run schedules extra
+    expect_rc 1 "no arguments"
     ;;
 *)
     echo "unknown case $case_name"

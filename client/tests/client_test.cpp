@@ -114,6 +114,27 @@ TEST_F(ClientTest, DedupKeyReturnsTheUnfinishedJob) {
     EXPECT_EQ(c.stats(q)[0].available, 1);
 }
 
+TEST_F(ClientTest, DedupWindowReturnsTheFinishedJob) {
+    std::string q = unique_queue("dedupwin");
+    PushOptions o;
+    o.dedup_key = "order-7";
+    int64_t first = c.push(q, R"({"n": 1})", o);
+    EXPECT_TRUE(c.cancel(first));
+    o.dedup_window = std::chrono::minutes(10);
+    EXPECT_EQ(c.push(q, R"({"n": 2})", o), first) << "finished within the window";
+    BatchPushOptions b;
+    b.dedup_keys = {std::string("order-7"), std::string("order-8")};
+    b.dedup_window = std::chrono::minutes(10);
+    auto ids = c.push_batch(q, {"{}", "{}"}, b);
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_EQ(ids[0], first);
+    EXPECT_NE(ids[1], first);
+    o.dedup_window.reset();
+    EXPECT_NE(c.push(q, R"({"n": 3})", o), first) << "without a window the key is free again";
+    o.dedup_window = std::chrono::seconds(0);
+    expect_sqlstate("22023", [&] { c.push(q, "{}", o); });
+}
+
 TEST_F(ClientTest, PushBatchKeepsPayloadOrder) {
     std::string q = unique_queue("batch");
     BatchPushOptions o;

@@ -158,7 +158,7 @@ spi::Statement& claim_statement() {
          TIMESTAMPTZOID, BOOLOID},
         // Planning this statement takes longer than running it; its generic plan is the one
         // the indexes were laid out for, whatever the parameters.
-        spi::Statement::Generic{});
+        CURSOR_OPT_GENERIC_PLAN);
     return st;
 }
 

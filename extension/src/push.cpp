@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "hopper/args.hpp"
+#include "hopper/dedup.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/push.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/result.hpp"
@@ -68,6 +70,17 @@ std::optional<std::string> text_element(Datum d, bool isnull, const char* argnam
     return out;
 }
 
+// dedup_window: NULL (no window) or more than 0 and at most ~10 years; needs keys to apply to.
+std::optional<int64_t> dedup_window(FunctionCallInfo fcinfo, int n, bool have_keys,
+                                    const char* keys_arg) {
+    auto w = args::interval_us(fcinfo, n, "dedup_window", 0, dedup::kMaxWindowUs);
+    if (w && !have_keys)
+        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
+                      std::string("dedup_window needs ") + keys_arg + " to apply to", {},
+                      "Pass NULL as dedup_window, or give the job a dedup key.");
+    return w;
+}
+
 struct ArrayView {
     std::vector<Datum> values;
     std::vector<char> nulls;
@@ -96,43 +109,65 @@ ArrayView deconstruct(Datum array_datum, Oid elemtype) {
 
 }  // namespace
 
-HOPPER_FUNCTION(hopper_queue_push) {
-    std::string queue = args::queue_name(fcinfo, 0);
-    Datum payload = args::payload(fcinfo, 1);
-    auto run_at = args::run_at(fcinfo, 2);
-    int16_t priority = args::priority(fcinfo, 3);
-    auto kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);
-    auto max_attempts = args::max_attempts(fcinfo, 5);
-    auto dedup_key = args::optional_text(fcinfo, 6, "dedup_key", args::kMaxKey);
-    auto concurrency_key = args::optional_text(fcinfo, 7, "concurrency_key", args::kMaxKey);
+namespace hopper::push {
 
-    spi::Connection conn;
-    reaper::ensure_running(conn);
+Pushed one(spi::Connection& conn, const Job& job) {
     std::optional<int64_t> id;
+    bool inserted = false;
     // At most a few rounds: each one either inserts, finds the duplicate, or creates the queue.
     for (int round = 0; round < 4 && !id; ++round) {
         spi::Result r = conn.exec(
             insert_one(),
-            {spi::arg_text(queue),
-             run_at ? spi::arg_datum(TimestampTzGetDatum(*run_at)) : spi::null_arg(),
-             spi::arg_datum(Int16GetDatum(priority)),
-             max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(), spi::arg_text(kind),
-             spi::arg_text(dedup_key), spi::arg_text(concurrency_key), spi::arg_datum(payload)});
+            {spi::arg_text(job.queue),
+             job.run_at ? spi::arg_datum(TimestampTzGetDatum(*job.run_at)) : spi::null_arg(),
+             spi::arg_datum(Int16GetDatum(job.priority)),
+             job.max_attempts ? spi::arg_int4(*job.max_attempts) : spi::null_arg(),
+             spi::arg_text(job.kind), spi::arg_text(job.dedup_key),
+             spi::arg_text(job.concurrency_key), spi::arg_datum(job.payload)});
         if (!r.empty()) {
             id = r.get_int64(0, 1);
-            notify::queue_ready(queue);
+            inserted = true;
+            if (job.dedup_window_us) {
+                auto undone = dedup::undo_duplicates(conn, job.queue, {*id}, *job.dedup_window_us);
+                if (!undone.empty()) {
+                    id = undone.front().second;
+                    inserted = false;
+                    break;
+                }
+            }
+            notify::queue_ready(job.queue);
             break;
         }
-        if (dedup_key && (id = find_unfinished(conn, queue, *dedup_key))) break;
-        if (!queue_exists(conn, queue)) queues::ensure(conn, queue);
+        if (job.dedup_key && (id = find_unfinished(conn, job.queue, *job.dedup_key))) break;
+        if (!queue_exists(conn, job.queue)) queues::ensure(conn, job.queue);
     }
-    conn.finish();
     if (!id)
         throw PgError(
             ERRCODE_T_R_SERIALIZATION_FAILURE,
-            "could not push to queue \"" + queue + "\": the deduplicated job kept changing", {},
+            "could not push to queue \"" + job.queue + "\": the deduplicated job kept changing", {},
             "Retry the push.");
-    PG_RETURN_INT64(*id);
+    return {*id, inserted};
+}
+
+}  // namespace hopper::push
+
+HOPPER_FUNCTION(hopper_queue_push) {
+    push::Job job;
+    job.queue = args::queue_name(fcinfo, 0);
+    job.payload = args::payload(fcinfo, 1);
+    job.run_at = args::run_at(fcinfo, 2);
+    job.priority = args::priority(fcinfo, 3);
+    job.kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);
+    job.max_attempts = args::max_attempts(fcinfo, 5);
+    job.dedup_key = args::optional_text(fcinfo, 6, "dedup_key", args::kMaxKey);
+    job.concurrency_key = args::optional_text(fcinfo, 7, "concurrency_key", args::kMaxKey);
+    job.dedup_window_us = dedup_window(fcinfo, 8, job.dedup_key.has_value(), "dedup_key");
+
+    spi::Connection conn;
+    reaper::ensure_running(conn);
+    int64_t id = push::one(conn, job).id;
+    conn.finish();
+    PG_RETURN_INT64(id);
 }
 
 HOPPER_FUNCTION(hopper_queue_push_batch) {
@@ -162,6 +197,9 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     };
     auto dedup_keys = aligned_keys(6, "dedup_keys");
     auto concurrency_keys = aligned_keys(7, "concurrency_keys");
+    bool any_key = std::any_of(dedup_keys.begin(), dedup_keys.end(),
+                               [](const auto& k) { return k.has_value(); });
+    auto window = dedup_window(fcinfo, 8, any_key, "dedup_keys");
 
     for (size_t i = 0; i < n; ++i) {
         std::string argname = "payloads[" + std::to_string(i + 1) + "]";
@@ -259,6 +297,8 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         const auto& key = dedup_keys[i];
         std::optional<int64_t> existing;
         if (key) existing = find_unfinished(conn, queue, *key);
+        if (key && !existing && window)
+            existing = dedup::finished_within(conn, queue, *key, *window);
         if (!existing)
             throw PgError(ERRCODE_T_R_SERIALIZATION_FAILURE,
                           "could not push to queue \"" + queue +
@@ -267,7 +307,19 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         ids[i] = *existing;
         by_key[*key] = *existing;
     }
-    if (!inserted.empty()) notify::queue_ready(queue);
+    size_t kept = inserted.size();
+    if (window) {
+        std::vector<int64_t> keyed;
+        for (const Inserted& row : inserted)
+            if (row.key) keyed.push_back(row.id);
+        std::unordered_map<int64_t, int64_t> original;
+        for (const auto& [dup, first] : dedup::undo_duplicates(conn, queue, keyed, *window))
+            original[dup] = first;
+        for (int64_t& id : ids)
+            if (auto it = original.find(id); it != original.end()) id = it->second;
+        kept -= original.size();
+    }
+    if (kept > 0) notify::queue_ready(queue);
     conn.finish();
 
     for (int64_t id : ids) {

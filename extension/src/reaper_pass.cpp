@@ -3,6 +3,7 @@
 #include "hopper/reaper.hpp"
 #include "hopper/reaper_pass.hpp"
 #include "hopper/rescue.hpp"
+#include "hopper/schedule.hpp"
 #include "hopper/worker_txn.hpp"
 
 extern "C" {
@@ -105,6 +106,11 @@ PassOutcome run_steps(PassState& state) {
         });
         check_for_interrupts();
     }
+
+    // Periodic jobs: a transaction per batch of due schedules, each job pushed with its tick.
+    in_batches(batch, [&](spi::Connection& conn) {
+        return schedule::run_due(conn, transaction_now(), batch).due;
+    });
 
     // On the first pass every queue with due jobs is woken: workers may have missed the pushes'
     // NOTIFY while the server (or this reaper) was down.

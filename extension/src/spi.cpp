@@ -10,14 +10,9 @@ extern "C" {
 
 namespace hopper::spi {
 
-Statement::Statement(const char* sql, std::initializer_list<Oid> types)
-    : sql_(sql), nargs_(static_cast<int>(types.size())) {
+Statement::Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options)
+    : sql_(sql), nargs_(static_cast<int>(types.size())), cursor_options_(cursor_options) {
     std::copy(types.begin(), types.end(), types_.begin());
-}
-
-Statement::Statement(const char* sql, std::initializer_list<Oid> types, Generic)
-    : Statement(sql, types) {
-    cursor_options_ = CURSOR_OPT_GENERIC_PLAN;
 }
 
 SPIPlanPtr Statement::plan() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A backup keeps the queue: pg_dump of a database with hopper, restored into a new database, has the
-# same queues and live jobs, and the id sequence continues after the restored ids.
+# same queues, live jobs and schedules, and the id sequence continues after the restored ids.
 set -euo pipefail
 src=hopper_e2e_dump_src
 dst=hopper_e2e_dump_dst
@@ -18,6 +18,7 @@ CREATE EXTENSION hopper;
 SELECT hopper.queue_create('backup', max_attempts => 7);
 SELECT hopper.queue_push('backup', '{"n": 1}');
 SELECT hopper.queue_push('backup', '{"n": 2}', run_at => now() + interval '1 day');
+SELECT hopper.queue_schedule('backup-nightly', '30 2 * * *', 'backup', '{"n": 9}');
 SQL
 before=$(psql -X -At -d "$src" -c "SELECT available || '/' || scheduled FROM hopper.queue_stats('backup')")
 
@@ -27,5 +28,7 @@ pg_restore -d "$dst" --exit-on-error "$dump"
 after=$(psql -X -At -d "$dst" -c "SELECT available || '/' || scheduled FROM hopper.queue_stats('backup')")
 max_attempts=$(psql -X -At -d "$dst" -c "SELECT max_attempts FROM hopper.job_status(hopper.queue_push('backup', '{}'))")
 new_id=$(psql -X -At -d "$dst" -c "SELECT hopper.queue_push('backup', '{\"n\": 3}')")
-echo "before=$before after=$after max_attempts=$max_attempts new_id=$new_id"
-[ "$before" = "1/1" ] && [ "$after" = "1/1" ] && [ "$max_attempts" = 7 ] && [ "$new_id" -gt 3 ]
+schedule=$(psql -X -At -d "$dst" -c "SELECT name || ' ' || cron || ' ' || queue || ' ' || payload FROM hopper.queue_schedules()")
+echo "before=$before after=$after max_attempts=$max_attempts new_id=$new_id schedule=$schedule"
+[ "$before" = "1/1" ] && [ "$after" = "1/1" ] && [ "$max_attempts" = 7 ] && [ "$new_id" -gt 3 ] &&
+    [ "$schedule" = 'backup-nightly 30 2 * * * backup {"n": 9}' ]

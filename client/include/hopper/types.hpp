@@ -43,6 +43,9 @@ struct PushOptions {
     std::optional<int> max_attempts;  // unset: the queue's
     std::optional<std::string> dedup_key;
     std::optional<std::string> concurrency_key;
+    // With dedup_key: a job with the key that finished after being created within this window
+    // still answers the push (unset: only unfinished jobs do).
+    std::optional<Duration> dedup_window;
 };
 
 // Scalar options apply to every job of the batch; the key vectors, when not empty, hold one entry
@@ -54,6 +57,7 @@ struct BatchPushOptions {
     std::optional<int> max_attempts;
     std::vector<std::optional<std::string>> dedup_keys;
     std::vector<std::optional<std::string>> concurrency_keys;
+    std::optional<Duration> dedup_window;  // as PushOptions::dedup_window, for every keyed job
 };
 
 struct PullOptions {

@@ -46,6 +46,20 @@ int64_t job_id_arg(const std::string& s) {
     return parse_integer("ID", s, 1, std::numeric_limits<int64_t>::max());
 }
 
+// N followed by a unit: s, m, h or d (e.g. 90s, 10m).
+std::chrono::seconds duration_arg(const char* option, const std::string& s) {
+    char unit = s.empty() ? '\0' : s.back();
+    long long mult = unit == 's'   ? 1
+                     : unit == 'm' ? 60
+                     : unit == 'h' ? 3600
+                     : unit == 'd' ? 86400
+                                   : 0;
+    if (mult == 0)
+        throw UsageError(fmt::format("{} needs a unit: s, m, h or d (e.g. 90s)", option));
+    long long n = parse_integer(option, s.substr(0, s.size() - 1), 0, 3660L * 86400);
+    return std::chrono::seconds(n * mult);
+}
+
 // "+90s", "+5m", "+2h", "+1d" from now, or any timestamp PostgreSQL understands.
 TimePoint run_at_arg(Client& c, const std::string& s) {
     if (!s.empty() && s[0] == '+') {
@@ -79,12 +93,15 @@ int cmd_push(const Argv& argv, Io io) {
         "  --run-at TIME            a timestamp, or +N[s|m|h|d] from now (default: now)\n"
         "  --max-attempts N         attempts before the job is dead (default: the queue's)\n"
         "  --dedup-key KEY          while a job with this key is unfinished, return its id\n"
+        "  --dedup-window N[s|m|h|d]  with --dedup-key: also a job with the key that finished\n"
+        "                           after being created within this window (e.g. 10m)\n"
         "  --concurrency-key KEY    jobs sharing a key never run at the same time\n"
         "  --db CONNINFO  --json  --help\n";
     Args a;
-    if (parse_or_help(
-            argv, {"kind", "priority", "run-at", "max-attempts", "dedup-key", "concurrency-key"},
-            {}, help, io, a))
+    if (parse_or_help(argv,
+                      {"kind", "priority", "run-at", "max-attempts", "dedup-key", "dedup-window",
+                       "concurrency-key"},
+                      {}, help, io, a))
         return kOk;
     want_positional(a, 2, 2, "QUEUE and JSON (see hopper push --help)");
     PushOptions o;
@@ -93,6 +110,7 @@ int cmd_push(const Argv& argv, Io io) {
     if (auto m = a.integer("max-attempts", 1, 1000)) o.max_attempts = static_cast<int>(*m);
     o.dedup_key = a.option("dedup-key");
     o.concurrency_key = a.option("concurrency-key");
+    if (auto w = a.option("dedup-window")) o.dedup_window = duration_arg("--dedup-window", *w);
     Client c = connect(a);
     if (auto r = a.option("run-at")) o.run_at = run_at_arg(c, *r);
     int64_t id = c.push(a.positional[0], a.positional[1], o);
@@ -338,6 +356,62 @@ int cmd_reaper(const Argv& argv, Io io) {
         t.add({std::string(r.text(i, 0)), std::string(r.text(i, 1)), std::string(r.text(i, 2)),
                lr ? time_text(*lr) : "never", std::string(r.text(i, 4)),
                std::string(r.text(i, 5))});
+    }
+    t.print(io.out);
+    return kOk;
+}
+
+int cmd_schedules(const Argv& argv, Io io) {
+    static const char* help =
+        "usage: hopper schedules\n"
+        "The periodic jobs (hopper.queue_schedules()), soonest first: cron expression (UTC),\n"
+        "queue, kind, next run and the tick the last job was pushed for.\n"
+        "Exit 7 when this database's hopper has no periodic jobs.\n"
+        "  --db CONNINFO  --json  --help\n";
+    Args a;
+    if (parse_or_help(argv, {}, {}, help, io, a)) return kOk;
+    want_positional(a, 0, 0, "no arguments");
+    Client c = connect(a);
+    Result r;
+    try {
+        r = c.exec(
+            "SELECT name, cron, queue, kind, (EXTRACT(epoch FROM next_run_at) * 1000000)::int8, "
+            "(EXTRACT(epoch FROM last_run_at) * 1000000)::int8, last_job_id::text, "
+            "payload::text FROM hopper.queue_schedules()");
+    } catch (const Error& e) {
+        if (e.sqlstate() == "42883" || e.sqlstate() == "3F000") {
+            io.err << "hopper: this database has no hopper.queue_schedules(): the installed "
+                      "hopper extension has no periodic jobs (or is not installed here)\n";
+            return kUnavailable;
+        }
+        throw;
+    }
+    auto time_at = [&](int i, int col) -> std::optional<TimePoint> {
+        if (r.is_null(i, col)) return std::nullopt;
+        return TimePoint(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::microseconds(r.int64(i, col))));
+    };
+    if (a.flag("json")) {
+        io.out << '[';
+        for (int i = 0; i < r.rows(); ++i)
+            io.out << (i ? ", " : "")
+                   << fmt::format(
+                          "{{\"name\": {}, \"cron\": {}, \"queue\": {}, \"kind\": {}, "
+                          "\"next_run_at\": {}, \"last_run_at\": {}, \"last_job_id\": {}, "
+                          "\"payload\": {}}}",
+                          opt_string_json(r.opt_text(i, 0)), opt_string_json(r.opt_text(i, 1)),
+                          opt_string_json(r.opt_text(i, 2)), opt_string_json(r.opt_text(i, 3)),
+                          time_json(time_at(i, 4)), time_json(time_at(i, 5)),
+                          r.opt_text(i, 6).value_or("null"), opt_json(r.opt_text(i, 7)));
+        io.out << "]\n";
+        return kOk;
+    }
+    Table t({"NAME", "CRON", "QUEUE", "KIND", "NEXT RUN", "LAST RUN"});
+    for (int i = 0; i < r.rows(); ++i) {
+        auto last = time_at(i, 5);
+        t.add({std::string(r.text(i, 0)), std::string(r.text(i, 1)), std::string(r.text(i, 2)),
+               r.opt_text(i, 3).value_or("-"), time_text(*time_at(i, 4)),
+               last ? time_text(*last) : "never"});
     }
     t.print(io.out);
     return kOk;

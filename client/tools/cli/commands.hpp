@@ -36,5 +36,6 @@ int cmd_cancel(const Argv& argv, Io io);
 int cmd_wait(const Argv& argv, Io io);
 int cmd_watch(const Argv& argv, Io io);
 int cmd_reaper(const Argv& argv, Io io);
+int cmd_schedules(const Argv& argv, Io io);
 
 }  // namespace hopper::cli

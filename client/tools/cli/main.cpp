@@ -19,7 +19,7 @@ const char* kHelp =
     "\n"
     "Commands:\n"
     "  push QUEUE JSON [--kind --priority --run-at --max-attempts --dedup-key\n"
-    "                   --concurrency-key]       push a job, print its id\n"
+    "                   --dedup-window --concurrency-key]  push a job, print its id\n"
     "  stats [QUEUE]                             job counts per queue\n"
     "  jobs QUEUE [--state STATE] [--limit N]    a queue's jobs, newest first\n"
     "  show ID                                   one job in full\n"
@@ -28,6 +28,7 @@ const char* kHelp =
     "  wait ID [--timeout SECONDS]               wait until the job finishes\n"
     "  watch [QUEUE] [--interval S] [--once]     live view of depth, rates, running jobs\n"
     "  reaper status                             what the reaper processes last did\n"
+    "  schedules                                 periodic jobs and their next runs\n"
     "\n"
     "Connection: --db CONNINFO (\"dbname=app host=...\" or a postgresql:// URL), otherwise the\n"
     "PGHOST, PGPORT, PGUSER, PGDATABASE, ... environment. --json prints JSON for scripts.\n"
@@ -43,9 +44,10 @@ using Command = int (*)(const Argv&, Io);
 
 int run(const std::vector<std::string>& args, Io io) {
     const std::map<std::string, Command> commands = {
-        {"push", cmd_push}, {"stats", cmd_stats}, {"jobs", cmd_jobs},
-        {"show", cmd_show}, {"retry", cmd_retry}, {"cancel", cmd_cancel},
-        {"wait", cmd_wait}, {"watch", cmd_watch}, {"reaper", cmd_reaper},
+        {"push", cmd_push},           {"stats", cmd_stats}, {"jobs", cmd_jobs},
+        {"show", cmd_show},           {"retry", cmd_retry}, {"cancel", cmd_cancel},
+        {"wait", cmd_wait},           {"watch", cmd_watch}, {"reaper", cmd_reaper},
+        {"schedules", cmd_schedules},
     };
     // The command is the first word that is neither an option nor --db's value.
     size_t at = 0;

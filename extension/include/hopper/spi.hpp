@@ -23,11 +23,9 @@ namespace hopper::spi {
 // re-plans it by itself when a table it uses is dropped and recreated.
 class Statement {
   public:
-    Statement(const char* sql, std::initializer_list<Oid> types);
-    // A statement whose planning costs more than running it: always the one generic plan
-    // (CURSOR_OPT_GENERIC_PLAN) instead of being planned anew for its parameter values.
-    struct Generic {};
-    Statement(const char* sql, std::initializer_list<Oid> types, Generic);
+    // cursor_options: CURSOR_OPT_GENERIC_PLAN for a statement whose custom plans would cost more
+    // to make than they save (PostgreSQL would otherwise re-plan it on every call).
+    Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options = 0);
     SPIPlanPtr plan();
     int nargs() const { return nargs_; }
 
@@ -35,7 +33,7 @@ class Statement {
     const char* sql_;
     std::array<Oid, 16> types_{};
     int nargs_;
-    int cursor_options_ = 0;
+    int cursor_options_;
     SPIPlanPtr plan_ = nullptr;
 };
 

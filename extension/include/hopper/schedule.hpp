@@ -1,0 +1,36 @@
+// Periodic jobs: cron expressions on timestamptz, and the run of due schedules that queue_push's
+// dedup keys make exactly-once per tick. See README "Periodic jobs".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hopper/cron.hpp"
+#include "hopper/spi.hpp"
+
+extern "C" {
+#include "datatype/timestamp.h"
+}
+
+namespace hopper::schedule {
+
+constexpr int kMaxName = 128;
+
+// cron::parse with a refusal raised as 22023 naming the expression.
+cron::Schedule parse(const std::string& expression);
+
+// The first matching time strictly after `after`; 22023 when there is none within
+// cron::kSearchYears, 22008 beyond the timestamptz range.
+TimestampTz next_after(const cron::Schedule& s, const std::string& expression, TimestampTz after);
+
+struct RunCounts {
+    uint64_t due;     // schedules run
+    uint64_t pushed;  // jobs inserted (a tick that already has its job pushes none)
+};
+
+// Runs up to `limit` schedules due at `at` (limit <= 0: all), skipping schedules another session
+// is running: one job each for the latest tick due, then next_run_at moves past `at`. Call it in
+// a transaction that commits both together.
+RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit);
+
+}  // namespace hopper::schedule

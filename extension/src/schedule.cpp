@@ -1,0 +1,65 @@
+// Periodic jobs: queue_schedule creates or replaces a schedule, queue_unschedule removes one.
+#include "hopper/args.hpp"
+#include "hopper/queues.hpp"
+#include "hopper/schedule.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "utils/timestamp.h"
+}
+
+using namespace hopper;
+
+namespace {
+
+std::string schedule_name(FunctionCallInfo fcinfo, int n) {
+    if (args::is_null(fcinfo, n))
+        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "name must not be NULL");
+    return *args::optional_text(fcinfo, n, "name", schedule::kMaxName);
+}
+
+}  // namespace
+
+HOPPER_FUNCTION(hopper_queue_schedule) {
+    std::string name = schedule_name(fcinfo, 0);
+    if (args::is_null(fcinfo, 1))
+        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "cron must not be NULL");
+    std::string cron = *args::optional_text(fcinfo, 1, "cron", 1000);
+    std::string queue = args::queue_name(fcinfo, 2);
+    Datum payload = args::payload(fcinfo, 3);
+    auto kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);
+    int16_t priority = args::priority(fcinfo, 5);
+    auto max_attempts = args::max_attempts(fcinfo, 6);
+    TimestampTz next =
+        schedule::next_after(schedule::parse(cron), cron, GetCurrentTransactionStartTimestamp());
+
+    spi::Connection conn;
+    queues::ensure(conn, queue);
+    // Replacing keeps last_run_at: the history of the name, not of one version of it.
+    static spi::Statement upsert(
+        "INSERT INTO hopper.schedules AS s (name, cron, queue, payload, kind, priority, "
+        "max_attempts, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+        "ON CONFLICT (name) DO UPDATE SET cron = EXCLUDED.cron, queue = EXCLUDED.queue, "
+        "payload = EXCLUDED.payload, kind = EXCLUDED.kind, priority = EXCLUDED.priority, "
+        "max_attempts = EXCLUDED.max_attempts, next_run_at = EXCLUDED.next_run_at, "
+        "updated_at = pg_catalog.now()",
+        {TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID});
+    conn.exec(upsert, {spi::arg_text(name), spi::arg_text(cron), spi::arg_text(queue),
+                       spi::arg_datum(payload), spi::arg_text(kind),
+                       spi::arg_datum(Int16GetDatum(priority)),
+                       max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(),
+                       spi::arg_datum(TimestampTzGetDatum(next))});
+    conn.finish();
+    PG_RETURN_TIMESTAMPTZ(next);
+}
+
+HOPPER_FUNCTION(hopper_queue_unschedule) {
+    std::string name = schedule_name(fcinfo, 0);
+    spi::Connection conn;
+    static spi::Statement st("DELETE FROM hopper.schedules WHERE name = $1 RETURNING name",
+                             {TEXTOID});
+    bool existed = !conn.exec(st, {spi::arg_text(name)}).empty();
+    conn.finish();
+    PG_RETURN_BOOL(existed);
+}

@@ -1,0 +1,128 @@
+// Running due schedules: hopper.schedule_run_due() and the reaper's pass. See
+// include/hopper/schedule.hpp.
+//
+// Exactly one job per tick, in two layers. The schedule row is locked (SKIP LOCKED: a second
+// runner goes on with other schedules instead of waiting) and next_run_at moves past the tick in
+// the transaction that pushes the job, so a runner that comes later finds it not due. And the job
+// carries the dedup key schedule:<name>:<tick>, with a window reaching back past the tick, so even
+// a runner that does see the tick again (next_run_at put back by hand, a schedule re-created for
+// the same minute) gets the tick's job back, finished or not, instead of a second one.
+#include <vector>
+
+#include "hopper/push.hpp"
+#include "hopper/schedule.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "utils/timestamp.h"
+}
+
+namespace hopper::schedule {
+namespace {
+
+constexpr int64_t kUnixEpochInPg = int64_t(946684800);
+constexpr int64_t kDayUs = int64_t(86400) * USECS_PER_SEC;
+
+struct Due {
+    std::string name;
+    std::string cron;
+    std::string queue;
+    Datum payload;
+    std::optional<std::string> kind;
+    int16_t priority;
+    std::optional<int32_t> max_attempts;
+    TimestampTz next_run_at;
+};
+
+int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit) {
+    static spi::Statement st(
+        "SELECT name, cron, queue, payload, kind, priority, max_attempts, next_run_at "
+        "FROM hopper.schedules WHERE next_run_at <= $1 ORDER BY next_run_at, name LIMIT $2 "
+        "FOR UPDATE SKIP LOCKED",
+        {TIMESTAMPTZOID, INT8OID});
+    spi::Result r = conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)),
+                                   limit > 0 ? spi::arg(limit) : spi::null_arg()});
+    std::vector<Due> due;
+    for (uint64_t i = 0; i < r.rows(); ++i) {
+        bool isnull = false;
+        Due d;
+        d.name = r.get_text(i, 1);
+        d.cron = r.get_text(i, 2);
+        d.queue = r.get_text(i, 3);
+        d.payload = r.datum(i, 4, &isnull);
+        if (!r.is_null(i, 5)) d.kind = r.get_text(i, 5);
+        d.priority = DatumGetInt16(r.datum(i, 6, &isnull));
+        if (!r.is_null(i, 7)) d.max_attempts = r.get_int32(i, 7);
+        d.next_run_at = DatumGetTimestampTz(r.datum(i, 8, &isnull));
+        due.push_back(std::move(d));
+    }
+    return due;
+}
+
+// The tick to run: the latest matching time in [next_run_at, at]. Ticks missed while nobody ran
+// the schedule are not made up one by one: they collapse into this one. A next_run_at set by hand
+// between ticks is a tick of its own.
+TimestampTz tick_of(const cron::Schedule& s, const Due& d, TimestampTz at) {
+    // Whole seconds: matches are whole minutes, t >= next_run_at <=> t > ceil(next_run_at) - 1.
+    int64_t floor_s = floor_div(d.next_run_at + USECS_PER_SEC - 1, USECS_PER_SEC) - 1;
+    int64_t at_s = floor_div(at, USECS_PER_SEC);
+    auto t = cron::last_at_or_before(s, floor_s + kUnixEpochInPg, at_s + kUnixEpochInPg);
+    return t ? (*t - kUnixEpochInPg) * USECS_PER_SEC : d.next_run_at;
+}
+
+}  // namespace
+
+RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit) {
+    RunCounts counts{0, 0};
+    TimestampTz now = GetCurrentTransactionStartTimestamp();
+    static spi::Statement advance(
+        "UPDATE hopper.schedules SET next_run_at = $2, last_run_at = $3, last_job_id = $4 "
+        "WHERE name = $1",
+        {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID});
+    for (const Due& d : lock_due(conn, at, limit)) {
+        cron::Schedule s = parse(d.cron);
+        TimestampTz tick = tick_of(s, d, at);
+        TimestampTz next = next_after(s, d.cron, at);
+
+        push::Job job;
+        job.queue = d.queue;
+        job.payload = d.payload;
+        job.priority = d.priority;
+        job.kind = d.kind;
+        job.max_attempts = d.max_attempts;
+        job.dedup_key = "schedule:" + d.name + ":" +
+                        std::to_string(floor_div(tick, USECS_PER_SEC) + kUnixEpochInPg);
+        // Back to a day before the tick: the tick's job was created at the tick or later.
+        job.dedup_window_us = (now > tick ? now - tick : 0) + kDayUs;
+        push::Pushed pushed = push::one(conn, job);
+
+        conn.exec(advance, {spi::arg_text(d.name), spi::arg_datum(TimestampTzGetDatum(next)),
+                            spi::arg_datum(TimestampTzGetDatum(tick)), spi::arg(pushed.id)});
+        counts.due += 1;
+        counts.pushed += pushed.inserted ? 1 : 0;
+    }
+    return counts;
+}
+
+}  // namespace hopper::schedule
+
+using namespace hopper;
+
+HOPPER_FUNCTION(hopper_schedule_run_due) {
+    TimestampTz at = GetCurrentTransactionStartTimestamp();
+    if (PG_NARGS() > 0 && !PG_ARGISNULL(0)) {
+        at = PG_GETARG_TIMESTAMPTZ(0);
+        if (TIMESTAMP_NOT_FINITE(at))
+            throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "at must be a finite timestamp");
+    }
+    spi::Connection conn;
+    schedule::RunCounts c = schedule::run_due(conn, at, 0);
+    conn.finish();
+    PG_RETURN_INT32(static_cast<int32_t>(c.pushed));
+}

@@ -1,0 +1,123 @@
+-- Periodic jobs: queue_schedule / queue_unschedule / queue_schedules / schedule_run_due, with time
+-- travel through schedule_run_due(at). The reaper, which also runs schedules, is stopped while
+-- the test travels, and started at the end to show that it pushes a due schedule by itself.
+SET timezone = 'UTC';
+SET hopper.notify = off;
+\i sql/include/try.sql
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+\i sql/include/wait_for.sql
+SELECT hopper.reaper_stop() IS NOT NULL AS reaper_stopped;
+
+-- Creating a schedule returns its next run (cron_next after now) and creates its queue.
+SELECT hopper.queue_schedule('nightly', '30 2 * * *', 'sched', '{"report": "daily"}',
+                             kind => 'report', priority => -1, max_attempts => 2)
+       = hopper.cron_next('30 2 * * *', now()) AS returns_next_run;
+SELECT queue, available FROM hopper.queue_stats('sched');
+SELECT name, cron, queue, kind, priority, max_attempts, payload, last_run_at, last_job_id,
+       next_run_at = hopper.cron_next(cron, now()) AS next_ok
+FROM hopper.queue_schedules();
+SELECT next_run_at AS tick FROM hopper.queue_schedules() WHERE name = 'nightly' \gset
+
+-- Not due a minute before its tick; due at it: one job with the schedule's settings.
+SELECT hopper.schedule_run_due(:'tick'::timestamptz - interval '1 minute') AS pushed_early;
+SELECT hopper.schedule_run_due(:'tick') AS pushed_at_tick;
+SELECT kind, state, priority, max_attempts, payload FROM hopper.queue_jobs('sched');
+SELECT last_run_at = :'tick' AS last_run_is_tick, next_run_at = :'tick'::timestamptz + interval '1 day' AS next_is_tomorrow,
+       last_job_id = (SELECT id FROM hopper.queue_jobs('sched')) AS last_job_known
+FROM hopper.queue_schedules() WHERE name = 'nightly';
+-- The job carries the dedup key schedule:<name>:<tick in epoch seconds>.
+SELECT hopper.queue_push('sched', '{}', dedup_key => 'schedule:nightly:' || extract(epoch FROM :'tick'::timestamptz)::bigint)
+       = (SELECT id FROM hopper.queue_jobs('sched')) AS keyed_by_tick;
+-- Running again for the same tick pushes nothing: the schedule has moved on.
+SELECT hopper.schedule_run_due(:'tick') AS pushed_again;
+-- Even when the tick is seen again (next_run_at put back by hand) after its job completed, the
+-- dedup key and its window return that job instead of pushing a second one.
+SELECT hopper.queue_complete(id, lease_token) AS completed FROM hopper.queue_pull('sched');
+UPDATE hopper.schedules SET next_run_at = :'tick' WHERE name = 'nightly';
+SELECT hopper.schedule_run_due(:'tick') AS pushed_for_seen_tick;
+SELECT count(*) AS jobs_of_queue FROM hopper.queue_jobs('sched');
+SELECT last_job_id = (SELECT id FROM hopper.queue_jobs('sched')) AS same_job FROM hopper.queue_schedules()
+WHERE name = 'nightly';
+-- The next tick is a new job.
+SELECT hopper.schedule_run_due(:'tick'::timestamptz + interval '1 day') AS pushed_next_day;
+SELECT count(*) AS jobs_of_queue FROM hopper.queue_jobs('sched');
+
+-- Missed ticks (nobody ran the schedule for 65 minutes of a 10-minute schedule): one job, for the
+-- latest missed tick, not a burst of seven; the next run is the tick after `at`.
+SELECT hopper.queue_schedule('tenmin', '*/10 * * * *', 'sched-missed') AS ten_tick \gset
+SELECT hopper.schedule_run_due(:'ten_tick'::timestamptz + interval '65 minutes') AS pushed_after_gap;
+SELECT last_run_at - :'ten_tick'::timestamptz AS ran_for, next_run_at - :'ten_tick'::timestamptz AS next_in
+FROM hopper.queue_schedules() WHERE name = 'tenmin';
+SELECT count(*) AS jobs FROM hopper.queue_jobs('sched-missed');
+SELECT hopper.queue_unschedule('tenmin') AS unscheduled;
+
+-- Several due schedules in one run; a schedule's queue may be shared.
+SELECT hopper.queue_schedule('a', '@hourly', 'sched-many') IS NOT NULL AS a,
+       hopper.queue_schedule('b', '@hourly', 'sched-many', '{"b": true}') IS NOT NULL AS b,
+       hopper.queue_schedule('c', '0 * * * *', 'sched-many', kind => 'c') IS NOT NULL AS c;
+SELECT hopper.schedule_run_due(now() + interval '1 hour') AS pushed_three;
+SELECT kind, payload FROM hopper.queue_jobs('sched-many') ORDER BY id;
+-- Dropping a queue drops its schedules.
+SELECT hopper.queue_drop('sched-many') AS dropped;
+SELECT name FROM hopper.queue_schedules() ORDER BY name;
+
+-- Replacing a schedule changes its settings and next run, and keeps its last run.
+SELECT hopper.queue_schedule('nightly', '0 3 * * mon', 'sched', '{"report": "weekly"}')
+       = hopper.cron_next('0 3 * * mon', now()) AS replaced;
+SELECT name, cron, kind, priority, max_attempts, payload, last_run_at IS NOT NULL AS kept_last_run
+FROM hopper.queue_schedules();
+
+-- Bad input: 22004 / 22023 / 22003 / P0002 naming the argument; nothing changes.
+SELECT pg_temp.try($$SELECT hopper.queue_schedule(NULL, '* * * * *', 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('', '* * * * *', 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule(repeat('n', 129), '* * * * *', 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', NULL, 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * *', 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '0 0 * * funday', 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '0 0 30 2 *', 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', NULL)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', 'bad queue')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', 'sched', NULL)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', 'sched', '[1]')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', 'sched', kind => '')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', 'sched', priority => 40000)$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', 'sched', max_attempts => 0)$$);
+SET hopper.auto_create_queues = off;
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * * *', 'sched-unknown')$$);
+RESET hopper.auto_create_queues;
+SELECT pg_temp.try($$SELECT hopper.queue_unschedule(NULL)$$);
+SELECT pg_temp.try($$SELECT hopper.schedule_run_due('infinity')$$);
+SELECT name, cron FROM hopper.queue_schedules();
+SELECT hopper.queue_unschedule('nightly') AS unscheduled, hopper.queue_unschedule('nightly') AS again;
+
+-- Privileges: producers manage schedules, workers may only preview cron expressions.
+CREATE ROLE regress_sched_app;
+GRANT hopper_producer TO regress_sched_app;
+CREATE ROLE regress_sched_worker;
+GRANT hopper_worker TO regress_sched_worker;
+SET ROLE regress_sched_app;
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('app', '0 0 1 1 *', 'sched')$$) AS app_schedule;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_schedules()$$) AS app_list;
+SELECT pg_temp.try($$SELECT hopper.schedule_run_due(hopper.cron_next('0 0 1 1 *', now()))$$) AS app_run;
+SELECT pg_temp.try($$SELECT hopper.queue_unschedule('app')$$) AS app_unschedule;
+SET ROLE regress_sched_worker;
+SELECT pg_temp.try($$SELECT hopper.cron_next('@daily', now()) > now()$$) AS worker_cron_next;
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('w', '0 0 1 1 *', 'sched')$$) AS worker_schedule;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_schedules()$$) AS worker_list;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.schedules$$) AS worker_reads_table;
+RESET ROLE;
+DROP ROLE regress_sched_app, regress_sched_worker;
+
+-- The running reaper pushes a due schedule by itself (next_run_at put into the past by hand).
+SELECT hopper.reaper_start() AS reaper_started;
+SELECT hopper.queue_schedule('auto', '0 0 1 1 *', 'sched-auto', '{"by": "reaper"}') IS NOT NULL AS scheduled;
+UPDATE hopper.schedules SET next_run_at = now() - interval '1 minute' WHERE name = 'auto';
+SELECT pg_temp.wait_for($$EXISTS (SELECT 1 FROM hopper.queue_jobs('sched-auto'))$$) AS reaper_pushed;
+SELECT payload FROM hopper.queue_jobs('sched-auto');
+SELECT pg_temp.wait_for($$(SELECT next_run_at = hopper.cron_next('0 0 1 1 *', now()) FROM hopper.queue_schedules() WHERE name = 'auto')$$)
+    AS moved_to_next_year;
+SELECT count(*) AS still_one_job FROM hopper.queue_jobs('sched-auto');
+
+SELECT hopper.queue_drop('sched') AS d1, hopper.queue_drop('sched-missed') AS d2,
+       hopper.queue_drop('sched-auto') AS d3;
+SELECT count(*) AS schedules_left FROM hopper.queue_schedules();
