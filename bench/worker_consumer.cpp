@@ -3,7 +3,9 @@
 // when JOBS > 0 (a drain of a preloaded backlog). Everything else is the runtime's defaults:
 // LISTEN/NOTIFY wake-ups, batched session-bound pulls, heartbeats on a control connection.
 //
-//   worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS]
+//   worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [COMPLETIONS]]
+// COMPLETIONS is "batched" (the default: WorkerOptions::batch_completions) or "each" (every job
+// completed on its handler's connection, one commit per job).
 // prints one line:
 //   completed=N seconds=S rate=R pulls=P failed=F lost=L
 // where rate = completed / seconds, and seconds runs from the start of Worker::run() (connections
@@ -23,18 +25,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int usage() {
-    std::fprintf(stderr, "usage: worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS]\n");
+    std::fprintf(stderr,
+                 "usage: worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [batched|each]]\n");
     return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 5 || argc > 6) return usage();
+    if (argc < 5 || argc > 7) return usage();
     const int threads = std::atoi(argv[3]);
     const double seconds = std::atof(argv[4]);
-    const long long jobs = argc == 6 ? std::atoll(argv[5]) : 0;
+    const long long jobs = argc >= 6 ? std::atoll(argv[5]) : 0;
+    const std::string completions = argc == 7 ? argv[6] : "batched";
     if (threads < 1 || seconds <= 0 || jobs < 0) return usage();
+    if (completions != "batched" && completions != "each") return usage();
 
     hopper::WorkerOptions options;
     options.conninfo = argv[1];
@@ -42,6 +47,7 @@ int main(int argc, char** argv) {
     options.concurrency = threads;
     options.name = "bench-runtime";
     options.handle_signals = false;
+    options.batch_completions = completions == "batched";
     std::atomic<bool> failed{false};
     hopper::Worker worker(options);
     worker.on_any([](hopper::JobContext&) {});
