@@ -117,9 +117,9 @@ echo "| backlog scaling: rate at $scale_last vs $scale_first | $(num "$s_last")/
 echo "| churn: hot table + indexes, end vs first third | | $( [ "$churn_ratio" = nan ] && echo n/a || printf '%.2fx' "$churn_ratio") | < 2x | $(verdict "$churn_ratio" "<=" 2) |"
 r=$(awk -v a="$ph" -v b="$pc" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| pressure: snapshot held vs clean at $BENCH_PRESSURE_RATE jobs/s offered | $(num "$ph")/s vs $(num "$pc")/s | $(ratio "$ph" "$pc") | >= 0.90x | $(verdict "$r" ">=" 0.9) |"
-rt_st=$(med on.rt.steady); rt_st_b=$(med on.rt.steady.base)
+rt_st=$(med on.rt.steady.batched); rt_st_b=$(med on.rt.steady.base)
 r=$(awk -v a="$rt_st" -v b="$rt_st_b" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| steady 4+4 vs baseline (C++ worker runtime consumers, 4 threads) | hopper $(num "$rt_st")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_st" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady on.rt.steady.base) |"
+echo "| steady 4+4 vs baseline (C++ worker runtime consumers, 4 threads) | hopper $(num "$rt_st")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_st" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.batched on.rt.steady.base) |"
 echo "| reaper: rescue $(num "$(med reaper.jobs)") expired leases | $(secs "$(med reaper.total_s)") ($(num "$(med reaper.rate)") jobs/s) in transactions of $(num "$(med reaper.batch_size)") | | measured | |"
 echo
 
@@ -201,33 +201,32 @@ echo "## The C++ worker runtime as the consumer, completed jobs/s"
 echo
 echo "\`bench/worker_consumer.cpp\` runs \`hopper::Worker\` (client/) with 4 handler threads, each with its own"
 echo "connection, and a no-op handler, with the runtime's defaults otherwise (LISTEN/NOTIFY wake-ups, pulls of"
-echo "up to \`max_batch\` session-bound jobs, heartbeats on a control connection, completion as the runtime"
-echo "does it). The rate counts from the start of \`Worker::run()\`, connections included. Drain: a preloaded"
-echo "backlog until empty or ${BENCH_SECS} s. Steady: 4 pgbench producers (\`hop_push.sql\`, NOTIFY on) with the"
-echo "runtime consuming; the baseline's 4+4 runs interleaved with it in the same loop."
+echo "up to \`max_batch\` session-bound jobs, heartbeats on a control connection). \"batched\" is the default: the"
+echo "fetch loop completes the jobs whose handlers returned in the same statement as its next pull"
+echo "(\`queue_complete_many\` + \`queue_pull\`, one commit for the batch); \"each\" is \`batch_completions = false\`:"
+echo "every job completed by \`queue_complete\` on its handler's connection, one commit per job. The rate counts"
+echo "from the start of \`Worker::run()\`, connections included. Drain: a preloaded backlog until empty or"
+echo "${BENCH_SECS} s. Steady: 4 pgbench producers (\`hop_push.sql\`, NOTIFY on) with the runtime consuming; the"
+echo "baseline's 4+4 runs interleaved with it in the same loop."
 echo
-echo "| workload | runtime | jobs per pull | hopper SQL consumers (pgbench, same run) | baseline | runtime / baseline |"
-echo "|---|---|---|---|---|---|"
-jobs_per_pull() {  # key: completed / pulls, summed over the repetitions (from the per-run logs)
-    local f total=0 pulls=0 c p
-    for f in "$TMP"/on.rt."$1".*.log; do
-        [ -f "$f" ] || continue
-        c=$(tr ' ' '\n' <"$f" | sed -n 's/^completed=//p'); p=$(tr ' ' '\n' <"$f" | sed -n 's/^pulls=//p')
-        total=$((total + ${c:-0})); pulls=$((pulls + ${p:-0}))
-    done
-    awk -v c="$total" -v p="$pulls" 'BEGIN { if (p > 0) printf "%.1f", c / p; else print "n/a" }'
-}
-echo "| drain a preloaded backlog | $(cell on.rt.drain) | $(jobs_per_pull drain) | $(cell on.drain.hop.hop_complete_pull.n1) (queue_complete_pull) | $(cell on.drain.base.base_pull_complete.n1) (pulling 1) | $(ratio "$(med on.rt.drain)" "$b_d1") |"
-echo "| steady 4+4 (pushed: $(cell on.rt.steady.pushed)/s) | $(cell on.rt.steady) | $(jobs_per_pull steady) | $(cell on.steady.hop.hop_complete_pull) (queue_complete_pull) | $(cell on.rt.steady.base) | $(ratio "$rt_st" "$rt_st_b") |"
+echo "| workload | runtime, batched | runtime, each | batched / each | hopper SQL consumers (pgbench, same run) | baseline | batched / baseline |"
+echo "|---|---|---|---|---|---|---|"
+echo "| drain a preloaded backlog | $(cell on.rt.drain.batched) | $(cell on.rt.drain.each) | $(ratio "$(med on.rt.drain.batched)" "$(med on.rt.drain.each)") | $(cell on.drain.hop.hop_complete_pull.n1) (queue_complete_pull) | $(cell on.drain.base.base_pull_complete.n1) (pulling 1) | $(ratio "$(med on.rt.drain.batched)" "$b_d1") |"
+echo "| steady 4+4 | $(cell on.rt.steady.batched) | $(cell on.rt.steady.each) | $(ratio "$rt_st" "$(med on.rt.steady.each)") | $(cell on.steady.hop.hop_complete_pull) (queue_complete_pull) | $(cell on.rt.steady.base) | $(ratio "$rt_st" "$rt_st_b") |"
 echo
-if [ -f "$TMP/waits.rt.steady" ]; then
-    echo "Wait events of active client backends during the first steady run with the runtime (share of samples):"
+echo "Jobs pushed by the producers during the steady runs: $(cell on.rt.steady.batched.pushed)/s (batched),"
+echo "$(cell on.rt.steady.each.pushed)/s (each). The consumers can complete no more than the producers push."
+echo
+for mode in batched each; do
+    f="$TMP/waits.rt.steady.$mode"
+    [ -s "$f" ] || continue
+    echo "Wait events of active client backends during the first steady run with the runtime, $mode (share of samples):"
     echo
     echo '```'
-    sort "$TMP/waits.rt.steady" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$TMP/waits.rt.steady")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
+    sort "$f" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$f")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
     echo '```'
     echo
-fi
+done
 
 echo "## Push-to-start latency at $BENCH_LAT_RATE jobs/s offered (bench/latency.cpp)"
 echo
@@ -269,6 +268,8 @@ echo
 total() { awk -F'\t' -v k="$1" '$1 == k && $3 ~ /^[0-9.]+$/ { t += $3; n++ } END { print n ? t : "nan" }' "$RESULTS"; }
 # per_k NUM DEN: NUM per 1000 of DEN, one decimal.
 per_k() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.1f", 1000 * a / b }'; }
+# walk LABEL JOBS: WAL kB per 1000 completed jobs over the label's runs.
+walk() { awk -v b="$(total "scale.$1.io.wal.bytes")" -v j="$2" 'BEGIN { if (b == "nan" || j == "nan" || j == 0) print "n/a"; else printf "%.0f kB", b / j }'; }
 mb() { awk -v x="$1" 'BEGIN { if (x == "nan" || x == "") print "n/a"; else printf "%.1f MB", x / 1048576 }'; }
 # The indexes of hopper.jobs, as recorded.
 scale_indexes=$(awk -F'\t' -v l="$scale_first" 'index($1, "scale." l ".size.") == 1 { k = substr($1, length("scale." l ".size.") + 1)
@@ -285,10 +286,13 @@ if [ -n "$scale_indexes" ]; then
     echo
     echo "Sizes after each label's runs; block counts from \`pg_statio_user_tables\` / \`pg_statio_user_indexes\` over"
     echo "the runs (\"read\" = not in shared_buffers, fetched from the OS page cache or the disk; \"hit\" = found in"
-    echo "shared_buffers), per 1000 completed jobs. shared_buffers: $(mb "$sb")."
+    echo "shared_buffers), per 1000 completed jobs. shared_buffers: $(mb "$sb"). WAL (bytes, and full-page images"
+    echo "written because a page was first touched since the CHECKPOINT before the run) is per 1000 completed jobs"
+    echo "too, from \`pg_stat_wal\` (the whole cluster, where nothing else runs); then the autovacuums of hopper.jobs"
+    echo "during the label's runs, and its dead rows at the end."
     echo
-    echo "| jobs waiting | hot table | its indexes | hot set / shared_buffers | heap read / hit | index read / hit | history read / hit | buffer hit ratio |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| jobs waiting | hot table | its indexes | hot set / shared_buffers | heap read / hit | index read / hit | history read / hit | buffer hit ratio | WAL | full-page images | autovacuums, dead rows after |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
     while read -r label; do
         jobs=$(total "scale.$label.jobs")
         heap=$(med "scale.$label.size.heap"); toast=$(med "scale.$label.size.toast")
@@ -300,7 +304,7 @@ if [ -n "$scale_indexes" ]; then
         tr_=$(io_sum "$label" toast read); th=$(io_sum "$label" toast hit)
         hit=$(awk -v r="$hr $ir $yr $tr_" -v h="$hh $ih $yh $th" 'BEGIN { n = split(r, a, " "); split(h, b, " ")
             for (i = 1; i <= n; i++) { R += a[i]; H += b[i] } if (R + H > 0) printf "%.2f%%", 100 * H / (R + H); else print "n/a" }')
-        echo "| $label | $(mb "$(awk -v a="$heap" -v b="$toast" 'BEGIN { print a + b }')") | $(mb "$idx") | $(ratio "$(awk -v a="$heap" -v b="$toast" -v c="$idx" 'BEGIN { print a + b + c }')" "$sb") | $(per_k "$hr" "$jobs") / $(per_k "$hh" "$jobs") | $(per_k "$ir" "$jobs") / $(per_k "$ih" "$jobs") | $(per_k "$yr" "$jobs") / $(per_k "$yh" "$jobs") | $hit |"
+        echo "| $label | $(mb "$(awk -v a="$heap" -v b="$toast" 'BEGIN { print a + b }')") | $(mb "$idx") | $(ratio "$(awk -v a="$heap" -v b="$toast" -v c="$idx" 'BEGIN { print a + b + c }')" "$sb") | $(per_k "$hr" "$jobs") / $(per_k "$hh" "$jobs") | $(per_k "$ir" "$jobs") / $(per_k "$ih" "$jobs") | $(per_k "$yr" "$jobs") / $(per_k "$yh" "$jobs") | $hit | $(walk "$label" "$jobs") | $(per_k "$(total "scale.$label.io.wal.fpi")" "$jobs") | $(total "scale.$label.io.autovacuum"), $(num "$(med "scale.$label.size.dead")") |"
     done <"$TMP/scale.labels"
     echo
     echo "Per index at $scale_last (blocks per 1000 completed jobs):"
@@ -314,7 +318,7 @@ if [ -n "$scale_indexes" ]; then
     echo
     for label in "$scale_first" "$scale_last"; do
         f="$TMP/waits.scale.$label"
-        [ -f "$f" ] || continue
+        [ -s "$f" ] || continue
         echo "Wait events of active client backends during the first run at $label (share of samples):"
         echo
         echo '```'
@@ -332,7 +336,8 @@ if [ -n "$scale_indexes" ]; then
     echo "In words: at $scale_last the hot table and its indexes take $(mb "$hot"), which $fits shared_buffers"
     echo "($(mb "$sb")); each 1000 completed jobs read $(per_k "$rl" "$jl") blocks of hopper.jobs from outside"
     echo "shared_buffers, against $(per_k "$rf" "$jf") at $scale_first. The rate ratio between the two is"
-    echo "$(ratio "$s_last" "$s_first") (targets table)."
+    echo "$(ratio "$s_last" "$s_first") (targets table). WAL per 1000 completed jobs: $(walk "$scale_last" "$jl") at"
+    echo "$scale_last against $(walk "$scale_first" "$jf") at $scale_first."
     echo
 fi
 

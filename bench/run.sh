@@ -399,32 +399,39 @@ pressure() {  # system (base|hop) held (0|1)
 # (pg_statio_*: "read" = not found in shared_buffers, fetched from the OS) over each scaling run,
 # and the sizes of the hot table and its indexes against shared_buffers.
 
-# Prints "name|blocks read|blocks hit" for the hot table's heap, TOAST, each index, and history.
+# Prints "name|counter" lines: blocks read and hit of the hot table's heap, TOAST, each index and
+# history; WAL records, full-page images and bytes (the whole cluster: nothing else runs); and the
+# autovacuum runs on hopper.jobs.
 scale_io_snapshot() {
-    q "SELECT 'heap', heap_blks_read, heap_blks_hit FROM pg_catalog.pg_statio_user_tables
-        WHERE relid = 'hopper.jobs'::regclass
-       UNION ALL
-       SELECT 'toast', COALESCE(toast_blks_read, 0) + COALESCE(tidx_blks_read, 0),
-              COALESCE(toast_blks_hit, 0) + COALESCE(tidx_blks_hit, 0)
+    q "SELECT 'heap.read', heap_blks_read FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'heap.hit', heap_blks_hit FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'toast.read', COALESCE(toast_blks_read, 0) + COALESCE(tidx_blks_read, 0)
         FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
-       UNION ALL
-       SELECT 'idx.' || indexrelname, idx_blks_read, idx_blks_hit FROM pg_catalog.pg_statio_user_indexes
+       UNION ALL SELECT 'toast.hit', COALESCE(toast_blks_hit, 0) + COALESCE(tidx_blks_hit, 0)
+        FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'idx.' || indexrelname || '.read', idx_blks_read FROM pg_catalog.pg_statio_user_indexes
         WHERE relid = 'hopper.jobs'::regclass
-       UNION ALL
-       SELECT 'history', COALESCE(sum(heap_blks_read + COALESCE(idx_blks_read, 0)), 0),
-              COALESCE(sum(heap_blks_hit + COALESCE(idx_blks_hit, 0)), 0)
-        FROM pg_catalog.pg_statio_user_tables WHERE schemaname = 'hopper' AND relname LIKE 'job\_history%'"
+       UNION ALL SELECT 'idx.' || indexrelname || '.hit', idx_blks_hit FROM pg_catalog.pg_statio_user_indexes
+        WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'history.read', COALESCE(sum(heap_blks_read + COALESCE(idx_blks_read, 0)), 0)
+        FROM pg_catalog.pg_statio_user_tables WHERE schemaname = 'hopper' AND relname LIKE 'job\_history%'
+       UNION ALL SELECT 'history.hit', COALESCE(sum(heap_blks_hit + COALESCE(idx_blks_hit, 0)), 0)
+        FROM pg_catalog.pg_statio_user_tables WHERE schemaname = 'hopper' AND relname LIKE 'job\_history%'
+       UNION ALL SELECT 'wal.records', wal_records FROM pg_catalog.pg_stat_wal
+       UNION ALL SELECT 'wal.fpi', wal_fpi FROM pg_catalog.pg_stat_wal
+       UNION ALL SELECT 'wal.bytes', wal_bytes::int8 FROM pg_catalog.pg_stat_wal
+       UNION ALL SELECT 'autovacuum', autovacuum_count FROM pg_catalog.pg_stat_user_tables
+        WHERE relid = 'hopper.jobs'::regclass"
 }
 
-# Records the buffer traffic since scale_io_snapshot wrote $TMP/scale.io.before, and the job count.
+# Records the counters' growth since scale_io_snapshot wrote $TMP/scale.io.before, and the job count.
 scale_io_record() {  # label rep completed_jobs
-    local name read hit
+    local name delta
     rec "scale.$1.jobs" "$2" "$3"
-    scale_io_snapshot | awk -F'|' 'NR == FNR { r[$1] = $2; h[$1] = $3; next }
-        { printf "%s %d %d\n", $1, $2 - r[$1], $3 - h[$1] }' "$TMP/scale.io.before" - |
-        while read -r name read hit; do
-            rec "scale.$1.io.$name.read" "$2" "$read"
-            rec "scale.$1.io.$name.hit" "$2" "$hit"
+    scale_io_snapshot | awk -F'|' 'NR == FNR { v[$1] = $2; next } { printf "%s %d\n", $1, $2 - v[$1] }' \
+        "$TMP/scale.io.before" - |
+        while read -r name delta; do
+            rec "scale.$1.io.$name" "$2" "$delta"
         done
 }
 
@@ -459,27 +466,30 @@ build_runtime_consumer() {
 # runtime_field OUTPUT NAME: a "name=value" field of worker_consumer's summary line.
 runtime_field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | tail -1; }
 
-# Drains a preloaded backlog with the runtime until it is empty or SECS have passed.
+# Drains a preloaded backlog with the runtime until it is empty or SECS have passed, once with its
+# completions batched (the default) and once completing each job on its own (batch_completions off).
 runtime_drain() {  # prefix
-    local pfx=$1 rep backlog out
+    local pfx=$1 rep backlog out mode
     for rep in $(seq "$REPS"); do
-        backlog=$(drain_backlog 10)
-        reset_hopper
-        preload_hopper drain "$backlog"
-        checkpoint
-        out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" drain "$RUNTIME_THREADS" "$SECS" \
-            "$backlog" 2>"$TMP/$pfx.rt.drain.$rep.err") || true
-        echo "$out" >"$TMP/$pfx.rt.drain.$rep.log"
-        rec "$pfx.rt.drain" "$rep" "$(runtime_field "$out" rate)"
-        rec "$pfx.rt.drain.pulls" "$rep" "$(runtime_field "$out" pulls)"
-        rec "$pfx.rt.drain.left" "$rep" "$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")"
+        for mode in batched each; do
+            backlog=$(drain_backlog 10)
+            reset_hopper
+            preload_hopper drain "$backlog"
+            checkpoint
+            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" drain "$RUNTIME_THREADS" "$SECS" \
+                "$backlog" "$mode" 2>"$TMP/$pfx.rt.drain.$mode.$rep.err") || true
+            echo "$out" >"$TMP/$pfx.rt.drain.$mode.$rep.log"
+            rec "$pfx.rt.drain.$mode" "$rep" "$(runtime_field "$out" rate)"
+            rec "$pfx.rt.drain.$mode.left" "$rep" "$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")"
+        done
     done
 }
 
-# Steady state: 4 pgbench producers (hop_push.sql, as in steady()) with the runtime consuming. The
-# baseline queue's 4+4 runs in the same loop, interleaved, so the ratio compares like with like.
+# Steady state: 4 pgbench producers (hop_push.sql, as in steady()) with the runtime consuming,
+# completions batched and each on its own. The baseline queue's 4+4 runs in the same loop,
+# interleaved, so the ratio compares like with like.
 runtime_steady() {  # prefix
-    local pfx=$1 rep ppid out rp r done_jobs
+    local pfx=$1 rep ppid out rp r done_jobs mode
     for rep in $(seq "$REPS"); do
         reset_hopper
         reset_baseline
@@ -492,19 +502,21 @@ runtime_steady() {  # prefix
         done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
         rec "$pfx.rt.steady.base" "$rep" "$(rate "$done_jobs" "$r")"
 
-        reset_hopper
-        reset_baseline
-        checkpoint
-        pgb "$TMP/$pfx.rt.steady.prod.$rep.log" 4 "$SECS" hop_push.sql -D q=steady >"$TMP/prod.out" &
-        ppid=$!
-        if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.rt.steady" & fi
-        out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" steady "$RUNTIME_THREADS" "$SECS" \
-            2>"$TMP/$pfx.rt.steady.$rep.err") || true
-        wait "$ppid" || true
-        wait || true
-        echo "$out" >"$TMP/$pfx.rt.steady.$rep.log"
-        rec "$pfx.rt.steady" "$rep" "$(runtime_field "$out" rate)"
-        rec "$pfx.rt.steady.pushed" "$rep" "$(awk '{printf "%.0f", $2}' "$TMP/prod.out")"
+        for mode in batched each; do
+            reset_hopper
+            reset_baseline
+            checkpoint
+            pgb "$TMP/$pfx.rt.steady.$mode.prod.$rep.log" 4 "$SECS" hop_push.sql -D q=steady >"$TMP/prod.out" &
+            ppid=$!
+            if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.rt.steady.$mode" & fi
+            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" steady "$RUNTIME_THREADS" "$SECS" \
+                0 "$mode" 2>"$TMP/$pfx.rt.steady.$mode.$rep.err") || true
+            wait "$ppid" || true
+            wait || true
+            echo "$out" >"$TMP/$pfx.rt.steady.$mode.$rep.log"
+            rec "$pfx.rt.steady.$mode" "$rep" "$(runtime_field "$out" rate)"
+            rec "$pfx.rt.steady.$mode.pushed" "$rep" "$(awk '{printf "%.0f", $2}' "$TMP/prod.out")"
+        done
     done
 }
 
