@@ -217,7 +217,12 @@ echo
 echo "Jobs pushed by the producers during the steady runs: $(cell on.rt.steady.batched.pushed)/s (batched),"
 echo "$(cell on.rt.steady.each.pushed)/s (each). The consumers can complete no more than the producers push."
 echo
-for mode in batched each; do
+echo "Steady 4+4 with the runtime batched and its sessions sending no \`hopper:done\` (\`hopper.notify = off\` in"
+echo "the workers' connections; the producers still NOTIFY): $(cell on.rt.steady.nodone) completed jobs/s, pushed"
+echo "$(cell on.rt.steady.nodone.pushed)/s, $(ratio "$(med on.rt.steady.nodone)" "$rt_st_b") the baseline: what the workers' commits lose by"
+echo "queueing for the NOTIFY lock (analysis, section 1)."
+echo
+for mode in batched each nodone; do
     f="$TMP/waits.rt.steady.$mode"
     [ -s "$f" ] || continue
     echo "Wait events of active client backends during the first steady run with the runtime, $mode (share of samples):"

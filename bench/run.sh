@@ -486,7 +486,7 @@ runtime_drain() {  # prefix
 }
 
 # Steady state: 4 pgbench producers (hop_push.sql, as in steady()) with the runtime consuming,
-# completions batched and each on its own. The baseline queue's 4+4 runs in the same loop,
+# completions batched, each on its own, and batched without hopper:done. The baseline queue's 4+4 runs in the same loop,
 # interleaved, so the ratio compares like with like.
 runtime_steady() {  # prefix
     local pfx=$1 rep ppid out rp r done_jobs mode
@@ -502,15 +502,19 @@ runtime_steady() {  # prefix
         done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
         rec "$pfx.rt.steady.base" "$rep" "$(rate "$done_jobs" "$r")"
 
-        for mode in batched each; do
+        # nodone: batched, with the workers' sessions sending no hopper:done (hopper.notify = off),
+        # so that their commits do not queue for the NOTIFY lock behind the producers'.
+        for mode in batched each nodone; do
             reset_hopper
             reset_baseline
             checkpoint
+            local conninfo=$CONNINFO completions=$mode
+            [ "$mode" = nodone ] && conninfo="$CONNINFO options='-c hopper.notify=off'" completions=batched
             pgb "$TMP/$pfx.rt.steady.$mode.prod.$rep.log" 4 "$SECS" hop_push.sql -D q=steady >"$TMP/prod.out" &
             ppid=$!
             if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.rt.steady.$mode" & fi
-            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" steady "$RUNTIME_THREADS" "$SECS" \
-                0 "$mode" 2>"$TMP/$pfx.rt.steady.$mode.$rep.err") || true
+            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$conninfo" steady "$RUNTIME_THREADS" "$SECS" \
+                0 "$completions" 2>"$TMP/$pfx.rt.steady.$mode.$rep.err") || true
             wait "$ppid" || true
             wait || true
             echo "$out" >"$TMP/$pfx.rt.steady.$mode.$rep.log"
