@@ -43,16 +43,16 @@ struct Worker::Impl {
     bool handlers_done = false;
     // Jobs whose handlers returned, waiting for the fetch loop to complete them
     // (batch_completions), and whether it still takes them: from the loop's start until shutdown
-    // begins.
-    struct Finished {
+    // begins. `unreported` holds the ones the fetch loop has taken and not yet completed; only its
+    // thread touches it.
+    struct Returned {
         Job job;
         std::optional<std::string> result;
         StopReason stopped;
     };
-    std::vector<Finished> finished;
-    bool taking_finished = false;
-    std::vector<Finished>
-        unreported;  // taken by the fetch loop, not yet completed (its thread only)
+    std::vector<Returned> returned;
+    bool taking_returned = false;
+    std::vector<Returned> unreported;
 
     std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0}, pulls{0};
 
@@ -102,7 +102,7 @@ struct Worker::Impl {
     void report(Client& client, const Job& job, const std::function<void()>& run);
     bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
     std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
-    void account(const Finished& f, bool held);
+    void account(const Returned& f, bool held);
     const Handler* handler_for(const Job& job) const;
     void shutdown(Client* fetcher, internal::Heartbeat& hb);
 };
@@ -164,7 +164,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     const int batch_target = std::max(1, std::min(opt.max_batch, opt.concurrency) / 2);
     if (opt.batch_completions) {
         std::lock_guard<std::mutex> lock(m);
-        taking_finished = true;
+        taking_returned = true;
     }
     while (!stopping()) {
         try {
@@ -195,8 +195,8 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             }
             {
                 std::lock_guard<std::mutex> lock(m);
-                for (auto& f : finished) unreported.push_back(std::move(f));
-                finished.clear();
+                for (auto& f : returned) unreported.push_back(std::move(f));
+                returned.clear();
             }
             if (free_slots > 0 && deep) {
                 gathered = false;
@@ -259,9 +259,9 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
         unstarted.swap(pending);
         in_flight -= static_cast<int>(unstarted.size());
         // From here on handlers complete their own jobs; the ones handed over are completed now.
-        taking_finished = false;
-        for (auto& f : finished) unreported.push_back(std::move(f));
-        finished.clear();
+        taking_returned = false;
+        for (auto& f : returned) unreported.push_back(std::move(f));
+        returned.clear();
     }
     idle_cv.notify_all();
     if (!unreported.empty()) {
@@ -270,7 +270,7 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
             if (!fetcher->connection().ok()) fetcher->reconnect();
             complete_and_pull(*fetcher, nullptr);
         } catch (const std::exception& ex) {
-            for (const Finished& f : unreported)
+            for (const Returned& f : unreported)
                 log(fmt::format("could not report job {}: {}; its lease will expire", f.job.id,
                                 ex.what()));
             unreported.clear();
@@ -410,12 +410,12 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
 bool Worker::Impl::hand_over(const Job& job, const std::optional<std::string>& result,
                              StopReason stopped) {
     std::lock_guard<std::mutex> lock(m);
-    if (!taking_finished) return false;
-    finished.push_back({job, result, stopped});
+    if (!taking_returned) return false;
+    returned.push_back({job, result, stopped});
     return true;
 }
 
-void Worker::Impl::account(const Finished& f, bool held) {
+void Worker::Impl::account(const Returned& f, bool held) {
     if (held) {
         ++completed;
     } else if (f.stopped != StopReason::Shutdown) {
@@ -434,7 +434,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
     std::vector<int64_t> ids, tokens, done;
     std::vector<std::optional<std::string>> results;
     bool any_result = false;
-    for (const Finished& f : unreported) {
+    for (const Returned& f : unreported) {
         ids.push_back(f.job.id);
         tokens.push_back(f.job.lease_token);
         results.push_back(f.result);
@@ -452,7 +452,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
     } catch (const std::exception& ex) {
         log(fmt::format("completing {} jobs at once failed, one by one instead: {}", ids.size(),
                         ex.what()));
-        for (const Finished& f : unreported) {
+        for (const Returned& f : unreported) {
             try {
                 account(f, conn.complete(f.job.id, f.job.lease_token, f.result));
             } catch (const std::exception& one) {
@@ -463,7 +463,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
         return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
     }
     std::set<int64_t> held(done.begin(), done.end());
-    for (const Finished& f : unreported) account(f, held.count(f.job.id) > 0);
+    for (const Returned& f : unreported) account(f, held.count(f.job.id) > 0);
     unreported.clear();
     return jobs;
 }
