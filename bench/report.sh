@@ -37,6 +37,9 @@ noisy() {
     return 0
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.2fx", a / b }'; }
+secs() { awk -v x="$1" 'BEGIN { if (x == "nan" || x == "") print "n/a"; else printf "%.1f s", x }'; }
+# "median (min-max)" in seconds with one decimal.
+cell_s() { stat "$1" | awk '{ if ($4 == 0) print "n/a"; else if ($4 == 1) printf "%.1f s\n", $1; else printf "%.1f s (%.1f–%.1f)\n", $1, $2, $3 }'; }
 ms() { awk -v x="$1" 'BEGIN { if (x == "nan" || x == "") print "n/a"; else printf "%.1f ms", x / 1000 }'; }
 # verdict MEASURED_RATIO_OR_VALUE OP GOAL: "met" or "missed".
 verdict() { awk -v a="$1" -v op="$2" -v g="$3" 'BEGIN {
@@ -114,9 +117,10 @@ echo "| backlog scaling: rate at $scale_last vs $scale_first | $(num "$s_last")/
 echo "| churn: hot table + indexes, end vs first third | | $( [ "$churn_ratio" = nan ] && echo n/a || printf '%.2fx' "$churn_ratio") | < 2x | $(verdict "$churn_ratio" "<=" 2) |"
 r=$(awk -v a="$ph" -v b="$pc" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| pressure: snapshot held vs clean at $BENCH_PRESSURE_RATE jobs/s offered | $(num "$ph")/s vs $(num "$pc")/s | $(ratio "$ph" "$pc") | >= 0.90x | $(verdict "$r" ">=" 0.9) |"
-echo
-echo "Not measured here yet: the C++ worker runtime as the steady-state consumer, and the reaper's cost"
-echo "of rescuing 100k expired leases (the TAP rescue-storm test times it: see the README's reaper section)."
+rt_st=$(med on.rt.steady.batched); rt_st_b=$(med on.rt.steady.base)
+r=$(awk -v a="$rt_st" -v b="$rt_st_b" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
+echo "| steady 4+4 vs baseline (C++ worker runtime consumers, 4 threads) | hopper $(num "$rt_st")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_st" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.batched on.rt.steady.base) |"
+echo "| reaper: rescue $(num "$(med reaper.jobs)") expired leases | $(secs "$(med reaper.total_s)") ($(num "$(med reaper.rate)") jobs/s) in transactions of $(num "$(med reaper.batch_size)") | | measured | |"
 echo
 
 # --------------------------------------------------------------------------------------------------
@@ -207,6 +211,42 @@ for f in "$TMP"/waits.steady.*; do
     echo
 done
 
+echo "## The C++ worker runtime as the consumer, completed jobs/s"
+echo
+echo "\`bench/worker_consumer.cpp\` runs \`hopper::Worker\` (client/) with 4 handler threads, each with its own"
+echo "connection, and a no-op handler, with the runtime's defaults otherwise (LISTEN/NOTIFY wake-ups, pulls of"
+echo "up to \`max_batch\` session-bound jobs, heartbeats on a control connection). \"batched\" is the default: the"
+echo "fetch loop completes the jobs whose handlers returned in the same statement as its next pull"
+echo "(\`queue_complete_many\` + \`queue_pull\`, one commit for the batch); \"each\" is \`batch_completions = false\`:"
+echo "every job completed by \`queue_complete\` on its handler's connection, one commit per job. The rate counts"
+echo "from the start of \`Worker::run()\`, connections included. Drain: a preloaded backlog until empty or"
+echo "${BENCH_SECS} s. Steady: 4 pgbench producers (\`hop_push.sql\`, NOTIFY on) with the runtime consuming; the"
+echo "baseline's 4+4 runs interleaved with it in the same loop."
+echo
+echo "| workload | runtime, batched | runtime, each | batched / each | hopper SQL consumers (pgbench, same run) | baseline | batched / baseline |"
+echo "|---|---|---|---|---|---|---|"
+echo "| drain a preloaded backlog | $(cell on.rt.drain.batched) | $(cell on.rt.drain.each) | $(ratio "$(med on.rt.drain.batched)" "$(med on.rt.drain.each)") | $(cell on.drain.hop.hop_complete_pull.n1) (queue_complete_pull) | $(cell on.drain.base.base_pull_complete.n1) (pulling 1) | $(ratio "$(med on.rt.drain.batched)" "$b_d1") |"
+echo "| steady 4+4 | $(cell on.rt.steady.batched) | $(cell on.rt.steady.each) | $(ratio "$rt_st" "$(med on.rt.steady.each)") | $(cell on.steady.hop.hop_complete_pull) (queue_complete_pull) | $(cell on.rt.steady.base) | $(ratio "$rt_st" "$rt_st_b") |"
+echo
+echo "Jobs pushed by the producers during the steady runs: $(cell on.rt.steady.batched.pushed)/s (batched),"
+echo "$(cell on.rt.steady.each.pushed)/s (each). The consumers can complete no more than the producers push."
+echo
+echo "Steady 4+4 with the runtime batched and its sessions sending no \`hopper:done\` (\`hopper.notify = off\` in"
+echo "the workers' connections; the producers still NOTIFY): $(cell on.rt.steady.nodone) completed jobs/s, pushed"
+echo "$(cell on.rt.steady.nodone.pushed)/s, $(ratio "$(med on.rt.steady.nodone)" "$rt_st_b") the baseline: what the workers' commits lose by"
+echo "queueing for the NOTIFY lock (analysis, section 1)."
+echo
+for mode in batched each nodone; do
+    f="$TMP/waits.rt.steady.$mode"
+    [ -s "$f" ] || continue
+    echo "Wait events of active client backends during the first steady run with the runtime, $mode (share of samples):"
+    echo
+    echo '```'
+    sort "$f" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$f")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
+    echo '```'
+    echo
+done
+
 echo "## Push-to-start latency at $BENCH_LAT_RATE jobs/s offered (bench/latency.cpp)"
 echo
 echo "4 producer connections push one job per transaction at a fixed total rate for $BENCH_LAT_SECS s; 4 consumer"
@@ -242,6 +282,84 @@ echo
 echo "![throughput vs backlog](scaling.png)"
 echo
 
+# What the backlog costs: sizes and buffer traffic recorded by bench/run.sh around every scaling run.
+# sum KEY: the sum of KEY's values over the repetitions.
+total() { awk -F'\t' -v k="$1" '$1 == k && $3 ~ /^[0-9.]+$/ { t += $3; n++ } END { print n ? t : "nan" }' "$RESULTS"; }
+# per_k NUM DEN: NUM per 1000 of DEN, one decimal.
+per_k() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.1f", 1000 * a / b }'; }
+# walk LABEL JOBS: WAL kB per 1000 completed jobs over the label's runs.
+walk() { awk -v b="$(total "scale.$1.io.wal.bytes")" -v j="$2" 'BEGIN { if (b == "nan" || j == "nan" || j == 0) print "n/a"; else printf "%.0f kB", b / j }'; }
+mb() { awk -v x="$1" 'BEGIN { if (x == "nan" || x == "") print "n/a"; else printf "%.1f MB", x / 1048576 }'; }
+# The indexes of hopper.jobs, as recorded.
+scale_indexes=$(awk -F'\t' -v l="$scale_first" 'index($1, "scale." l ".size.") == 1 { k = substr($1, length("scale." l ".size.") + 1)
+    if (k !~ /^(heap|toast|history|dead|shared_buffers)$/) print k }' "$RESULTS")
+sb=$(med "scale.$scale_first.size.shared_buffers")
+# io_sum LABEL PART read|hit: blocks over the label's runs; PART heap, toast, history, or idx (all indexes).
+io_sum() {
+    if [ "$2" = idx ]; then
+        awk -F'\t' -v p="scale.$1.io.idx." -v m=".$3" 'index($1, p) == 1 && substr($1, length($1) - length(m) + 1) == m { t += $3 } END { print t + 0 }' "$RESULTS"
+    else total "scale.$1.io.$2.$3"; fi
+}
+if [ -n "$scale_indexes" ]; then
+    echo "### What the backlog costs: sizes and buffer traffic"
+    echo
+    echo "Sizes after each label's runs; block counts from \`pg_statio_user_tables\` / \`pg_statio_user_indexes\` over"
+    echo "the runs (\"read\" = not in shared_buffers, fetched from the OS page cache or the disk; \"hit\" = found in"
+    echo "shared_buffers), per 1000 completed jobs. shared_buffers: $(mb "$sb"). WAL (bytes, and full-page images"
+    echo "written because a page was first touched since the CHECKPOINT before the run) is per 1000 completed jobs"
+    echo "too, from \`pg_stat_wal\` (the whole cluster, where nothing else runs); then the autovacuums of hopper.jobs"
+    echo "during the label's runs, and its dead rows at the end."
+    echo
+    echo "| jobs waiting | hot table | its indexes | hot set / shared_buffers | heap read / hit | index read / hit | history read / hit | buffer hit ratio | WAL | full-page images | autovacuums, dead rows after |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    while read -r label; do
+        jobs=$(total "scale.$label.jobs")
+        heap=$(med "scale.$label.size.heap"); toast=$(med "scale.$label.size.toast")
+        idx=0
+        for i in $scale_indexes; do idx=$(awk -v a="$idx" -v b="$(med "scale.$label.size.$i")" 'BEGIN { print a + (b == "nan" ? 0 : b) }'); done
+        hr=$(io_sum "$label" heap read); hh=$(io_sum "$label" heap hit)
+        ir=$(io_sum "$label" idx read); ih=$(io_sum "$label" idx hit)
+        yr=$(io_sum "$label" history read); yh=$(io_sum "$label" history hit)
+        tr_=$(io_sum "$label" toast read); th=$(io_sum "$label" toast hit)
+        hit=$(awk -v r="$hr $ir $yr $tr_" -v h="$hh $ih $yh $th" 'BEGIN { n = split(r, a, " "); split(h, b, " ")
+            for (i = 1; i <= n; i++) { R += a[i]; H += b[i] } if (R + H > 0) printf "%.2f%%", 100 * H / (R + H); else print "n/a" }')
+        echo "| $label | $(mb "$(awk -v a="$heap" -v b="$toast" 'BEGIN { print a + b }')") | $(mb "$idx") | $(ratio "$(awk -v a="$heap" -v b="$toast" -v c="$idx" 'BEGIN { print a + b + c }')" "$sb") | $(per_k "$hr" "$jobs") / $(per_k "$hh" "$jobs") | $(per_k "$ir" "$jobs") / $(per_k "$ih" "$jobs") | $(per_k "$yr" "$jobs") / $(per_k "$yh" "$jobs") | $hit | $(walk "$label" "$jobs") | $(per_k "$(total "scale.$label.io.wal.fpi")" "$jobs") | $(total "scale.$label.io.autovacuum"), $(num "$(med "scale.$label.size.dead")") |"
+    done <"$TMP/scale.labels"
+    echo
+    echo "Per index at $scale_last (blocks per 1000 completed jobs):"
+    echo
+    echo "| index | size | read | hit |"
+    echo "|---|---|---|---|"
+    jobs=$(total "scale.$scale_last.jobs")
+    for i in $scale_indexes; do
+        echo "| $i | $(mb "$(med "scale.$scale_last.size.$i")") | $(per_k "$(total "scale.$scale_last.io.idx.$i.read")" "$jobs") | $(per_k "$(total "scale.$scale_last.io.idx.$i.hit")" "$jobs") |"
+    done
+    echo
+    for label in "$scale_first" "$scale_last"; do
+        f="$TMP/waits.scale.$label"
+        [ -s "$f" ] || continue
+        echo "Wait events of active client backends during the first run at $label (share of samples):"
+        echo
+        echo '```'
+        sort "$f" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$f")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
+        echo '```'
+        echo
+    done
+    # A summary in words, from the figures above.
+    jl=$(total "scale.$scale_last.jobs"); jf=$(total "scale.$scale_first.jobs")
+    rl=$(awk -v a="$(io_sum "$scale_last" heap read)" -v b="$(io_sum "$scale_last" idx read)" -v c="$(io_sum "$scale_last" toast read)" 'BEGIN { print a + b + c }')
+    rf=$(awk -v a="$(io_sum "$scale_first" heap read)" -v b="$(io_sum "$scale_first" idx read)" -v c="$(io_sum "$scale_first" toast read)" 'BEGIN { print a + b + c }')
+    hot=$(awk -v l="$scale_last" -v idx="$scale_indexes" -F'\t' 'BEGIN { n = split(idx, a, " "); for (i = 1; i <= n; i++) want["scale." l ".size." a[i]] = 1
+        want["scale." l ".size.heap"] = 1; want["scale." l ".size.toast"] = 1 } ($1 in want) { t += $3 } END { print t + 0 }' "$RESULTS")
+    fits=$(awk -v h="$hot" -v s="$sb" 'BEGIN { print (s > 0 && h > s) ? "outgrows" : "fits in" }')
+    echo "In words: at $scale_last the hot table and its indexes take $(mb "$hot"), which $fits shared_buffers"
+    echo "($(mb "$sb")); each 1000 completed jobs read $(per_k "$rl" "$jl") blocks of hopper.jobs from outside"
+    echo "shared_buffers, against $(per_k "$rf" "$jf") at $scale_first. The rate ratio between the two is"
+    echo "$(ratio "$s_last" "$s_first") (targets table). WAL per 1000 completed jobs: $(walk "$scale_last" "$jl") at"
+    echo "$scale_last against $(walk "$scale_first" "$jf") at $scale_first."
+    echo
+fi
+
 echo "## Churn: sustained push/pull/complete ($BENCH_CHURN_SECS s at $BENCH_PRESSURE_RATE jobs/s offered)"
 echo
 echo "hopper with \`hopper.notify = off\`, consumers on \`queue_complete_pull\`; sampled every 5 s (dead rows from"
@@ -274,6 +392,23 @@ for sys in hop base; do
     echo "| $d | $(cell pressure.$sys.clean) | $(cell pressure.$sys.held) | $(ratio "$(med pressure.$sys.held)" "$(med pressure.$sys.clean)") | ${sz:-n/a} |"
 done
 echo
+
+if [ "$(stat reaper.total_s | awk '{ print $4 }')" != 0 ]; then
+    n=$(med reaper.jobs); b=$(med reaper.batch_size)
+    echo "## Reaper cost: rescuing $(num "$n") expired leases"
+    echo
+    echo "$(num "$n") running jobs whose leases had all expired (pushed due an hour earlier, pulled with \`at\` half an"
+    echo "hour back under 1-second leases) while the reaper was stopped (\`hopper.reaper_stop()\`); then"
+    echo "\`hopper.reaper_start()\`. Times are seconds after reaper_start() returned, taken from the rescuing"
+    echo "transactions' timestamps in the jobs' error logs; nothing else runs meanwhile."
+    echo
+    echo "| jobs | reaper_batch_size | reaper_naptime | first rescued after | all rescued after | jobs/s | transactions | per transaction |"
+    echo "|---|---|---|---|---|---|---|---|"
+    txns=$(awk -v n="$n" -v b="$b" 'BEGIN { if (b > 0) printf "%d", (n + b - 1) / b; else print "nan" }')
+    per_tx=$(awk -v t="$(med reaper.total_s)" -v f="$(med reaper.first_s)" -v x="$txns" 'BEGIN { if (x > 0 && t != "nan") printf "%.1f ms", 1000 * (t - f) / x; else print "n/a" }')
+    echo "| $(num "$n") | $(num "$b") | $(num "$(med reaper.naptime_ms)") ms | $(secs "$(med reaper.first_s)") | $(cell_s reaper.total_s) | $(cell reaper.rate) | $(num "$txns") | $per_tx |"
+    echo
+fi
 
 if [ "$BENCH_SYNC_OFF_USED" = 1 ]; then
     echo "## synchronous_commit = off"

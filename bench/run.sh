@@ -13,6 +13,7 @@
 #   BENCH_CHURN_SECONDS      length of the churn run (default 90; autovacuum_naptime scaled to match)
 #   BENCH_PRESSURE_SECONDS   length of each pressure run (default 30), at BENCH_PRESSURE_RATE (1000)
 #   BENCH_SYNC_OFF=0         skip the synchronous_commit=off pass
+#   BENCH_RESCUE_JOBS        expired leases the reaper rescues in the reaper-cost run (default 100000)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,6 +39,7 @@ else
 fi
 LAT_RATE=${BENCH_LATENCY_RATE:-1000}
 PRESSURE_RATE=${BENCH_PRESSURE_RATE:-1000}
+RESCUE_JOBS=${BENCH_RESCUE_JOBS:-100000}
 SYNC_OFF=${BENCH_SYNC_OFF:-1}
 # Drain backlogs: each drain run lasts SECS or until its backlog is empty, whichever comes first
 # (a client that finds the queue empty stops), so a backlog larger than a 2-core box drains in SECS
@@ -321,10 +323,15 @@ scaling() {
         for rep in $(seq "$REPS"); do
             checkpoint
             before=$(hopper_completed scale)
+            scale_io_snapshot >"$TMP/scale.io.before"
+            if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.scale.$label" & fi
             r=$(pgb "$TMP/scale.$label.$rep.log" 4 "$SECS" hop_scale.sql -D q=scale -D n=10 -D 'ids={}' -D 'toks={}')
+            wait || true
             after=$(hopper_completed scale)
             rec "scale.$label" "$rep" "$(rate $((after - before)) "$r")"
+            scale_io_record "$label" "$rep" $((after - before))
         done
+        scale_sizes_record "$label"
         echo "$label" >>"$TMP/scale.labels"
     done
 }
@@ -413,6 +420,184 @@ pressure() {  # system (base|hop) held (0|1)
 }
 
 # ---------------------------------------------------------------------------------------------------
+# Backlog scaling, what the backlog costs: buffer traffic of hopper.jobs, its indexes and history
+# (pg_statio_*: "read" = not found in shared_buffers, fetched from the OS) over each scaling run,
+# and the sizes of the hot table and its indexes against shared_buffers.
+
+# Prints "name|counter" lines: blocks read and hit of the hot table's heap, TOAST, each index and
+# history; WAL records, full-page images and bytes (the whole cluster: nothing else runs); and the
+# autovacuum runs on hopper.jobs.
+scale_io_snapshot() {
+    q "SELECT 'heap.read', heap_blks_read FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'heap.hit', heap_blks_hit FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'toast.read', COALESCE(toast_blks_read, 0) + COALESCE(tidx_blks_read, 0)
+        FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'toast.hit', COALESCE(toast_blks_hit, 0) + COALESCE(tidx_blks_hit, 0)
+        FROM pg_catalog.pg_statio_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'idx.' || indexrelname || '.read', idx_blks_read FROM pg_catalog.pg_statio_user_indexes
+        WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'idx.' || indexrelname || '.hit', idx_blks_hit FROM pg_catalog.pg_statio_user_indexes
+        WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'history.read', COALESCE(sum(heap_blks_read + COALESCE(idx_blks_read, 0)), 0)
+        FROM pg_catalog.pg_statio_user_tables WHERE schemaname = 'hopper' AND relname LIKE 'job\_history%'
+       UNION ALL SELECT 'history.hit', COALESCE(sum(heap_blks_hit + COALESCE(idx_blks_hit, 0)), 0)
+        FROM pg_catalog.pg_statio_user_tables WHERE schemaname = 'hopper' AND relname LIKE 'job\_history%'
+       UNION ALL SELECT 'wal.records', wal_records FROM pg_catalog.pg_stat_wal
+       UNION ALL SELECT 'wal.fpi', wal_fpi FROM pg_catalog.pg_stat_wal
+       UNION ALL SELECT 'wal.bytes', wal_bytes::int8 FROM pg_catalog.pg_stat_wal
+       UNION ALL SELECT 'autovacuum', autovacuum_count FROM pg_catalog.pg_stat_user_tables
+        WHERE relid = 'hopper.jobs'::regclass"
+}
+
+# Records the counters' growth since scale_io_snapshot wrote $TMP/scale.io.before, and the job count.
+scale_io_record() {  # label rep completed_jobs
+    local name delta
+    rec "scale.$1.jobs" "$2" "$3"
+    scale_io_snapshot | awk -F'|' 'NR == FNR { v[$1] = $2; next } { printf "%s %d\n", $1, $2 - v[$1] }' \
+        "$TMP/scale.io.before" - |
+        while read -r name delta; do
+            rec "scale.$1.io.$name" "$2" "$delta"
+        done
+}
+
+scale_sizes_record() {  # label
+    local name bytes
+    q "SELECT 'heap', pg_catalog.pg_relation_size('hopper.jobs')
+       UNION ALL SELECT 'toast', COALESCE(pg_catalog.pg_total_relation_size(NULLIF(reltoastrelid, 0)), 0)
+        FROM pg_catalog.pg_class WHERE oid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'idx.' || indexrelid::regclass::text, pg_catalog.pg_relation_size(indexrelid)
+        FROM pg_catalog.pg_index WHERE indrelid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'history', COALESCE(sum(pg_catalog.pg_total_relation_size(relid)), 0)
+        FROM pg_catalog.pg_partition_tree('hopper.job_history')
+       UNION ALL SELECT 'dead', n_dead_tup FROM pg_catalog.pg_stat_user_tables WHERE relid = 'hopper.jobs'::regclass
+       UNION ALL SELECT 'shared_buffers', pg_catalog.pg_size_bytes(pg_catalog.current_setting('shared_buffers'))" |
+        while IFS='|' read -r name bytes; do
+            rec "scale.$1.size.${name#idx.hopper.}" 1 "$bytes"
+        done
+}
+
+# ---------------------------------------------------------------------------------------------------
+# The C++ worker runtime (hopper::Worker, client/) as the consumer: bench/worker_consumer.cpp runs it
+# with RUNTIME_THREADS handler threads and a no-op handler, built against the client library that
+# `make bench` has just built.
+RUNTIME_THREADS=4
+build_runtime_consumer() {
+    [ -f client/build/libhopper.a ] || make --no-print-directory client >/dev/null
+    g++ -std=c++17 -O2 -Wall -Wextra -pthread -Iclient/include \
+        -I"$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)" \
+        bench/worker_consumer.cpp client/build/libhopper.a -o "$TMP/worker_consumer" -lfmt -lpq
+}
+
+# runtime_field OUTPUT NAME: a "name=value" field of worker_consumer's summary line.
+runtime_field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | tail -1; }
+
+# Drains a preloaded backlog with the runtime until it is empty or SECS have passed, once with its
+# completions batched (the default) and once completing each job on its own (batch_completions off).
+runtime_drain() {  # prefix
+    local pfx=$1 rep backlog out mode
+    for rep in $(seq "$REPS"); do
+        for mode in batched each; do
+            backlog=$(drain_backlog 10)
+            reset_hopper
+            preload_hopper drain "$backlog"
+            checkpoint
+            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" drain "$RUNTIME_THREADS" "$SECS" \
+                "$backlog" "$mode" 2>"$TMP/$pfx.rt.drain.$mode.$rep.err") || true
+            echo "$out" >"$TMP/$pfx.rt.drain.$mode.$rep.log"
+            rec "$pfx.rt.drain.$mode" "$rep" "$(runtime_field "$out" rate)"
+            rec "$pfx.rt.drain.$mode.left" "$rep" "$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")"
+        done
+    done
+}
+
+# Steady state: 4 pgbench producers (hop_push.sql, as in steady()) with the runtime consuming,
+# completions batched, each on its own, and batched without hopper:done. The baseline queue's 4+4 runs in the same loop,
+# interleaved, so the ratio compares like with like.
+runtime_steady() {  # prefix
+    local pfx=$1 rep ppid out rp r done_jobs mode
+    for rep in $(seq "$REPS"); do
+        reset_hopper
+        reset_baseline
+        checkpoint
+        pgb "$TMP/$pfx.rt.steady.base.prod.$rep.log" 4 "$SECS" base_push.sql -D q=steady >"$TMP/prod.out" &
+        ppid=$!
+        r=$(pgb "$TMP/$pfx.rt.steady.base.cons.$rep.log" 4 "$SECS" base_pull_complete.sql -D q=steady -D n=1)
+        wait "$ppid" || true
+        rp=$(cat "$TMP/prod.out")
+        done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
+        rec "$pfx.rt.steady.base" "$rep" "$(rate "$done_jobs" "$r")"
+
+        # nodone: batched, with the workers' sessions sending no hopper:done (hopper.notify = off),
+        # so that their commits do not queue for the NOTIFY lock behind the producers'.
+        for mode in batched each nodone; do
+            reset_hopper
+            reset_baseline
+            checkpoint
+            local conninfo=$CONNINFO completions=$mode
+            [ "$mode" = nodone ] && conninfo="$CONNINFO options='-c hopper.notify=off'" completions=batched
+            pgb "$TMP/$pfx.rt.steady.$mode.prod.$rep.log" 4 "$SECS" hop_push.sql -D q=steady >"$TMP/prod.out" &
+            ppid=$!
+            if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.rt.steady.$mode" & fi
+            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$conninfo" steady "$RUNTIME_THREADS" "$SECS" \
+                0 "$completions" 2>"$TMP/$pfx.rt.steady.$mode.$rep.err") || true
+            wait "$ppid" || true
+            wait || true
+            echo "$out" >"$TMP/$pfx.rt.steady.$mode.$rep.log"
+            rec "$pfx.rt.steady.$mode" "$rep" "$(runtime_field "$out" rate)"
+            rec "$pfx.rt.steady.$mode.pushed" "$rep" "$(awk '{printf "%.0f", $2}' "$TMP/prod.out")"
+        done
+    done
+}
+
+# ---------------------------------------------------------------------------------------------------
+# Reaper cost: RESCUE_JOBS running jobs whose leases have all expired (pushed due an hour ago and
+# pulled "half an hour ago" with `at`, under 1-second leases), the reaper held back meanwhile; then
+# reaper_start() and the time until the last one is available again, taken from the rescuing
+# transactions' timestamps in the jobs' error logs (so the polling here adds nothing).
+reaper_rescue() {
+    local rep n=$RESCUE_JOBS chunks t0 spans first last rescued
+    chunks=$(((n + 999) / 1000))
+    # The reaper's settings are the library's GUCs: defined in a session once the library is loaded.
+    rec reaper.batch_size 1 "$(psql -XAtq -v ON_ERROR_STOP=1 -c "LOAD 'hopper'" \
+        -c "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'hopper.reaper_batch_size'")"
+    rec reaper.naptime_ms 1 "$(psql -XAtq -v ON_ERROR_STOP=1 -c "LOAD 'hopper'" \
+        -c "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'hopper.reaper_naptime'")"
+    rec reaper.jobs 1 "$n"
+    for rep in $(seq "$REPS"); do
+        reset_hopper
+        q "SELECT hopper.reaper_stop()" >/dev/null
+        PGOPTIONS='-c hopper.notify=off -c synchronous_commit=off' q "SELECT pg_catalog.count(*) FROM
+            pg_catalog.generate_series(0, $chunks - 1) s,
+            LATERAL hopper.queue_push_batch('rescue', ARRAY(SELECT pg_catalog.jsonb_build_object('n', s * 1000 + g)
+                FROM pg_catalog.generate_series(1, 1000) g), run_at => pg_catalog.now() - interval '1 hour')" >/dev/null
+        PGOPTIONS='-c hopper.notify=off -c synchronous_commit=off' q "SELECT pg_catalog.count(*) FROM
+            pg_catalog.generate_series(0, $chunks - 1) s,
+            LATERAL hopper.queue_pull('rescue', 1000 + 0 * s, lease => '1 second', worker => 'bench-doomed',
+                                      at => pg_catalog.now() - interval '30 minutes')" >/dev/null
+        q "VACUUM ANALYZE hopper.jobs" >/dev/null
+        checkpoint
+        t0=$(q "SELECT pg_catalog.date_part('epoch', pg_catalog.clock_timestamp())")
+        q "SELECT hopper.reaper_start()" >/dev/null
+        local deadline=$(($(date +%s) + 300))
+        while [ "$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE queue = 'rescue' AND state = 'running'")" != 0 ] &&
+            [ "$(date +%s)" -lt "$deadline" ]; do
+            sleep 0.2
+        done
+        # "first last rescued": seconds after reaper_start() of the first and the last rescue.
+        spans=$(q "SELECT pg_catalog.min(e) - $t0, pg_catalog.max(e) - $t0, pg_catalog.count(*) FROM
+            (SELECT pg_catalog.date_part('epoch', (errors -> -1 ->> 'at')::timestamptz) e FROM hopper.jobs
+             WHERE queue = 'rescue' AND state = 'available' AND lease_token IS NULL
+               AND last_error LIKE 'lease expired%') x")
+        IFS='|' read -r first last rescued <<<"$spans"
+        rec reaper.first_s "$rep" "$first"
+        rec reaper.total_s "$rep" "$last"
+        rec reaper.rescued "$rep" "$rescued"
+        rec reaper.rate "$rep" "$(awk -v n="$rescued" -v t="$last" 'BEGIN { if (t > 0) printf "%.0f", n / t; else print "nan" }')"
+    done
+    reset_hopper
+}
+
+# ---------------------------------------------------------------------------------------------------
 log "settings: ${SECS}s runs, $REPS repetitions$([ "$quick" = 1 ] && echo ' (quick mode)')"
 q "SELECT name || ' = ' || setting || COALESCE(' ' || unit, '') FROM pg_catalog.pg_settings
    WHERE name IN ('shared_buffers', 'synchronous_commit', 'fsync', 'wal_level', 'max_wal_size',
@@ -444,6 +629,11 @@ STEADY=(base:base_pull_complete hop:hop_pull_complete1 hop:hop_complete_pull hop
 log "steady state 4 producers + 4 consumers"
 steady on "${STEADY[@]}"
 
+log "C++ worker runtime as the consumer ($RUNTIME_THREADS threads)"
+build_runtime_consumer
+runtime_drain on
+runtime_steady on
+
 log "push-to-start latency at $LAT_RATE jobs/s"
 latency default:on:on:off nodone:off:on:off relay:off:on:on syncoff:on:off:off
 
@@ -456,6 +646,9 @@ pressure hop 0
 pressure hop 1
 pressure base 0
 pressure base 1
+
+log "reaper cost: rescue $RESCUE_JOBS expired leases"
+reaper_rescue
 
 if [ "$SYNC_OFF" = 1 ]; then
     log "synchronous_commit = off pass"

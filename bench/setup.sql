@@ -24,5 +24,5 @@ CREATE TABLE bench.baseline_queue (
 );
 CREATE INDEX baseline_queue_pull_idx ON bench.baseline_queue (scheduled_for) WHERE status = 'new';
 
-SELECT hopper.queue_create(q) FROM unnest(ARRAY['enq', 'drain', 'steady', 'lat', 'scale', 'churn',
+SELECT hopper.queue_create(q) FROM unnest(ARRAY['enq', 'drain', 'steady', 'lat', 'scale', 'churn', 'rescue',
                                                 'pressure', 'slots']) q;

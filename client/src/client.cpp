@@ -1,4 +1,6 @@
 // Client: one prepared statement per queue function, typed in and out.
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "hopper/client.hpp"
@@ -119,6 +121,82 @@ bool Client::complete(int64_t id, int64_t token, const std::optional<std::string
     return call("hopper_complete", "SELECT hopper.queue_complete($1::int8, $2::int8, $3::jsonb)",
                 {id_param(id), id_param(token), result})
         .boolean(0, 0);
+}
+
+namespace {
+// The three array parameters of queue_complete_many.
+std::vector<Param> completion_params(const std::vector<int64_t>& ids,
+                                     const std::vector<int64_t>& tokens,
+                                     const std::vector<std::optional<std::string>>& results) {
+    if (ids.size() != tokens.size() || (!results.empty() && results.size() != ids.size()))
+        throw std::invalid_argument(
+            "complete_many: ids, lease_tokens and results differ in length");
+    std::vector<std::optional<std::string>> id_text, token_text;
+    for (int64_t v : ids) id_text.push_back(std::to_string(v));
+    for (int64_t v : tokens) token_text.push_back(std::to_string(v));
+    return {rows::array_literal(id_text), rows::array_literal(token_text),
+            results.empty() ? Param() : Param(rows::array_literal(results))};
+}
+
+// "{1,2,3}" (a bigint[] as text) into numbers; NULL or "{}" into none.
+std::vector<int64_t> parse_int_array(std::string_view text) {
+    std::vector<int64_t> out;
+    int64_t v = 0;
+    bool in_number = false;
+    for (char ch : text) {
+        if (ch >= '0' && ch <= '9') {
+            v = v * 10 + (ch - '0');
+            in_number = true;
+        } else if (in_number) {
+            out.push_back(v);
+            v = 0;
+            in_number = false;
+        }
+    }
+    if (in_number) out.push_back(v);
+    return out;
+}
+}  // namespace
+
+std::vector<int64_t> Client::complete_many(const std::vector<int64_t>& ids,
+                                           const std::vector<int64_t>& tokens,
+                                           const std::vector<std::optional<std::string>>& results) {
+    auto r = call("hopper_complete_many",
+                  "SELECT * FROM hopper.queue_complete_many($1::int8[], $2::int8[], $3::jsonb[])",
+                  completion_params(ids, tokens, results));
+    std::vector<int64_t> done;
+    done.reserve(static_cast<size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) done.push_back(r.int64(i, 0));
+    return done;
+}
+
+std::vector<Job> Client::complete_many_and_pull(
+    const std::vector<int64_t>& ids, const std::vector<int64_t>& tokens,
+    const std::vector<std::optional<std::string>>& results, const std::string& queue,
+    const PullOptions& o, std::vector<int64_t>& completed) {
+    std::vector<Param> params = completion_params(ids, tokens, results);
+    Param kinds;
+    if (!o.kinds.empty()) kinds = rows::array_literal({o.kinds.begin(), o.kinds.end()});
+    for (Param p : {Param(queue), Param(std::to_string(o.n)), rows::micros(o.lease),
+                    Param(o.worker), kinds, rows::micros(o.at), detail::to_param(o.session_bound)})
+        params.push_back(std::move(p));
+    // The pull refers to the completions' row, so it runs after them; one row even when it
+    // claims nothing, to carry the completed ids.
+    auto r = call(
+        "hopper_complete_many_and_pull",
+        "SELECT j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, " HOPPER_US(
+            "j.lease_until") ", " HOPPER_US("j.run_at") ", " HOPPER_US("j.created_at")
+        ", done.ids::text FROM (SELECT pg_catalog.array_agg(d.id) AS ids"
+        " FROM hopper.queue_complete_many($1::int8[], $2::int8[], $3::jsonb[]) AS d(id)) done"
+        " LEFT JOIN LATERAL hopper.queue_pull($4, $5::int + 0 * COALESCE(pg_catalog.cardinality("
+        "done.ids), 0), " HOPPER_INTERVAL_PARAM("$6") ", $7, $8::text[], " HOPPER_TS_PARAM("$9")
+        ", $10::bool) j ON true",
+        params);
+    completed = r.rows() > 0 ? parse_int_array(r.text(0, 9)) : std::vector<int64_t>{};
+    std::vector<Job> jobs;
+    for (int i = 0; i < r.rows(); ++i)
+        if (!r.is_null(i, 0)) jobs.push_back(rows::read_job(r, i));
+    return jobs;
 }
 
 std::optional<JobState> Client::fail(int64_t id, int64_t token, const std::string& error,

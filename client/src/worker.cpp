@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,18 @@ struct Worker::Impl {
     std::deque<Job> pending;
     int in_flight = 0;  // pending + running
     bool handlers_done = false;
+    // Jobs whose handlers returned, waiting for the fetch loop to complete them
+    // (batch_completions), and whether it still takes them: from the loop's start until shutdown
+    // begins. `unreported` holds the ones the fetch loop has taken and not yet completed; only its
+    // thread touches it.
+    struct Returned {
+        Job job;
+        std::optional<std::string> result;
+        StopReason stopped;
+    };
+    std::vector<Returned> returned;
+    bool taking_returned = false;
+    std::vector<Returned> unreported;
 
     std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0}, pulls{0};
 
@@ -87,6 +100,9 @@ struct Worker::Impl {
     void handler_thread(internal::Heartbeat& hb);
     void process(Client& client, internal::Heartbeat& hb, const Job& job);
     void report(Client& client, const Job& job, const std::function<void()>& run);
+    bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
+    std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
+    void account(const Returned& f, bool held);
     const Handler* handler_for(const Job& job) const;
     void shutdown(Client* fetcher, internal::Heartbeat& hb);
 };
@@ -146,6 +162,10 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     bool deep = false;  // the last pull filled every free slot: there is probably more
     bool gathered = false;
     const int batch_target = std::max(1, std::min(opt.max_batch, opt.concurrency) / 2);
+    if (opt.batch_completions) {
+        std::lock_guard<std::mutex> lock(m);
+        taking_returned = true;
+    }
     while (!stopping()) {
         try {
             if (!conn) {
@@ -173,6 +193,11 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 });
                 continue;
             }
+            {
+                std::lock_guard<std::mutex> lock(m);
+                for (auto& f : returned) unreported.push_back(std::move(f));
+                returned.clear();
+            }
             if (free_slots > 0 && deep) {
                 gathered = false;
                 PullOptions po;
@@ -182,7 +207,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 // The lease is bound to this connection too: if this process dies, the server
                 // sees the backend gone and the reaper rescues the jobs at once.
                 po.session_bound = true;
-                std::vector<Job> jobs = conn->pull(opt.queue, po);
+                std::vector<Job> jobs = complete_and_pull(*conn, &po);
                 backoff.reset();
                 deep = static_cast<int>(jobs.size()) == po.n;
                 if (!jobs.empty()) {
@@ -195,6 +220,8 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                     work_cv.notify_all();
                 }
                 if (deep) continue;
+            } else if (!unreported.empty()) {
+                complete_and_pull(*conn, nullptr);
             }
             // A NOTIFY that arrived with the pull's reply sits in libpq's queue, not the socket.
             if (!conn->connection().notifications().empty()) {
@@ -231,8 +258,24 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
         std::lock_guard<std::mutex> lock(m);
         unstarted.swap(pending);
         in_flight -= static_cast<int>(unstarted.size());
+        // From here on handlers complete their own jobs; the ones handed over are completed now.
+        taking_returned = false;
+        for (auto& f : returned) unreported.push_back(std::move(f));
+        returned.clear();
     }
     idle_cv.notify_all();
+    if (!unreported.empty()) {
+        try {
+            if (!fetcher) throw ConnectionError("no connection");
+            if (!fetcher->connection().ok()) fetcher->reconnect();
+            complete_and_pull(*fetcher, nullptr);
+        } catch (const std::exception& ex) {
+            for (const Returned& f : unreported)
+                log(fmt::format("could not report job {}: {}; its lease will expire", f.job.id,
+                                ex.what()));
+            unreported.clear();
+        }
+    }
     for (const Job& j : unstarted) {
         try {
             if (fetcher && fetcher->release(j.id, j.lease_token)) ++released;
@@ -340,6 +383,7 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
         case JobContext::Finished::No:
             break;
     }
+    if (outcome == Outcome::Complete && hand_over(job, ctx.result(), stopped)) return;
     report(client, job, [&] {
         bool held;
         if (outcome == Outcome::Complete) {
@@ -361,6 +405,67 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
                             stopped == StopReason::None ? "lease lost" : to_string(stopped)));
         }
     });
+}
+
+bool Worker::Impl::hand_over(const Job& job, const std::optional<std::string>& result,
+                             StopReason stopped) {
+    std::lock_guard<std::mutex> lock(m);
+    if (!taking_returned) return false;
+    returned.push_back({job, result, stopped});
+    return true;
+}
+
+void Worker::Impl::account(const Returned& f, bool held) {
+    if (held) {
+        ++completed;
+    } else if (f.stopped != StopReason::Shutdown) {
+        ++lost;
+        log(fmt::format("job {} finished by its handler but no longer ours ({})", f.job.id,
+                        f.stopped == StopReason::None ? "lease lost" : to_string(f.stopped)));
+    }
+}
+
+// Completes the handed-over jobs and, with `po`, pulls the next ones, in one statement: one round
+// trip and one commit for all of them. A connection error leaves them for the next turn; any other
+// error (a job deleted meanwhile, say) has them completed one by one so that one cannot hold up the
+// rest.
+std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions* po) {
+    if (unreported.empty()) return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
+    std::vector<int64_t> ids, tokens, done;
+    std::vector<std::optional<std::string>> results;
+    bool any_result = false;
+    for (const Returned& f : unreported) {
+        ids.push_back(f.job.id);
+        tokens.push_back(f.job.lease_token);
+        results.push_back(f.result);
+        any_result = any_result || f.result.has_value();
+    }
+    if (!any_result) results.clear();
+    std::vector<Job> jobs;
+    try {
+        if (po)
+            jobs = conn.complete_many_and_pull(ids, tokens, results, opt.queue, *po, done);
+        else
+            done = conn.complete_many(ids, tokens, results);
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const std::exception& ex) {
+        log(fmt::format("completing {} jobs at once failed, one by one instead: {}", ids.size(),
+                        ex.what()));
+        for (const Returned& f : unreported) {
+            try {
+                account(f, conn.complete(f.job.id, f.job.lease_token, f.result));
+            } catch (const std::exception& one) {
+                log(fmt::format("could not report job {}: {}", f.job.id, one.what()));
+            }
+        }
+        unreported.clear();
+        return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
+    }
+    std::set<int64_t> held(done.begin(), done.end());
+    for (const Returned& f : unreported) account(f, held.count(f.job.id) > 0);
+    unreported.clear();
+    return jobs;
 }
 
 void Worker::Impl::report(Client& client, const Job& job, const std::function<void()>& run) {

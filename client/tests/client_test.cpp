@@ -188,6 +188,57 @@ TEST_F(ClientTest, PullCompleteLifecycle) {
     EXPECT_FALSE(c.fail(id, j.lease_token, "late"));
 }
 
+TEST_F(ClientTest, CompleteManyCompletesHeldJobsAndLeavesOutLostOnes) {
+    std::string q = unique_queue("many");
+    c.push_batch(q, {"{}", "{}", "{}"});
+    PullOptions three;
+    three.n = 3;
+    auto jobs = c.pull(q, three);
+    ASSERT_EQ(jobs.size(), 3u);
+    // The second job's lease is taken over by a pull an hour ahead: its old token is stale.
+    PullOptions later;
+    later.at = Clock::now() + 1h;
+    later.n = 3;
+    auto taken = c.pull(q, later);
+    ASSERT_EQ(taken.size(), 3u);
+    EXPECT_TRUE(c.complete(taken[0].id, taken[0].lease_token));
+    EXPECT_TRUE(c.complete(taken[2].id, taken[2].lease_token));
+    std::vector<int64_t> done = c.complete_many(
+        {taken[0].id, taken[1].id, taken[2].id}, {taken[0].lease_token, taken[1].lease_token, 1},
+        {std::nullopt, std::string(R"({"n": 2})"), std::nullopt});
+    EXPECT_EQ(done, std::vector<int64_t>{taken[1].id}) << "finished or stale ones are left out";
+    EXPECT_EQ(c.job_status(taken[1].id).result, R"({"n": 2})");
+    EXPECT_TRUE(c.complete_many({}, {}).empty());
+    EXPECT_THROW(c.complete_many({1, 2}, {1}), std::invalid_argument);
+}
+
+TEST_F(ClientTest, CompleteManyAndPullDoesBothInOneCall) {
+    std::string q = unique_queue("manypull");
+    c.push_batch(q, {"{}", "{}", "{}"});
+    PullOptions two;
+    two.n = 2;
+    two.worker = "w1";
+    auto first = c.pull(q, two);
+    ASSERT_EQ(first.size(), 2u);
+    std::vector<int64_t> completed;
+    auto next = c.complete_many_and_pull({first[0].id, first[1].id},
+                                         {first[0].lease_token, first[1].lease_token}, {}, q, two,
+                                         completed);
+    EXPECT_EQ(completed, (std::vector<int64_t>{first[0].id, first[1].id}));
+    ASSERT_EQ(next.size(), 1u) << "the third job";
+    EXPECT_EQ(next[0].attempt, 1);
+    EXPECT_EQ(c.job_status(next[0].id).worker, "w1");
+    EXPECT_EQ(c.job_status(first[0].id).state, JobState::Completed);
+    // Nothing left to pull: the completed ids still come back; a stale token completes nothing.
+    auto none = c.complete_many_and_pull({next[0].id, first[0].id}, {next[0].lease_token, 1}, {}, q,
+                                         two, completed);
+    EXPECT_TRUE(none.empty());
+    EXPECT_EQ(completed, std::vector<int64_t>{next[0].id});
+    none = c.complete_many_and_pull({}, {}, {}, q, two, completed);
+    EXPECT_TRUE(none.empty());
+    EXPECT_TRUE(completed.empty());
+}
+
 TEST_F(ClientTest, FailRetriesThenBuries) {
     std::string q = unique_queue("fail");
     PushOptions o;

@@ -66,6 +66,19 @@ class Client {
     // Workers. A stale lease token is news, not an error: false / std::nullopt.
     std::vector<Job> pull(const std::string& queue, const PullOptions& options = {});
     bool complete(int64_t id, int64_t lease_token, const std::optional<std::string>& result = {});
+    // Completes many held jobs in one statement (queue_complete_many); returns the ids completed,
+    // in the order given: a job whose lease was lost is left out. `results` is empty (no results)
+    // or has one element per id.
+    std::vector<int64_t> complete_many(const std::vector<int64_t>& ids,
+                                       const std::vector<int64_t>& lease_tokens,
+                                       const std::vector<std::optional<std::string>>& results = {});
+    // complete_many, then pull, in one statement: one round trip and one commit for a worker that
+    // finishes a batch and takes the next. The ids completed are stored in `completed`.
+    std::vector<Job> complete_many_and_pull(const std::vector<int64_t>& ids,
+                                            const std::vector<int64_t>& lease_tokens,
+                                            const std::vector<std::optional<std::string>>& results,
+                                            const std::string& queue, const PullOptions& options,
+                                            std::vector<int64_t>& completed);
     // The job's new state (Available, Scheduled or Dead), or nullopt if the lease was lost.
     std::optional<JobState> fail(int64_t id, int64_t lease_token, const std::string& error,
                                  const FailOptions& options = {});

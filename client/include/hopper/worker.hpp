@@ -147,6 +147,13 @@ struct WorkerOptions {
     Duration min_backoff = std::chrono::milliseconds(100);  // after database errors, doubling
     Duration max_backoff = std::chrono::seconds(10);
     bool handle_signals = true;  // SIGINT/SIGTERM start a graceful shutdown during run()
+    // A handler that returns normally has its job completed by the fetch loop, together with the
+    // other jobs finished meanwhile, in the same transaction as its next pull
+    // (queue_complete_many + queue_pull: one commit for many jobs instead of one each). The
+    // completion lands a moment after the handler returns, at the fetch loop's next turn; false
+    // completes each job on its handler's connection at once. Failures, releases, complete_with
+    // and completions during shutdown always go on the handler's connection.
+    bool batch_completions = true;
     // Where the worker reports what happened (errors, lost jobs); default: stderr. Empty messages
     // are never sent. Called from several threads.
     std::function<void(const std::string&)> log;
