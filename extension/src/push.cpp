@@ -120,7 +120,7 @@ HOPPER_FUNCTION(hopper_queue_push) {
              spi::arg_text(dedup_key), spi::arg_text(concurrency_key), spi::arg_datum(payload)});
         if (!r.empty()) {
             id = r.get_int64(0, 1);
-            notify::queue_ready(queue);
+            notify::queue_pushed(queue);
             break;
         }
         if (dedup_key && (id = find_unfinished(conn, queue, *dedup_key))) break;
@@ -267,7 +267,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         ids[i] = *existing;
         by_key[*key] = *existing;
     }
-    if (!inserted.empty()) notify::queue_ready(queue);
+    if (!inserted.empty()) notify::queue_pushed(queue);
     conn.finish();
 
     for (int64_t id : ids) {

@@ -2,6 +2,7 @@
 #include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/reaper_pass.hpp"
+#include "hopper/reaper_relay.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/worker_txn.hpp"
 
@@ -107,7 +108,8 @@ PassOutcome run_steps(PassState& state) {
     }
 
     // On the first pass every queue with due jobs is woken: workers may have missed the pushes'
-    // NOTIFY while the server (or this reaper) was down.
+    // NOTIFY while the server (or this reaper) was down. From then on the relay announces pushes.
+    if (state.last_due_check == 0) relay_prime();
     worker::in_transaction([&] {
         TimestampTz now = transaction_now();
         bool first = state.last_due_check == 0;
