@@ -57,9 +57,8 @@ int64_t last_job_id(spi::Connection& conn) {
 // VACUUM and autovacuum hold one too but never insert jobs: they are left out.
 std::vector<VirtualTransactionId> writers_of_jobs() {
     std::vector<VirtualTransactionId> out;
-    Oid rel = pg_guard([] {
-        return get_relname_relid("jobs", get_namespace_oid("hopper", false));
-    });
+    Oid rel =
+        pg_guard([] { return get_relname_relid("jobs", get_namespace_oid("hopper", false)); });
     if (!OidIsValid(rel)) return out;
     VirtualTransactionId* vxids = pg_guard([&] {
         LOCKTAG tag;
