@@ -53,13 +53,18 @@ int64_t last_job_id(spi::Connection& conn) {
     return r.empty() ? 0 : r.get_int64(0, 1);
 }
 
+// hopper.jobs, or InvalidOid once the extension is gone (the next pass notices and exits).
+Oid jobs_relation() {
+    return pg_guard([] {
+        Oid ns = get_namespace_oid("hopper", true);
+        return OidIsValid(ns) ? get_relname_relid("jobs", ns) : InvalidOid;
+    });
+}
+
 // The transactions, other than this one, that hold a lock on hopper.jobs that a writer takes.
 // VACUUM and autovacuum hold one too but never insert jobs: they are left out.
-std::vector<VirtualTransactionId> writers_of_jobs() {
+std::vector<VirtualTransactionId> writers_of_jobs(Oid rel) {
     std::vector<VirtualTransactionId> out;
-    Oid rel =
-        pg_guard([] { return get_relname_relid("jobs", get_namespace_oid("hopper", false)); });
-    if (!OidIsValid(rel)) return out;
     VirtualTransactionId* vxids = pg_guard([&] {
         LOCKTAG tag;
         SET_LOCKTAG_RELATION(tag, MyDatabaseId, rel);
@@ -86,12 +91,17 @@ bool all_ended(const std::vector<VirtualTransactionId>& holders) {
 void relay_prime() {
     int64_t seq = 0;
     std::vector<VirtualTransactionId> holders;
+    bool present = true;
     worker::in_transaction([&] {
+        Oid rel = jobs_relation();
+        present = OidIsValid(rel);
+        if (!present) return;
         spi::Connection conn;
         seq = last_job_id(conn);
         conn.finish();
-        holders = writers_of_jobs();
+        holders = writers_of_jobs(rel);
     });
+    if (!present) return;
     TimestampTz since = GetCurrentTimestamp();
     for (;;) {
         bool ended = false;
@@ -121,6 +131,8 @@ void relay_step() {
             (void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
                                     GUC_ACTION_LOCAL, true, 0, false);
         });
+        Oid rel = jobs_relation();
+        if (!OidIsValid(rel)) return;
         at = GetCurrentTimestamp();
         for (const Pending& p : state.pending) {
             if (at - p.at < kRelayGiveUpUs && !all_ended(p.holders)) break;
@@ -129,7 +141,7 @@ void relay_step() {
         }
         spi::Connection conn;
         seq = last_job_id(conn);
-        holders = writers_of_jobs();
+        holders = writers_of_jobs(rel);
         // This statement's snapshot is taken now, after the reads above: it sees every job at or
         // below the new settled mark that committed. Ids up to seq only, so that the planner
         // estimates a narrow range of the primary key whatever the parameters.
