@@ -21,9 +21,11 @@ namespace {
 struct StepAside {};
 
 // Between two batches of a long pass: lets SIGTERM (die) and pg_cancel_backend reach the reaper,
-// and gives way to DROP DATABASE and friends.
+// relays the wake-ups of pushes that committed meanwhile, and gives way to DROP DATABASE and
+// friends.
 void check_for_interrupts() {
     pg_guard([] { CHECK_FOR_INTERRUPTS(); });
+    relay_if_woken();
     bool wanted = false;
     worker::in_transaction([&] { wanted = database_wanted(); });
     if (wanted) throw StepAside{};

@@ -12,6 +12,8 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "postmaster/interrupt.h"
+#include "storage/latch.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "storage/sinvaladt.h"
@@ -169,6 +171,21 @@ void relay_step() {
         if (state.pending.size() > kMaxPending) state.pending.pop_front();
     }
     state.settled = settled;
+}
+
+void relay_if_woken() {
+    if (!state.primed || !MyLatch->is_set) return;
+    pg_guard([] { ResetLatch(MyLatch); });
+    bool failed = false;
+    try {
+        relay_step();
+    } catch (...) {
+        worker::remember_failure();
+        failed = true;
+    }
+    if (failed) worker::report_failure("hopper reaper wake-up relay");
+    // The latch may have been set for a configuration reload too: the nap must still see it.
+    if (ConfigReloadPending) SetLatch(MyLatch);
 }
 
 }  // namespace hopper::reaper

@@ -24,4 +24,9 @@ void relay_prime();
 // above the settled mark, then advances the mark. Does nothing before relay_prime().
 void relay_step();
 
+// Between two batches of a long pass (a rescue storm can take seconds): a relay step if a push set
+// the latch meanwhile, so that wake-ups do not wait for the pass to end. Never throws; a failure is
+// logged as a WARNING.
+void relay_if_woken();
+
 }  // namespace hopper::reaper
