@@ -165,6 +165,20 @@ echo "trip per job), \`hop_complete_many_pull.sql\` (\`queue_complete_many\` of 
 echo "the next in one transaction)."
 echo
 
+echo "## Concurrency slots: pull + complete with a key limit, completed jobs/s"
+echo
+echo "4 workers on \`queue_complete_pull\` for ${BENCH_SECS} s against a backlog spread over 2 concurrency keys."
+echo "A key limit puts the queue's claims behind its lock (see the README's Concurrency limits): with a"
+echo "limit of 4 it never binds, so the row shows what serialized, counted claims cost; with a limit of 1"
+echo "at most 2 of the 4 workers hold a job, and the others find nothing and sleep 1 ms before asking again."
+echo
+echo "| key limit | completed jobs/s | vs no limit |"
+echo "|---|---|---|"
+for v in none:"none" loose:"4 (does not bind)" tight:"1 (binds: 2 running)"; do
+    echo "| ${v#*:} | $(cell on.slots.${v%%:*}) | $(ratio "$(med on.slots.${v%%:*})" "$(med on.slots.none)") |"
+done
+echo
+
 echo "## Steady state: 4 producers + 4 consumers, completed jobs/s"
 echo
 echo "Producers push one job per transaction as fast as they can; consumers pull one at a time (an empty"

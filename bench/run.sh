@@ -223,6 +223,31 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
     done
 }
 
+# Concurrency slots: pull + complete (queue_complete_pull, 4 workers) on a backlog of jobs spread over
+# 2 concurrency keys, for SECS: without limits, with a key limit of 4 (never binds: 4 workers) and
+# with a key limit of 1 (binds: at most 2 of the 4 workers hold a job; the others find nothing and
+# sleep :idle). The backlog is larger than a run drains.
+slots() {
+    local rep cfg name r limit backlog=$((8000 * SECS))
+    for rep in $(seq "$REPS"); do
+        for cfg in none:NULL loose:4 tight:1; do
+            IFS=: read -r name limit <<<"$cfg"
+            reset_hopper
+            q "SELECT hopper.queue_set_concurrency('slots', NULL, $limit)" >/dev/null
+            PGOPTIONS='-c hopper.notify=off -c synchronous_commit=off' q "SELECT pg_catalog.count(*) FROM
+                pg_catalog.generate_series(0, $((backlog / 1000)) - 1) s,
+                LATERAL hopper.queue_push_batch('slots',
+                    ARRAY(SELECT pg_catalog.jsonb_build_object('n', g) FROM pg_catalog.generate_series(1, 1000) g),
+                    concurrency_keys => ARRAY(SELECT 'tenant' || (g % 2) FROM pg_catalog.generate_series(1, 1000) g))" \
+                >/dev/null
+            q "VACUUM ANALYZE hopper.jobs" >/dev/null
+            checkpoint
+            r=$(pgb "$TMP/slots.$name.$rep.log" 4 "$SECS" hop_complete_pull.sql -D q=slots -D id=0 -D tok=0)
+            rec "on.slots.$name" "$rep" "$(rate "$(hopper_completed slots)" "$r")"
+        done
+    done
+}
+
 steady() {  # prefix configs...: each config is system:consumer_script (system base|hop|hopq)
     local pfx=$1 rep cfg sys script r rp done_jobs ppid
     shift
@@ -411,6 +436,9 @@ DRAIN=(base:base_pull_complete:1 hop:hop_pull_complete1:1 hop:hop_complete_pull:
        base:base_pull_complete:100 hop:hop_pull_complete_many:100 hop:hop_complete_many_pull:100)
 log "drain"
 drain on "${DRAIN[@]}"
+
+log "concurrency slots: pull + complete with a key limit"
+slots
 
 STEADY=(base:base_pull_complete hop:hop_pull_complete1 hop:hop_complete_pull hopq:hop_complete_pull)
 log "steady state 4 producers + 4 consumers"

@@ -25,4 +25,4 @@ CREATE TABLE bench.baseline_queue (
 CREATE INDEX baseline_queue_pull_idx ON bench.baseline_queue (scheduled_for) WHERE status = 'new';
 
 SELECT hopper.queue_create(q) FROM unnest(ARRAY['enq', 'drain', 'steady', 'lat', 'scale', 'churn',
-                                                'pressure']) q;
+                                                'pressure', 'slots']) q;

@@ -417,6 +417,105 @@ GRANT EXECUTE ON FUNCTION
 TO hopper_worker;
 
 -- ---------------------------------------------------------------------------------------------------
+-- Concurrency limits and rate limits (see the README's "Concurrency limits" and "Rate limits").
+-- A queue with any limit is "limited": its pulls are serialized by a transaction advisory lock on
+-- the queue and count running jobs from the live rows, so no race can exceed a limit and every way
+-- a job stops running (complete, fail, release, cancel, rescue) frees its slot with no counter to
+-- drift. Queues without limits keep the unserialized claim.
+ALTER TABLE hopper.queues
+    ADD COLUMN max_running     integer CHECK (max_running BETWEEN 1 AND 1000000),
+    ADD COLUMN key_max_running integer CHECK (key_max_running BETWEEN 1 AND 1000000),
+    -- The rate limit every key gets unless it has its own: at most key_max_claims per key_claims_per.
+    ADD COLUMN key_max_claims  integer CHECK (key_max_claims BETWEEN 1 AND 1000000),
+    ADD COLUMN key_claims_per  interval,
+    -- Kept by the limit functions: whether the queue has any limit at all, so that queue_pull's
+    -- unlimited claim can leave limited queues to the serialized one by reading this row only.
+    ADD COLUMN limited         boolean NOT NULL DEFAULT false;
+
+-- Per-key overrides of the queue's key_max_running.
+CREATE TABLE hopper.queue_key_limits (
+    queue           text NOT NULL REFERENCES hopper.queues (name) ON DELETE CASCADE,
+    concurrency_key text NOT NULL,
+    max_running     integer NOT NULL CHECK (max_running BETWEEN 1 AND 1000000),
+    PRIMARY KEY (queue, concurrency_key)
+);
+
+-- Token buckets: at most max_claims claims per period, for a whole queue (concurrency_key NULL) or
+-- one key of it. tokens is the bucket's content at refilled_at; a pull refills it by the time
+-- elapsed (its `at` is the clock) and spends one token per claim. from_default: a key's bucket of
+-- the queue's per-key default (key_max_claims), made by the first claim of that key; a key with
+-- no bucket yet has a full one.
+CREATE TABLE hopper.rate_limits (
+    queue           text NOT NULL REFERENCES hopper.queues (name) ON DELETE CASCADE,
+    concurrency_key text,
+    max_claims      integer NOT NULL CHECK (max_claims BETWEEN 1 AND 1000000),
+    period          interval NOT NULL,
+    tokens          double precision NOT NULL,
+    refilled_at     timestamptz NOT NULL,
+    from_default    boolean NOT NULL DEFAULT false,
+    UNIQUE NULLS NOT DISTINCT (queue, concurrency_key)
+);
+
+-- The waiting jobs of a queue by key, in pull order within each key: the serialized claim walks the
+-- distinct keys with it (a skip scan) and takes each key's first jobs, so a key with a long
+-- backlog and no free slot costs one index descent, not a scan of its backlog. Unkeyed jobs have
+-- an index of their own, so that they are found without walking past the keyed ones. Each push
+-- adds an entry to one of the two.
+CREATE INDEX jobs_key_pull_idx ON hopper.jobs (queue, concurrency_key, priority, run_at, id)
+    WHERE state = 'available' AND concurrency_key IS NOT NULL;
+CREATE INDEX jobs_unkeyed_pull_idx ON hopper.jobs (queue, priority, run_at, id)
+    WHERE state = 'available' AND concurrency_key IS NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('hopper.queue_key_limits', '');
+SELECT pg_catalog.pg_extension_config_dump('hopper.rate_limits', '');
+
+-- The queue-wide cap on running jobs and the default limit of running jobs per concurrency key;
+-- NULL: no limit.
+CREATE FUNCTION hopper.queue_set_concurrency(queue text, max_running integer, key_max_running integer)
+RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_set_concurrency' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- A limit for one concurrency key, overriding the queue's key_max_running; NULL removes it.
+CREATE FUNCTION hopper.queue_set_key_limit(queue text, concurrency_key text, max_running integer)
+RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_set_key_limit' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- At most max_claims claims per `per`: for the whole queue, for one key (concurrency_key given), or
+-- for every key that has no limit of its own (each_key); max_claims NULL removes it. Setting a
+-- bucket fills it.
+CREATE FUNCTION hopper.queue_set_rate_limit(
+    queue text,
+    max_claims integer,
+    per interval,
+    concurrency_key text DEFAULT NULL,
+    each_key boolean DEFAULT false)
+RETURNS void AS 'MODULE_PATHNAME', 'hopper_queue_set_rate_limit' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- What is configured, with running counts and bucket contents now: a 'queue' row (the cap, all
+-- running jobs, the queue's bucket), a 'key default' row (key_max_running and the per-key rate)
+-- and a 'key' row for every key with an override, a bucket or running jobs (its effective limits).
+CREATE FUNCTION hopper.queue_limits(
+    queue text,
+    OUT scope text,
+    OUT concurrency_key text,
+    OUT max_running integer,
+    OUT running bigint,
+    OUT max_claims integer,
+    OUT per interval,
+    OUT tokens double precision)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'hopper_queue_limits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+REVOKE ALL ON FUNCTION
+    hopper.queue_set_concurrency(text, integer, integer),
+    hopper.queue_set_key_limit(text, text, integer),
+    hopper.queue_set_rate_limit(text, integer, interval, text, boolean),
+    hopper.queue_limits(text)
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.queue_limits(text) TO hopper_producer, hopper_worker;
+GRANT SELECT ON hopper.queue_key_limits, hopper.rate_limits TO hopper_producer, hopper_worker;
+-- Pulls spend tokens, and make the buckets of keys under the per-key default.
+GRANT INSERT, UPDATE ON hopper.rate_limits TO hopper_worker;
+
+-- ---------------------------------------------------------------------------------------------------
 -- Completion notifications. "hopper:done" is opt-in per queue: a NOTIFY makes its transaction take
 -- a database-wide lock across its commit's WAL flush, so every notifying commit of the database is
 -- serialized. Workers of queues nobody waits on should not pay that on every completion.

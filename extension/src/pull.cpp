@@ -3,6 +3,7 @@
 
 #include "hopper/args.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/limits.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
@@ -19,14 +20,17 @@ using namespace hopper;
 namespace {
 
 // Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
-// lets concurrent pullers pass each other instead of queueing on the same rows.
+// lets concurrent pullers pass each other instead of queueing on the same rows. A queue with
+// limits claims nothing here and answers one row of NULLs instead: its claims go through
+// limits::claim_statement(). Saying so here spares unlimited queues a lookup of their own.
 spi::Statement& claim_statement() {
     static spi::Statement st(
-        "WITH q AS (SELECT lease FROM hopper.queues WHERE name = $1 AND NOT paused), "
+        "WITH q AS (SELECT lease, limited FROM hopper.queues WHERE name = $1 AND NOT paused), "
         "candidates AS MATERIALIZED ("
         "  SELECT id FROM hopper.jobs "
         "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
-        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND EXISTS (SELECT 1 FROM q) "
+        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "
+        "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited) "
         "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "
         "claimed AS ("
         "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "
@@ -36,8 +40,11 @@ spi::Statement& claim_statement() {
         "  FROM candidates c WHERE j.id = c.id "
         "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "
         "    j.run_at, j.created_at, j.priority) "
-        "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
-        "FROM claimed ORDER BY priority, run_at, id",
+        "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "
+        "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz FROM q WHERE limited "
+        "UNION ALL "
+        "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
+        " FROM claimed ORDER BY priority, run_at, id)",
         {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
          TIMESTAMPTZOID, BOOLOID});
     return st;
@@ -70,9 +77,10 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     result::SetResult out(fcinfo);
     spi::Connection conn;
     reaper::ensure_running(conn);
+    bool limited = false;
     auto claim = [&](int64_t limit) {
         return conn.exec(
-            claim_statement(),
+            limited ? limits::claim_statement() : claim_statement(),
             {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit),
              spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2)),
              spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(4), kinds_null),
@@ -80,18 +88,29 @@ HOPPER_FUNCTION(hopper_queue_pull) {
              spi::arg_datum(TimestampTzGetDatum(MyStartTimestamp)), spi::arg_bool(session_bound)});
     };
 
+    // Hands the claimed rows to the caller, leaving out the "queue has limits" marker.
+    auto add = [&](const spi::Result& r) {
+        uint64_t added = 0;
+        for (uint64_t i = 0; i < r.rows(); ++i) {
+            if (r.is_null(i, 1)) continue;
+            out.add_row(r, i);
+            ++added;
+        }
+        return added;
+    };
+
     spi::Result r = claim(n);
-    uint64_t got = r.rows();
-    for (uint64_t i = 0; i < got; ++i) out.add_row(r, i);
+    if (!r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
+        limited = true;
+        r = claim(n);
+    }
+    uint64_t got = add(r);
 
     // Short of n: take over expired leases too, so stuck jobs move even when no reaper runs.
     if (got < static_cast<uint64_t>(n)) {
         rescue::Counts c = rescue::expired_leases(conn, queue, at, n - static_cast<int64_t>(got),
                                                   /*backoff=*/false);
-        if (c.retried > 0) {
-            spi::Result more = claim(n - static_cast<int64_t>(got));
-            for (uint64_t i = 0; i < more.rows(); ++i) out.add_row(more, i);
-        }
+        if (c.retried > 0) add(claim(n - static_cast<int64_t>(got)));
     }
     conn.finish();
     return (Datum)0;

@@ -15,10 +15,15 @@ Statement::Statement(const char* sql, std::initializer_list<Oid> types)
     std::copy(types.begin(), types.end(), types_.begin());
 }
 
+Statement::Statement(const char* sql, std::initializer_list<Oid> types, Generic)
+    : Statement(sql, types) {
+    cursor_options_ = CURSOR_OPT_GENERIC_PLAN;
+}
+
 SPIPlanPtr Statement::plan() {
     if (plan_ != nullptr) return plan_;
     SPIPlanPtr p = pg_guard([&] {
-        SPIPlanPtr prepared = SPI_prepare(sql_, nargs_, types_.data());
+        SPIPlanPtr prepared = SPI_prepare_cursor(sql_, nargs_, types_.data(), cursor_options_);
         if (prepared == nullptr)
             elog(ERROR, "hopper: SPI_prepare failed (%s) for: %s",
                  SPI_result_code_string(SPI_result), sql_);

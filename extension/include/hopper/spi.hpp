@@ -24,6 +24,10 @@ namespace hopper::spi {
 class Statement {
   public:
     Statement(const char* sql, std::initializer_list<Oid> types);
+    // A statement whose planning costs more than running it: always the one generic plan
+    // (CURSOR_OPT_GENERIC_PLAN) instead of being planned anew for its parameter values.
+    struct Generic {};
+    Statement(const char* sql, std::initializer_list<Oid> types, Generic);
     SPIPlanPtr plan();
     int nargs() const { return nargs_; }
 
@@ -31,6 +35,7 @@ class Statement {
     const char* sql_;
     std::array<Oid, 16> types_{};
     int nargs_;
+    int cursor_options_ = 0;
     SPIPlanPtr plan_ = nullptr;
 };
 
