@@ -615,3 +615,17 @@ GRANT EXECUTE ON FUNCTION
 TO hopper_producer;
 GRANT EXECUTE ON FUNCTION hopper.cron_next(text, timestamptz) TO hopper_producer, hopper_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.schedules TO hopper_producer;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Completion notifications. "hopper:done" is opt-in per queue: a NOTIFY makes its transaction take
+-- a database-wide lock across its commit's WAL flush, so every notifying commit of the database is
+-- serialized. Workers of queues nobody waits on should not pay that on every completion.
+ALTER TABLE hopper.queues ADD COLUMN notify_done boolean NOT NULL DEFAULT false;
+
+-- Turns "hopper:done" on or off for one queue (off by default). Returns the previous setting.
+CREATE FUNCTION hopper.queue_set_notify_done(queue text, enabled boolean)
+RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_queue_set_notify_done'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Queue administration: the extension owner's, like queue_create.
+REVOKE ALL ON FUNCTION hopper.queue_set_notify_done(text, boolean) FROM PUBLIC;

@@ -1,6 +1,7 @@
 // Client::wait_for: LISTEN for "hopper:done", with job_status before waiting (the job may have
-// finished before we listened) and on a poll tick (a notification can be missed, e.g. with
-// hopper.notify off or across a reconnect).
+// finished before we listened) and on a poll tick: queues send "hopper:done" only when they asked
+// for it (queue_set_notify_done), and a notification can be missed (hopper.notify off, a
+// reconnect). A second between polls keeps a waiter's cost at one small query a second.
 #include <algorithm>
 
 #include "hopper/client.hpp"

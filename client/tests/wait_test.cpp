@@ -52,6 +52,26 @@ TEST(WaitFor, WakesWhenAnotherConnectionFinishesTheJob) {
     EXPECT_TRUE(c.connection().notifications().empty());
 }
 
+TEST(WaitFor, HearsAtOnceWhenTheQueueSendsDoneNotifications) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    c.exec("SELECT hopper.queue_set_notify_done($1, true)", q);
+    auto done = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        auto j = other.pull(q).at(0);
+        std::this_thread::sleep_for(100ms);
+        return other.complete(id, j.lease_token);
+    });
+    auto t0 = Steady::now();
+    auto info = c.wait_for(id, 60s);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, JobState::Completed);
+    // Without the notification the first poll comes a second after the wait began.
+    EXPECT_LT(Steady::now() - t0, 950ms);
+    EXPECT_TRUE(done.get());
+}
+
 TEST(WaitFor, PollsWhenNoNotificationComes) {
     Client c(conninfo());
     std::string q = unique_queue("wait");

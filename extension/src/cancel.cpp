@@ -17,13 +17,13 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 RETURNING *) "
         HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, g.last_error, g.errors, g.progress_detail, g.payload, 'cancelled', "
-        "pg_catalog.now(), NULL FROM gone g RETURNING queue",
+        "pg_catalog.now(), NULL FROM gone g RETURNING queue, " HOPPER_QUEUE_NOTIFIES_DONE,
         {INT8OID});
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id)});
     bool cancelled = !r.empty();
     if (cancelled)
-        notify::job_done(id, r.get_text(0, 1), "cancelled");
+        notify::job_done(id, r.get_text(0, 1), "cancelled", r.get_bool(0, 2));
     else
         jobs::state_of(conn, id);  // already finished: false; unknown: P0002
     conn.finish();

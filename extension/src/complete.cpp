@@ -21,7 +21,7 @@ HOPPER_FUNCTION(hopper_queue_complete) {
         "  AND state = 'running' RETURNING *) "
         HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), $3 FROM done d RETURNING queue",
+        "pg_catalog.now(), $3 FROM done d RETURNING queue, " HOPPER_QUEUE_NOTIFIES_DONE,
         {INT8OID, INT8OID, JSONBOID});
     spi::Connection conn;
     spi::Result r =
@@ -29,7 +29,7 @@ HOPPER_FUNCTION(hopper_queue_complete) {
                        spi::arg_datum(result_null ? (Datum)0 : PG_GETARG_DATUM(2), result_null)});
     bool done = !r.empty();
     if (done)
-        notify::job_done(id, r.get_text(0, 1), "completed");
+        notify::job_done(id, r.get_text(0, 1), "completed", r.get_bool(0, 2));
     else
         jobs::state_of(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
     conn.finish();

@@ -149,12 +149,13 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
     static spi::Statement without_results(
         HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), NULL FROM done d RETURNING id, queue",
+        "pg_catalog.now(), NULL FROM done d RETURNING id, queue, " HOPPER_QUEUE_NOTIFIES_DONE,
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID});
     static spi::Statement with_results(
         HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id RETURNING id, queue",
+        "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id RETURNING id, queue, "
+        HOPPER_QUEUE_NOTIFIES_DONE,
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID});
 #undef HOPPER_HELD_CTE
     spi::Connection conn;
@@ -162,9 +163,14 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
         conn.exec(results_null ? without_results : with_results,
                   {spi::arg_datum(PG_GETARG_DATUM(0)), spi::arg_datum(PG_GETARG_DATUM(1)),
                    spi::arg_datum(results_null ? (Datum)0 : PG_GETARG_DATUM(2), results_null)});
-    std::unordered_map<int64_t, std::string> done;
+    struct Done {
+        std::string queue;
+        bool notify;
+    };
+    std::unordered_map<int64_t, Done> done;
     done.reserve(r.rows());
-    for (uint64_t i = 0; i < r.rows(); ++i) done.emplace(r.get_int64(i, 1), r.get_text(i, 2));
+    for (uint64_t i = 0; i < r.rows(); ++i)
+        done.emplace(r.get_int64(i, 1), Done{r.get_text(i, 2), r.get_bool(i, 3)});
 
     std::unordered_set<int64_t> distinct(ids.values.begin(), ids.values.end());
     if (done.size() < distinct.size()) {
@@ -186,7 +192,7 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
     for (int64_t id : ids.values) {
         auto it = done.find(id);
         if (it == done.end() || !emitted.insert(id).second) continue;
-        notify::job_done(id, it->second, "completed");
+        notify::job_done(id, it->second.queue, "completed", it->second.notify);
         Datum v = Int64GetDatum(id);
         bool isnull = false;
         out.add_values(&v, &isnull);

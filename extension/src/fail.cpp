@@ -40,7 +40,8 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "  AND state = 'running' RETURNING *) "
         HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, $3, " HOPPER_ERRORS_APPEND("g", "$3", "pg_catalog.now()")
-        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g RETURNING queue",
+        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g RETURNING queue, "
+        HOPPER_QUEUE_NOTIFIES_DONE,
         {INT8OID, INT8OID, TEXTOID});
 
     spi::Connection conn;
@@ -53,7 +54,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         spi::Result d = conn.exec(bury, {spi::arg(id), spi::arg(token), error});
         if (!d.empty()) {
             state = "dead";
-            notify::job_done(id, d.get_text(0, 1), "dead");
+            notify::job_done(id, d.get_text(0, 1), "dead", d.get_bool(0, 2));
         } else {
             jobs::state_of(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
         }

@@ -13,6 +13,7 @@ bool auto_create_queues = true;
 int max_pull = 1000;
 int max_payload_bytes = 1024 * 1024;
 bool notify = true;
+bool notify_relay = true;
 }  // namespace hopper::guc
 
 extern "C" {
@@ -31,10 +32,18 @@ void _PG_init(void) {
     DefineCustomIntVariable("hopper.max_payload_bytes", "Largest job payload accepted, in bytes.",
                             nullptr, &max_payload_bytes, 1024 * 1024, 64, 256 * 1024 * 1024,
                             PGC_SUSET, GUC_UNIT_BYTE, nullptr, nullptr, nullptr);
-    DefineCustomBoolVariable("hopper.notify",
-                             "Send NOTIFY on push (channel hopper:<queue>) and when a job finishes "
-                             "(channel hopper:done).",
-                             nullptr, &notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable(
+        "hopper.notify",
+        "Send NOTIFY on push (channel hopper:<queue>) and when a job of a queue "
+        "with notify_done finishes (channel hopper:done).",
+        nullptr, &notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable("hopper.notify_relay",
+                             "Let this database's reaper send the NOTIFY of a push after it "
+                             "commits.",
+                             "A NOTIFY serializes its transaction's commit with every other "
+                             "notifying commit of the database; a relayed push commits without "
+                             "it. Off: pushes send their NOTIFY themselves.",
+                             &notify_relay, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     // Reaper: settings, and in a preloaded server the launcher that starts one per database.
     hopper::reaper::define_gucs();
     if (process_shared_preload_libraries_in_progress) {

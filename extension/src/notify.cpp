@@ -15,8 +15,8 @@ void queue_ready(const std::string& queue) {
     pg_guard([&] { Async_Notify(channel.c_str(), ""); });
 }
 
-void job_done(int64_t id, const std::string& queue, const char* state) {
-    if (!guc::notify) return;
+void job_done(int64_t id, const std::string& queue, const char* state, bool queue_notifies_done) {
+    if (!guc::notify || !queue_notifies_done) return;
     // Queue names are restricted to [A-Za-z0-9_.:-], so they need no JSON escaping.
     std::string payload = "{\"id\": " + std::to_string(id) + ", \"queue\": \"" + queue +
                           "\", \"state\": \"" + state + "\"}";

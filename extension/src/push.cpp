@@ -135,7 +135,7 @@ Pushed one(spi::Connection& conn, const Job& job) {
                     break;
                 }
             }
-            notify::queue_ready(job.queue);
+            notify::queue_pushed(job.queue);
             break;
         }
         if (job.dedup_key && (id = find_unfinished(conn, job.queue, *job.dedup_key))) break;
@@ -319,7 +319,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
             if (auto it = original.find(id); it != original.end()) id = it->second;
         kept -= original.size();
     }
-    if (kept > 0) notify::queue_ready(queue);
+    if (kept > 0) notify::queue_pushed(queue);
     conn.finish();
 
     for (int64_t id : ids) {

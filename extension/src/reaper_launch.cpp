@@ -73,11 +73,20 @@ bool start(Oid db, Mode mode, TransactionId wait_for, bool warn) {
 }
 
 void ensure_running(spi::Connection& conn) {
-    if (!enabled) return;
+    if (!enabled) {
+        forget_running();
+        return;
+    }
     TimestampTz now = GetCurrentTransactionStartTimestamp();
     if (last_check != 0 && now - last_check < kCheckEveryUs && now >= last_check) return;
     last_check = now;
-    if (lock_is_held() || parked(conn)) return;
+    if (lock_is_held()) {
+        // Pushes hand their wake-ups to it until the next check (or until it is seen gone).
+        locate_running();
+        return;
+    }
+    forget_running();
+    if (parked(conn)) return;
     // Quietly: a full worker table would otherwise warn on every check of every backend.
     start(MyDatabaseId, preloaded ? Mode::preload : Mode::dynamic, GetTopTransactionIdIfAny(),
           /*warn=*/false);

@@ -2,6 +2,7 @@
 #include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/reaper_pass.hpp"
+#include "hopper/reaper_relay.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/schedule.hpp"
 #include "hopper/worker_txn.hpp"
@@ -21,9 +22,11 @@ namespace {
 struct StepAside {};
 
 // Between two batches of a long pass: lets SIGTERM (die) and pg_cancel_backend reach the reaper,
-// and gives way to DROP DATABASE and friends.
+// relays the wake-ups of pushes that committed meanwhile, and gives way to DROP DATABASE and
+// friends.
 void check_for_interrupts() {
     pg_guard([] { CHECK_FOR_INTERRUPTS(); });
+    relay_if_woken();
     bool wanted = false;
     worker::in_transaction([&] { wanted = database_wanted(); });
     if (wanted) throw StepAside{};
@@ -113,7 +116,8 @@ PassOutcome run_steps(PassState& state) {
     });
 
     // On the first pass every queue with due jobs is woken: workers may have missed the pushes'
-    // NOTIFY while the server (or this reaper) was down.
+    // NOTIFY while the server (or this reaper) was down. From then on the relay announces pushes.
+    if (state.last_due_check == 0) relay_prime();
     worker::in_transaction([&] {
         TimestampTz now = transaction_now();
         bool first = state.last_due_check == 0;

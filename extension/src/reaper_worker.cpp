@@ -12,6 +12,7 @@
 
 #include "hopper/reaper.hpp"
 #include "hopper/reaper_pass.hpp"
+#include "hopper/reaper_relay.hpp"
 #include "hopper/worker_txn.hpp"
 
 extern "C" {
@@ -53,12 +54,15 @@ TimestampTz last_run = 0;  // end of the last pass that went through
 
 enum class Next { go_on, exit };
 
-void nap(int ms) {
-    pg_guard([&] {
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms,
-                        PG_WAIT_EXTENSION);
+// Returns whether the latch was set (by a push that committed, a signal, ...) rather than the
+// time running out.
+bool nap(int ms) {
+    return pg_guard([&] {
+        int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms,
+                           PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
+        return (rc & WL_LATCH_SET) != 0;
     });
 }
 
@@ -171,18 +175,44 @@ Next guarded_round() {
     return next;
 }
 
-// Sleeps hopper.reaper_naptime. A long naptime is slept in slices of kStepAsideCheckMs: DROP
-// DATABASE waits only 5 s for other connections to leave, so the reaper looks at least that often
-// whether someone wants its database.
+// Sleeps hopper.reaper_naptime, relaying push wake-ups whenever a push sets the latch (see
+// reaper_relay.hpp). The sleep is cut in slices of kStepAsideCheckMs: DROP DATABASE waits only 5 s
+// for other connections to leave, so the reaper looks at least that often whether someone wants
+// its database.
 constexpr int kStepAsideCheckMs = 1000;
+
+// One relay step under try/catch. After a failure the relay rests until the next pass, so that a
+// persistent error is logged once a pass rather than once a push.
+bool relay_failed_this_nap = false;
+void guarded_relay_step() {
+    if (relay_failed_this_nap) return;
+    try {
+        relay_step();
+    } catch (...) {
+        worker::remember_failure();
+        relay_failed_this_nap = true;
+    }
+    if (relay_failed_this_nap) worker::report_failure("hopper reaper wake-up relay");
+}
 
 Next guarded_nap() {
     bool failed = false;
+    relay_failed_this_nap = false;
     try {
-        for (int left = naptime_ms; left > 0; left -= kStepAsideCheckMs) {
-            nap(left < kStepAsideCheckMs ? left : kStepAsideCheckMs);
+        TimestampTz start = GetCurrentTimestamp();
+        TimestampTz until = start + static_cast<int64_t>(naptime_ms) * 1000;
+        TimestampTz next_check = start + kStepAsideCheckMs * 1000;
+        for (;;) {
+            TimestampTz now = GetCurrentTimestamp();
+            if (now >= until) break;
+            TimestampTz wake_at = until < next_check ? until : next_check;
+            bool woken = nap(static_cast<int>((wake_at - now + 999) / 1000));
             // A reload may have turned the reaper off or shortened its naptime: round at once.
-            if (left <= kStepAsideCheckMs || ConfigReloadPending) break;
+            if (ConfigReloadPending) break;
+            if (woken) guarded_relay_step();
+            now = GetCurrentTimestamp();
+            if (now < next_check || now >= until) continue;
+            next_check = now + kStepAsideCheckMs * 1000;
             bool wanted = false;
             worker::in_transaction([&] { wanted = database_wanted(); });
             if (wanted) {

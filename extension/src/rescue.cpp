@@ -33,7 +33,8 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         "dead AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "  g.progress, 'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')', "
         HOPPER_ERRORS_APPEND("g", "'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')'", "$2")
-        ", g.progress_detail, g.payload, 'dead', $2, NULL FROM gone g RETURNING id), "
+        ", g.progress_detail, g.payload, 'dead', $2, NULL FROM gone g "
+        "  RETURNING id, " HOPPER_QUEUE_NOTIFIES_DONE " AS notify_done), "
         "back AS ("
         "  UPDATE hopper.jobs j SET state = 'available', "
         "    run_at = CASE WHEN $4 THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) ELSE $2 END, "
@@ -42,7 +43,8 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         "    last_error = 'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')', "
         "    errors = " HOPPER_ERRORS_APPEND("j", "'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')'", "$2")
         "  FROM expired e WHERE j.id = e.id AND j.attempt < j.max_attempts RETURNING j.id) "
-        "SELECT (SELECT pg_catalog.count(*) FROM back), d.id FROM (SELECT NULL::bigint AS id) z "
+        "SELECT (SELECT pg_catalog.count(*) FROM back), d.id, d.notify_done "
+        "FROM (SELECT NULL::bigint AS id) z "
         "LEFT JOIN dead d ON true",
         {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID});
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
@@ -52,7 +54,7 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         c.retried = static_cast<uint64_t>(r.get_int64(i, 1));
         if (!r.is_null(i, 2)) {
             ++c.dead;
-            notify::job_done(r.get_int64(i, 2), queue, "dead");
+            notify::job_done(r.get_int64(i, 2), queue, "dead", r.get_bool(i, 3));
         }
     }
     return c;
@@ -85,15 +87,16 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "dead AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "  g.progress, " HOPPER_GONE_ERROR("g") ", "
         HOPPER_ERRORS_APPEND("g", HOPPER_GONE_ERROR("g"), "$1")
-        ", g.progress_detail, g.payload, 'dead', $1, NULL FROM gone g RETURNING id, queue), "
+        ", g.progress_detail, g.payload, 'dead', $1, NULL FROM gone g "
+        "  RETURNING id, queue, " HOPPER_QUEUE_NOTIFIES_DONE " AS notify_done), "
         "back AS ("
         "  UPDATE hopper.jobs j SET state = 'available', run_at = $1, "
         "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
         "    session_bound = false, last_error = " HOPPER_GONE_ERROR("j") ", "
         "    errors = " HOPPER_ERRORS_APPEND("j", HOPPER_GONE_ERROR("j"), "$1")
         "  FROM orphans o WHERE j.id = o.id AND j.attempt < j.max_attempts RETURNING j.queue) "
-        "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint FROM back b GROUP BY b.queue "
-        "UNION ALL SELECT 'dead'::text, d.queue, d.id FROM dead d",
+        "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint, false FROM back b "
+        "GROUP BY b.queue UNION ALL SELECT 'dead'::text, d.queue, d.id, d.notify_done FROM dead d",
         {TIMESTAMPTZOID, INT8OID});
 #undef HOPPER_GONE_ERROR
     spi::Result r = conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit)});
@@ -106,7 +109,7 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
             notify::queue_ready(queue);
         } else {
             ++c.dead;
-            notify::job_done(r.get_int64(i, 3), queue, "dead");
+            notify::job_done(r.get_int64(i, 3), queue, "dead", r.get_bool(i, 4));
         }
     }
     return c;

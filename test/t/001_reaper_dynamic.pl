@@ -92,8 +92,9 @@ my $t_kill9 = check_rescued_from_gone_backend(
 	session_query($l, 'LISTEN "hopper:wake"');
 	$node->safe_psql('app',
 		"SELECT hopper.queue_push('wake', '{}', run_at => now() + interval '2 seconds')");
-	like(session_query($l, 'SELECT 1'), qr/Asynchronous notification "hopper:wake"/,
-		'the push itself notifies');
+	# A job pushed for later is announced when it comes due (a direct NOTIFY also announces its
+	# push; the relay does not): drain whatever the push sent.
+	session_query($l, 'SELECT 1');
 	my ($heard, $t0) = ('', time);
 	while (time - $t0 < 6 && $heard !~ /notification/)
 	{
@@ -106,7 +107,7 @@ my $t_kill9 = check_rescued_from_gone_backend(
 
 	my $s = start_session($node, 'app');
 	$node->safe_psql('app', "SELECT hopper.queue_push('wake', '{}')");
-	session_query($l, 'SELECT 1');    # drains the push's notification
+	ok(scalar(wait_notification($l, 'hopper:wake', 5)), 'the push is announced');
 	session_query($s, "SELECT id FROM hopper.queue_pull('wake', 1, session_bound => true)");
 	kill 'KILL', session_client_pid($s);
 	eval { $s->{run}->finish };

@@ -11,7 +11,7 @@ use Time::HiRes qw(time usleep);
 
 use Exporter 'import';
 our @EXPORT = qw(wait_until reaper_of session_query start_session session_backend_pid
-  session_client_pid rescued_after);
+  session_client_pid rescued_after wait_notification);
 
 # Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
 # Returns the seconds it took, or undef on timeout.
@@ -81,6 +81,24 @@ sub session_backend_pid
 {
 	my ($s) = @_;
 	return session_query($s, 'SELECT pg_backend_pid()');
+}
+
+# Polls LISTENing session $s every 5 ms until a notification on $channel arrives or $timeout
+# seconds pass. Returns (seconds waited, pid of the sending backend), or () on timeout. psql
+# prints a notification after the next command it runs, so the wait is at most 5 ms too long.
+sub wait_notification
+{
+	my ($s, $channel, $timeout) = @_;
+	my $t0 = time;
+	while (1)
+	{
+		my $out = session_query($s, 'SELECT 1');
+		return (time - $t0, $1)
+		  if $out =~ /Asynchronous notification "\Q$channel\E" received from server process with PID (\d+)/
+		  || $out =~ /Asynchronous notification "\Q$channel\E" with payload ".*" received from server process with PID (\d+)/;
+		return () if time - $t0 >= $timeout;
+		usleep(5_000);
+	}
 }
 
 # The pid of the psql client process itself.

@@ -97,8 +97,9 @@ class Client {
     std::vector<JobInfo> jobs(const std::string& queue, std::optional<JobState> state = {},
                               int limit = 100);
 
-    // Waits until the job is completed, dead or cancelled: LISTENs on "hopper:done" and polls as a
-    // fallback. Returns its final status, or nullopt when the timeout passes first.
+    // Waits until the job is completed, dead or cancelled: LISTENs on "hopper:done" (sent only for
+    // queues with hopper.queue_set_notify_done on) and polls the job once a second. Returns its
+    // final status, or nullopt when the timeout passes first.
     std::optional<JobInfo> wait_for(int64_t id, Duration timeout);
 
     // The caller's own SQL on this connection, parameters bound (never spliced):

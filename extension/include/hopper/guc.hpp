@@ -6,4 +6,5 @@ extern bool auto_create_queues;  // hopper.auto_create_queues
 extern int max_pull;             // hopper.max_pull
 extern int max_payload_bytes;    // hopper.max_payload_bytes
 extern bool notify;              // hopper.notify
+extern bool notify_relay;        // hopper.notify_relay
 }  // namespace hopper::guc

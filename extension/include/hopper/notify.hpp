@@ -1,12 +1,29 @@
 // LISTEN/NOTIFY channels: "hopper:<queue>" when jobs become available there, "hopper:done" with
-// {"id", "queue", "state"} when a job finishes (completed, dead or cancelled). PostgreSQL delivers
-// notifications at commit and folds identical ones of one transaction into one.
+// {"id", "queue", "state"} when a job of a queue that asked for it (queues.notify_done) finishes
+// (completed, dead or cancelled). PostgreSQL delivers notifications at commit and folds identical
+// ones of one transaction into one.
+//
+// A transaction that sends a NOTIFY holds a database-wide lock across its commit's WAL flush, so
+// notifying commits are serialized. Pushes therefore hand their wake-up to the reaper when one
+// runs (queue_pushed): their commits only set its latch, and the reaper sends one coalesced
+// NOTIFY per queue from a transaction that does not wait for the disk (see reaper_relay.hpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace hopper::notify {
+
+// NOTIFY "hopper:<queue>" in the caller's transaction (release, retry, resume, rescues, the
+// reaper's relay). Nothing when hopper.notify is off.
 void queue_ready(const std::string& queue);
-void job_done(int64_t id, const std::string& queue, const char* state);
+
+// The wake-up for jobs a push inserted into `queue`. With hopper.notify_relay on, it is decided at
+// commit: relayed by this database's reaper if one is known to run (the commit sets its latch and
+// takes no NOTIFY lock), sent directly otherwise. Nothing when hopper.notify is off.
+void queue_pushed(const std::string& queue);
+
+// NOTIFY "hopper:done" for a finished job, if its queue has notify_done on.
+void job_done(int64_t id, const std::string& queue, const char* state, bool queue_notifies_done);
+
 }  // namespace hopper::notify

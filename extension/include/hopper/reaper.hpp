@@ -54,6 +54,16 @@ bool start(Oid db, Mode mode, TransactionId wait_for, bool warn = true);
 // comparison otherwise.
 void ensure_running(spi::Connection& conn);
 
+// This database's reaper as this backend last found it, for pushes that hand their wake-up to it.
+// ensure_running() refreshes it with its periodic check (locate_running() when a reaper holds the
+// lock, forget_running() otherwise); between checks known_alive() re-tests it without any lock:
+// its PGPROC still carries the pid it had. wake_known() sets its latch; it never raises, so it may
+// run after commit.
+void locate_running();
+void forget_running();
+bool known_alive();
+void wake_known() noexcept;
+
 // Registers the launcher (preload mode); only valid while shared_preload_libraries is processed.
 void register_launcher();
 

@@ -14,6 +14,12 @@
     ".attempt, " alias ".max_attempts, " alias ".created_at, " alias ".started_at, " alias \
     ".kind, " alias ".worker, " alias ".dedup_key, " alias ".concurrency_key, "
 
+// In the RETURNING list of an INSERT INTO hopper.job_history: whether the finished job's queue
+// announces finished jobs on "hopper:done" (hopper.queue_set_notify_done). A primary-key lookup in
+// the statement that moves the job, so a completion costs no extra round trip for it.
+#define HOPPER_QUEUE_NOTIFIES_DONE \
+    "(SELECT nq.notify_done FROM hopper.queues nq WHERE nq.name = job_history.queue)"
+
 // jobs.errors with one entry appended, keeping the newest 20: {attempt, at, error, worker}.
 #define HOPPER_ERRORS_APPEND(alias, error_expr, at_expr)                              \
     "pg_catalog.jsonb_concat(CASE WHEN pg_catalog.jsonb_array_length(COALESCE(" alias \

@@ -1,0 +1,148 @@
+# Push wake-ups relayed by the reaper: a LISTENing session hears "hopper:<queue>" from the reaper
+# promptly after a push commits (the push's own commit takes no NOTIFY lock), never for a push that
+# rolled back, also for a push that committed after a later one, and from the pushing backend
+# itself when no reaper runs, when hopper.notify_relay is off, or when the push's transaction was
+# long. "hopper:done" only for queues that turned it on.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use HopperTAP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('relay');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION hopper');
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL"),
+	'the reaper runs');
+my ($reaper) = split /\|/, reaper_of($node, 'postgres');
+
+my $l = start_session($node, 'postgres');
+session_query($l, 'LISTEN "hopper:relay"');
+session_query($l, 'LISTEN "hopper:other"');
+session_query($l, 'LISTEN "hopper:done"');
+my $p = start_session($node, 'postgres');
+my $producer = session_backend_pid($p);
+
+# Relayed: heard from the reaper, within a second (typically milliseconds).
+my @times;
+for my $i (1 .. 5)
+{
+	session_query($p, "SELECT hopper.queue_push('relay', '{}')");
+	my ($took, $from) = wait_notification($l, 'hopper:relay', 5);
+	is($from, $reaper, "push $i: the reaper sent the wake-up");
+	ok(defined $took && $took < 1, "push $i: heard within 1 s");
+	push @times, $took // 99;
+}
+note sprintf('relayed wake-up heard %s s after the push returned',
+	join(', ', map { sprintf '%.3f', $_ } @times));
+
+# A push that rolled back wakes nobody.
+session_query($p, "BEGIN; SELECT hopper.queue_push('relay', '{}'); ROLLBACK");
+ok(!scalar(wait_notification($l, 'hopper:relay', 1.5)), 'a rolled-back push is not announced');
+
+# Several pushes in one transaction, to two queues: one wake-up per queue.
+session_query($p,
+	"BEGIN; SELECT hopper.queue_push('relay', '{}'); SELECT count(*) FROM hopper.queue_push_batch('relay', ARRAY['{}', '{}']::jsonb[]); SELECT hopper.queue_push('other', '{}'); COMMIT");
+my ($t_other, $from_other) = wait_notification($l, 'hopper:other', 5);
+is($from_other, $reaper, 'a transaction pushing to two queues: the second queue is announced');
+my $heard = session_query($l, 'SELECT 1');
+my $relay_count = () = $heard =~ /"hopper:relay"/g;
+ok($relay_count <= 1, 'the first queue is announced once');
+
+# Commit order differs from id order: the job with the lower id commits last and is still
+# announced (the relay's settled mark waits for the transaction that held it). The higher job is
+# pulled before, so that only the lower one can be the reason for the second wake-up.
+{
+	session_query($l, 'LISTEN "hopper:order"');
+	# (Created first: a push that creates a queue holds its row until it commits.)
+	$node->safe_psql('postgres', "SELECT hopper.queue_create('order')");
+	my $early = start_session($node, 'postgres');
+	session_query($early, "BEGIN");
+	my $low = session_query($early, "SELECT hopper.queue_push('order', '{\"low\": true}')");
+	my $high = session_query($p, "SELECT hopper.queue_push('order', '{\"high\": true}')");
+	ok($high > $low, 'the later push has the higher id');
+	my (undef, $from) = wait_notification($l, 'hopper:order', 5);
+	is($from, $reaper, 'the higher id, committed first, is announced');
+	is(session_query($p, "SELECT id FROM hopper.queue_pull('order')"), $high, 'and pulled');
+	session_query($l, 'SELECT 1');
+	session_query($early, "COMMIT");
+	my ($took, $from_low) = wait_notification($l, 'hopper:order', 5);
+	is($from_low, $reaper, 'the lower id, committed last, is announced too');
+	note sprintf('out-of-order commit announced after %.3f s', $took // -1);
+	$early->{in} .= "\\q\n";
+	$early->{run}->finish;
+}
+
+# A push whose transaction stays open for over a second notifies by itself.
+session_query($p, "BEGIN; SELECT hopper.queue_push('relay', '{}'); SELECT pg_sleep(1.2); COMMIT");
+my (undef, $from_long) = wait_notification($l, 'hopper:relay', 5);
+is($from_long, $producer, 'a long push transaction sends its NOTIFY itself');
+
+# hopper.notify_relay = off: direct.
+session_query($p, "SET hopper.notify_relay = off; SELECT hopper.queue_push('relay', '{}')");
+my (undef, $from_direct) = wait_notification($l, 'hopper:relay', 5);
+is($from_direct, $producer, 'notify_relay off: the push sends its NOTIFY itself');
+session_query($p, "RESET hopper.notify_relay");
+
+# hopper.notify = off: nothing.
+session_query($p, "SET hopper.notify = off; SELECT hopper.queue_push('relay', '{}')");
+ok(!scalar(wait_notification($l, 'hopper:relay', 1.5)), 'notify off: no wake-up');
+session_query($p, "RESET hopper.notify");
+
+# "hopper:done" only for a queue that turned it on.
+{
+	my $done_for = sub {
+		my ($queue) = @_;
+		session_query($p,
+			"SELECT hopper.queue_complete(id, lease_token) FROM hopper.queue_pull('$queue', 10)");
+		my $out = session_query($l, 'SELECT pg_sleep(0.2)');
+		return scalar(() = $out =~ /"hopper:done" with payload "\{"id": \d+, "queue": "\Q$queue\E"/g);
+	};
+	session_query($p, "SELECT hopper.queue_push('other', '{}')");
+	session_query($l, 'SELECT pg_sleep(0.2)');
+	is($done_for->('other'), 0, 'no hopper:done for a queue that did not ask for it');
+	session_query($p, "SELECT hopper.queue_set_notify_done('relay', true)");
+	ok($done_for->('relay') >= 1, 'hopper:done for the queue that asked for it');
+}
+
+# No reaper (stopped): the push notifies by itself, and the producer learns it at once (the
+# reaper it knew has exited), not at its next periodic look.
+is($node->safe_psql('postgres', 'SELECT hopper.reaper_stop()'), 't', 'reaper stopped');
+session_query($l, 'SELECT 1');
+session_query($p, "SELECT hopper.queue_push('relay', '{}')");
+my ($t_fb, $from_fb) = wait_notification($l, 'hopper:relay', 5);
+is($from_fb, $producer, 'reaper stopped: the push sends its NOTIFY itself');
+ok(defined $t_fb && $t_fb < 1, 'and it arrives at once');
+
+# Started again: relayed again once the producer's periodic look (every 5 s) has found it.
+is($node->safe_psql('postgres', 'SELECT hopper.reaper_start()'), 't', 'reaper started again');
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL"),
+	'the new reaper runs');
+($reaper) = split /\|/, reaper_of($node, 'postgres');
+my $from_again = '';
+my $t0 = time;
+while (time - $t0 < 15 && $from_again ne $reaper)
+{
+	session_query($p, "SELECT hopper.queue_push('relay', '{}')");
+	(undef, $from_again) = wait_notification($l, 'hopper:relay', 5);
+	$from_again //= '';
+	usleep(200_000);
+}
+is($from_again, $reaper, 'the new reaper relays again');
+note sprintf('relay resumed %.1f s after reaper_start()', time - $t0);
+
+for my $s ($l, $p)
+{
+	$s->{in} .= "\\q\n";
+	$s->{run}->finish;
+}
+$node->stop;
+done_testing();
