@@ -110,8 +110,8 @@ echo "| drain pulling 10 vs baseline (complete_many + pull, one commit) | hopper
 echo "| drain pulling 100 | hopper $(num "$h_d100")/s | $(num "$h_d100")/s | >= 100,000/s | $(verdict "$h_d100" ">=" 100000) |"
 r=$(awk -v a="$h_st" -v b="$b_st" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| steady 4+4 vs baseline (SQL consumers, queue_complete_pull) | hopper $(num "$h_st")/s (notify off: $(num "$hq_st")/s), baseline $(num "$b_st")/s | $(ratio "$h_st" "$b_st") (notify off: $(ratio "$hq_st" "$b_st")) | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete) |"
-echo "| push-to-start p50 at $BENCH_LAT_RATE jobs/s | $(ms "$p50") (relayed-wakeup model: $(ms "$(med lat.relay.p50_us)")) | | <= 2 ms | $(verdict "$p50" "<=" 2000) |"
-echo "| push-to-start p99 at $BENCH_LAT_RATE jobs/s | $(ms "$p99") (relayed-wakeup model: $(ms "$(med lat.relay.p99_us)")) | | <= 10 ms | $(verdict "$p99" "<=" 10000) |"
+echo "| push-to-start p50 at $BENCH_LAT_RATE jobs/s | $(ms "$p50") (producers NOTIFY directly: $(ms "$(med lat.direct.p50_us)")) | | <= 2 ms | $(verdict "$p50" "<=" 2000) |"
+echo "| push-to-start p99 at $BENCH_LAT_RATE jobs/s | $(ms "$p99") (producers NOTIFY directly: $(ms "$(med lat.direct.p99_us)")) | | <= 10 ms | $(verdict "$p99" "<=" 10000) |"
 r=$(awk -v a="$s_last" -v b="$s_first" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| backlog scaling: rate at $scale_last vs $scale_first | $(num "$s_last")/s vs $(num "$s_first")/s | $(ratio "$s_last" "$s_first") | >= 0.80x | $(verdict "$r" ">=" 0.8) |"
 echo "| churn: hot table + indexes, end vs first third | | $( [ "$churn_ratio" = nan ] && echo n/a || printf '%.2fx' "$churn_ratio") | < 2x | $(verdict "$churn_ratio" "<=" 2) |"
@@ -136,7 +136,7 @@ echo
 
 echo "## Enqueue, jobs/s"
 echo
-echo "hopper = \`queue_push\` / \`queue_push_batch\` with NOTIFY on (the default); \"notify off\" = the same with"
+echo "hopper = \`queue_push\` / \`queue_push_batch\` with wake-ups on (the default: relayed by the reaper); \"notify off\" = the same with"
 echo "\`SET hopper.notify = off\`. Baseline = INSERT (one row, or INSERT ... SELECT of the batch). The INSERT"
 echo "limit here is the pgbench single-row INSERT measured inside the same interleaved loop: $(cell on.enq.raw.single.c1)"
 echo "at 1 connection, $(cell on.enq.raw.single.c4) at 4."
@@ -220,7 +220,7 @@ echo "fetch loop completes the jobs whose handlers returned in the same statemen
 echo "(\`queue_complete_many\` + \`queue_pull\`, one commit for the batch); \"each\" is \`batch_completions = false\`:"
 echo "every job completed by \`queue_complete\` on its handler's connection, one commit per job. The rate counts"
 echo "from the start of \`Worker::run()\`, connections included. Drain: a preloaded backlog until empty or"
-echo "${BENCH_SECS} s. Steady: 4 pgbench producers (\`hop_push.sql\`, NOTIFY on) with the runtime consuming; the"
+echo "${BENCH_SECS} s. Steady: 4 pgbench producers (\`hop_push.sql\`, wake-ups relayed) with the runtime consuming; the"
 echo "baseline's 4+4 runs interleaved with it in the same loop."
 echo
 echo "| workload | runtime, batched | runtime, each | batched / each | hopper SQL consumers (pgbench, same run) | baseline | batched / baseline |"
@@ -231,12 +231,7 @@ echo
 echo "Jobs pushed by the producers during the steady runs: $(cell on.rt.steady.batched.pushed)/s (batched),"
 echo "$(cell on.rt.steady.each.pushed)/s (each). The consumers can complete no more than the producers push."
 echo
-echo "Steady 4+4 with the runtime batched and its sessions sending no \`hopper:done\` (\`hopper.notify = off\` in"
-echo "the workers' connections; the producers still NOTIFY): $(cell on.rt.steady.nodone) completed jobs/s, pushed"
-echo "$(cell on.rt.steady.nodone.pushed)/s, $(ratio "$(med on.rt.steady.nodone)" "$rt_st_b") the baseline: what the workers' commits lose by"
-echo "queueing for the NOTIFY lock (analysis, section 1)."
-echo
-for mode in batched each nodone; do
+for mode in batched each; do
     f="$TMP/waits.rt.steady.$mode"
     [ -s "$f" ] || continue
     echo "Wait events of active client backends during the first steady run with the runtime, $mode (share of samples):"
@@ -255,12 +250,11 @@ echo "empty (no busy polling). Latency = pull returned - push sent (same process
 echo
 echo "| variant | p50 | p90 | p99 | p99.9 | max | pushes/s reached |"
 echo "|---|---|---|---|---|---|---|"
-for v in default nodone relay syncoff; do
+for v in default direct syncoff; do
     case $v in
-        default) d="NOTIFY on push and on completion (default)" ;;
-        nodone) d="consumers send no hopper:done (\`hopper.notify = off\` in workers)" ;;
-        relay) d="no NOTIFY in any commit; one relay session (synchronous_commit off) NOTIFYs when jobs are ready, polling every 0.5 ms (a model of reaper-sent wakeups)" ;;
-        syncoff) d="synchronous_commit = off, default NOTIFYs" ;;
+        default) d="push wake-ups relayed by the reaper (default: no NOTIFY in the producers' commits)" ;;
+        direct) d="producers NOTIFY in their own commits (\`hopper.notify_relay = off\`)" ;;
+        syncoff) d="synchronous_commit = off, relayed wake-ups" ;;
     esac
     echo "| $d | $(ms "$(med lat.$v.p50_us)") | $(ms "$(med lat.$v.p90_us)") | $(ms "$(med lat.$v.p99_us)") | $(ms "$(med lat.$v.p999_us)") | $(ms "$(med lat.$v.max_us)") | $(num "$(med lat.$v.rate)") |"
 done
@@ -444,12 +438,12 @@ echo "Raw pgbench logs, latency samples and the data behind the plots are in ben
 if command -v gnuplot >/dev/null 2>&1; then
     # Latency CDF: the pooled samples of every repetition of each variant.
     plots=()
-    for v in default nodone relay syncoff; do
+    for v in default direct syncoff; do
         ls "$TMP"/lat."$v".*.txt >/dev/null 2>&1 || continue
         cat "$TMP"/lat."$v".*.txt | sort -n | awk '{ v[NR] = $1 } END { for (i = 1; i <= NR; i++)
             if (i == 1 || i == NR || i % int(NR / 400 + 1) == 0) printf "%.3f %.5f\n", v[i] / 1000, i / NR }' \
             >"$TMP/cdf.$v.dat"
-        case $v in default) t="default NOTIFYs" ;; nodone) t="no hopper:done" ;; relay) t="relayed wakeups (model)" ;; syncoff) t="synchronous_commit off" ;; esac
+        case $v in default) t="relayed wake-ups (default)" ;; direct) t="direct NOTIFY" ;; syncoff) t="synchronous_commit off" ;; esac
         plots+=("'$TMP/cdf.$v.dat' using 1:2 with lines lw 2 title '$t'")
     done
     if [ ${#plots[@]} -gt 0 ]; then

@@ -282,14 +282,14 @@ steady() {  # prefix configs...: each config is system:consumer_script (system b
     done
 }
 
-latency() {  # configs...: each is name:done_notify(on|off):synchronous_commit(on|off):relay(on|off)
-    local rep cfg name dn sc relay out
+latency() {  # configs...: each is name:synchronous_commit(on|off):hopper.notify_relay(on|off)
+    local rep cfg name sc relay out
     for rep in $(seq "$REPS"); do
         for cfg in "$@"; do
-            IFS=: read -r name dn sc relay <<<"$cfg"
+            IFS=: read -r name sc relay <<<"$cfg"
             reset_hopper
             checkpoint
-            out=$(HOPPER_LATENCY_DONE_NOTIFY=$dn HOPPER_LATENCY_RELAY=$relay PGOPTIONS="-c synchronous_commit=$sc" \
+            out=$(PGOPTIONS="-c synchronous_commit=$sc -c hopper.notify_relay=$relay" \
                 timeout $((LAT_SECS * 3 + 60)) \
                 "$TMP/latency" "$CONNINFO" lat "$LAT_RATE" "$LAT_SECS" 4 4 "$TMP/lat.$name.$rep" 2>&1) || true
             echo "$out" >"$TMP/lat.$name.$rep.log"
@@ -511,7 +511,7 @@ runtime_drain() {  # prefix
 }
 
 # Steady state: 4 pgbench producers (hop_push.sql, as in steady()) with the runtime consuming,
-# completions batched, each on its own, and batched without hopper:done. The baseline queue's 4+4 runs in the same loop,
+# completions batched and each on its own. The baseline queue's 4+4 runs in the same loop,
 # interleaved, so the ratio compares like with like.
 runtime_steady() {  # prefix
     local pfx=$1 rep ppid out rp r done_jobs mode
@@ -527,14 +527,11 @@ runtime_steady() {  # prefix
         done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
         rec "$pfx.rt.steady.base" "$rep" "$(rate "$done_jobs" "$r")"
 
-        # nodone: batched, with the workers' sessions sending no hopper:done (hopper.notify = off),
-        # so that their commits do not queue for the NOTIFY lock behind the producers'.
-        for mode in batched each nodone; do
+        for mode in batched each; do
             reset_hopper
             reset_baseline
             checkpoint
             local conninfo=$CONNINFO completions=$mode
-            [ "$mode" = nodone ] && conninfo="$CONNINFO options='-c hopper.notify=off'" completions=batched
             pgb "$TMP/$pfx.rt.steady.$mode.prod.$rep.log" 4 "$SECS" hop_push.sql -D q=steady >"$TMP/prod.out" &
             ppid=$!
             if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.rt.steady.$mode" & fi
@@ -635,7 +632,7 @@ runtime_drain on
 runtime_steady on
 
 log "push-to-start latency at $LAT_RATE jobs/s"
-latency default:on:on:off nodone:off:on:off relay:off:on:on syncoff:on:off:off
+latency default:on:on direct:on:off syncoff:off:on
 
 log "backlog scaling"
 scaling

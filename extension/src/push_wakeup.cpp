@@ -46,7 +46,7 @@ void reset() noexcept {
 
 void decide_at_pre_commit() {
     bool recent = GetCurrentTimestamp() - first_push < kRelayWithinUs;
-    if (guc::notify_relay && recent && reaper::known_alive()) {
+    if (guc::notify_relay && recent && reaper::still_running()) {
         relay_at_commit = true;
         return;
     }

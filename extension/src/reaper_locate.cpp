@@ -11,6 +11,7 @@ extern "C" {
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 }
 
 namespace hopper::reaper {
@@ -53,6 +54,13 @@ void forget_running() {
 
 bool known_alive() {
     return known_proc != nullptr && known_proc->pid == known_pid;
+}
+
+bool still_running() {
+    if (known_proc == nullptr) return false;
+    bool live = pg_guard([] { return BackendPidGetProc(known_pid) == known_proc; });
+    if (!live) forget_running();
+    return live;
 }
 
 void wake_known() noexcept {

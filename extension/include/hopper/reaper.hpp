@@ -56,12 +56,16 @@ void ensure_running(spi::Connection& conn);
 
 // This database's reaper as this backend last found it, for pushes that hand their wake-up to it.
 // ensure_running() refreshes it with its periodic check (locate_running() when a reaper holds the
-// lock, forget_running() otherwise); between checks known_alive() re-tests it without any lock:
-// its PGPROC still carries the pid it had. wake_known() sets its latch; it never raises, so it may
+// lock, forget_running() otherwise). Between checks, known_alive() re-tests it without any lock
+// (its PGPROC still carries the pid it had), which is a hint only: PostgreSQL 15 leaves the pid in
+// the PGPROC of a process that has exited, until the slot is reused. still_running() asks the
+// process array (a shared lock, a scan of the live processes) and forgets a reaper that is gone;
+// a push decides with it, before commit. wake_known() sets the latch; it never raises, so it may
 // run after commit.
 void locate_running();
 void forget_running();
 bool known_alive();
+bool still_running();
 void wake_known() noexcept;
 
 // Registers the launcher (preload mode); only valid while shared_preload_libraries is processed.
