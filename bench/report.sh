@@ -42,6 +42,12 @@ secs() { awk -v x="$1" 'BEGIN { if (x == "nan" || x == "") print "n/a"; else pri
 cell_s() { stat "$1" | awk '{ if ($4 == 0) print "n/a"; else if ($4 == 1) printf "%.1f s\n", $1; else printf "%.1f s (%.1f–%.1f)\n", $1, $2, $3 }'; }
 ms() { awk -v x="$1" 'BEGIN { if (x == "nan" || x == "") print "n/a"; else printf "%.1f ms", x / 1000 }'; }
 # verdict MEASURED_RATIO_OR_VALUE OP GOAL: "met" or "missed".
+# The wait-event samples in FILE as a block: the six most frequent, with their share.
+waits_block() {
+    echo '```'
+    sort "$1" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$1")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
+    echo '```'
+}
 verdict() { awk -v a="$1" -v op="$2" -v g="$3" 'BEGIN {
     if (a == "nan" || a == "") { print "not measured"; exit }
     ok = (op == ">=") ? (a >= g) : (a <= g); print ok ? "**met**" : "**missed**" }'; }
@@ -205,9 +211,7 @@ for f in "$TMP"/waits.steady.*; do
     name=${f##*/waits.steady.}
     echo "Wait events of active client backends during the first steady run, $name (share of samples):"
     echo
-    echo '```'
-    sort "$f" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$f")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
-    echo '```'
+    waits_block "$f"
     echo
 done
 
@@ -236,9 +240,7 @@ for mode in batched each; do
     [ -s "$f" ] || continue
     echo "Wait events of active client backends during the first steady run with the runtime, $mode (share of samples):"
     echo
-    echo '```'
-    sort "$f" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$f")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
-    echo '```'
+    waits_block "$f"
     echo
 done
 
@@ -334,9 +336,7 @@ if [ -n "$scale_indexes" ]; then
         [ -s "$f" ] || continue
         echo "Wait events of active client backends during the first run at $label (share of samples):"
         echo
-        echo '```'
-        sort "$f" | uniq -c | sort -rn | head -6 | awk -v t="$(wc -l <"$f")" '{ c = $1; $1 = ""; printf "%5.1f%% %s\n", 100 * c / t, $0 }'
-        echo '```'
+        waits_block "$f"
         echo
     done
     # A summary in words, from the figures above.

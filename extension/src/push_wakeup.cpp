@@ -57,21 +57,8 @@ void on_transaction_event(XactEvent event, void*) {
     if (!pending) return;
     switch (event) {
         case XACT_EVENT_PRE_COMMIT: {
-            bool failed = false;
-            try {
-                decide_at_pre_commit();
-            } catch (const PgError& e) {
-                detail::save_error(e);
-                failed = true;
-            } catch (const std::exception& e) {
-                detail::save_error(e.what());
-                failed = true;
-            } catch (...) {
-                detail::save_error("unknown C++ exception");
-                failed = true;
-            }
             // Before commit an ERROR still aborts the transaction cleanly.
-            if (failed) {
+            if (!detail::capture_errors(decide_at_pre_commit)) {
                 reset();
                 detail::raise_saved_error();
             }

@@ -53,6 +53,23 @@ void save_error(const char* what) noexcept;
 
 // Runs fn (a plain C callback) with PG_TRY; on a PostgreSQL error, copies it and throws PgError.
 void guarded_call(void (*fn)(void*), void* arg);
+
+// Runs f; if it throws, saves the exception for raise_saved_error() and returns false. The caller
+// raises only once its own C++ frames are gone (or no longer matter).
+template <typename F>
+bool capture_errors(F&& f) noexcept {
+    try {
+        f();
+        return true;
+    } catch (const PgError& e) {
+        save_error(e);
+    } catch (const std::exception& e) {
+        save_error(e.what());
+    } catch (...) {
+        save_error("unknown C++ exception");
+    }
+    return false;
+}
 }  // namespace detail
 
 // Runs f, turning a PostgreSQL ERROR raised inside it into a C++ PgError.
@@ -81,22 +98,10 @@ auto pg_guard(F&& f) -> decltype(f()) {
 // The entry wrapper for every SQL-callable function.
 template <typename F>
 Datum invoke(FunctionCallInfo fcinfo, F&& body) noexcept {
-    bool failed = false;
     Datum result = (Datum)0;
-    try {
-        result = body(fcinfo);
-    } catch (const PgError& e) {
-        detail::save_error(e);
-        failed = true;
-    } catch (const std::exception& e) {
-        detail::save_error(e.what());
-        failed = true;
-    } catch (...) {
-        detail::save_error("unknown C++ exception");
-        failed = true;
-    }
+    bool ok = detail::capture_errors([&] { result = body(fcinfo); });
     // Every C++ frame of body is gone by now: raising (a longjmp) is safe here.
-    if (failed) detail::raise_saved_error();
+    if (!ok) detail::raise_saved_error();
     return result;
 }
 
