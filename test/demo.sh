@@ -15,8 +15,22 @@ step() { printf '\n== %s ==\n' "$*"; }
 $cluster start
 eval "$($cluster env)"
 export PGHOST PGPORT PGUSER PGDATABASE
+# The version stays 0.1.0 while the install script changes, so a demo cluster made by an older
+# build would keep the older SQL objects: when the script changed since this cluster installed it,
+# restart the server (no backend or reaper keeps the old library) and install afresh.
+script_sum=$(md5sum "$repo/extension/hopper--0.1.0.sql" | cut -d' ' -f1)
+sum_file="$($cluster instancedir)/extension.md5"
+if [ "$(cat "$sum_file" 2>/dev/null)" != "$script_sum" ]; then
+    if [ "$(psql -XAtq -c "SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'hopper'")" != 0 ]; then
+        echo "demo: the extension's install script changed since this cluster installed it; reinstalling"
+        $cluster restart >/dev/null
+        psql -X -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" \
+            -c "DROP EXTENSION hopper CASCADE"
+    fi
+fi
 psql -X -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" \
     -c "CREATE EXTENSION IF NOT EXISTS hopper"
+echo "$script_sum" >"$sum_file"
 
 step "1. a sample upload: 6 s of moving test picture with a 440 Hz tone (ffmpeg lavfi)"
 mkdir -p "$out/uploads" "$out/hls"
