@@ -119,6 +119,13 @@ std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* a
     return static_cast<int64_t>(us);
 }
 
+TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname) {
+    if (is_null(fcinfo, n)) return GetCurrentTransactionStartTimestamp();
+    TimestampTz t = PG_GETARG_TIMESTAMPTZ(n);
+    if (TIMESTAMP_NOT_FINITE(t)) invalid(std::string(argname) + " must be a finite timestamp");
+    return t;
+}
+
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n) {
     if (is_null(fcinfo, n)) return std::nullopt;
     TimestampTz t = PG_GETARG_TIMESTAMPTZ(n);

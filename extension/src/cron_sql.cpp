@@ -61,9 +61,7 @@ HOPPER_FUNCTION(hopper_cron_next) {
     char* s = pg_guard([&] { return TextDatumGetCString(d); });
     std::string expression(s);
     pfree(s);
-    TimestampTz after = PG_GETARG_TIMESTAMPTZ(1);
-    if (TIMESTAMP_NOT_FINITE(after))
-        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "after must be a finite timestamp");
+    TimestampTz after = args::clock(fcinfo, 1, "after");
     cron::Schedule sched = schedule::parse(expression);
     PG_RETURN_TIMESTAMPTZ(schedule::next_after(sched, expression, after));
 }

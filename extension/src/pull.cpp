@@ -68,10 +68,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
     auto worker = args::optional_text(fcinfo, 3, "worker", args::kMaxWorker);
     bool kinds_null = args::is_null(fcinfo, 4);
-    TimestampTz at =
-        args::is_null(fcinfo, 5) ? GetCurrentTransactionStartTimestamp() : PG_GETARG_TIMESTAMPTZ(5);
-    if (TIMESTAMP_NOT_FINITE(at))
-        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "at must be a finite timestamp");
+    TimestampTz at = args::clock(fcinfo, 5, "at");
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
 
     result::SetResult out(fcinfo);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hopper/push.hpp"
+#include "hopper/args.hpp"
 #include "hopper/schedule.hpp"
 
 extern "C" {
@@ -115,12 +116,7 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit) {
 using namespace hopper;
 
 HOPPER_FUNCTION(hopper_schedule_run_due) {
-    TimestampTz at = GetCurrentTransactionStartTimestamp();
-    if (PG_NARGS() > 0 && !PG_ARGISNULL(0)) {
-        at = PG_GETARG_TIMESTAMPTZ(0);
-        if (TIMESTAMP_NOT_FINITE(at))
-            throw PgError(ERRCODE_INVALID_PARAMETER_VALUE, "at must be a finite timestamp");
-    }
+    TimestampTz at = args::clock(fcinfo, 0, "at");
     spi::Connection conn;
     schedule::RunCounts c = schedule::run_due(conn, at, 0);
     conn.finish();

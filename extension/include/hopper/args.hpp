@@ -44,6 +44,10 @@ void check_payload(Jsonb* jb, const char* argname);
 std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* argname,
                                    int64_t min_us, int64_t max_us, bool allow_zero = false);
 
+// A point in time a function acts at (pull's and schedule_run_due's `at`, cron_next's `after`):
+// NULL -> the transaction's start; infinity -> 22023 naming argname.
+TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
+
 // run_at: NULL -> nullopt (now); finite and within the allowed window around now.
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n);
 
