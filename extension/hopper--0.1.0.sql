@@ -336,6 +336,12 @@ GRANT EXECUTE ON FUNCTION hopper.queue_jobs(text, text, integer) TO hopper_produ
 
 -- Session-bound running jobs, which the reaper checks against the live backends every pass.
 CREATE INDEX jobs_session_idx ON hopper.jobs (id) WHERE state = 'running' AND session_bound;
+-- Jobs that wait for a time of their own (scheduled, or retried, rescued or released with a
+-- backoff): the reaper wakes their queue's workers when that time comes, and asks every pass.
+-- Jobs due when pushed (run_at = created_at) are announced by the push and never enter it, so
+-- the common push pays no entry here.
+CREATE INDEX jobs_delayed_idx ON hopper.jobs (queue, run_at)
+    WHERE state = 'available' AND run_at > created_at;
 
 -- Whether reaper_stop() parked this database's reaper (until reaper_start()). One row.
 CREATE TABLE hopper.reaper_control (

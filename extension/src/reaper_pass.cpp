@@ -55,17 +55,28 @@ uint64_t in_batches(int64_t batch, Step&& step) {
 
 // Whether queue got jobs that became due in (since, until]: scheduled jobs whose time came, and
 // retried or rescued jobs whose backoff ended. Their LISTENing workers need a wake-up. Jobs due
-// at once when pushed (run_at = created_at) were announced by their push already, unless
-// `including_pushed` (the first pass, when listeners may have missed them).
+// at once when pushed (run_at = created_at) were announced by their push already, so the
+// question runs every pass on jobs_delayed_idx, which holds only the others: one index descent,
+// whatever the backlog. (Without that index it read the whole table, once per queue per pass.)
 bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz since,
-                TimestampTz until, bool including_pushed) {
+                TimestampTz until) {
     static spi::Statement st(
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' "
-        "AND run_at > $2 AND run_at <= $3 AND ($4 OR run_at > created_at) LIMIT 1",
-        {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID});
-    return !conn.exec(st,
-                      {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(since)),
-                       spi::arg_datum(TimestampTzGetDatum(until)), spi::arg_bool(including_pushed)})
+        "AND run_at > created_at AND run_at > $2 AND run_at <= $3 LIMIT 1",
+        {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
+    return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(since)),
+                           spi::arg_datum(TimestampTzGetDatum(until))})
+                .empty();
+}
+
+// The first pass wakes every queue with any due job: workers may have missed the pushes' NOTIFY
+// while the server (or this reaper) was down. The walk stops at the first due job in pull order.
+bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until) {
+    static spi::Statement st(
+        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
+        "LIMIT 1",
+        {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
+    return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(until))})
                 .empty();
 }
 
@@ -121,10 +132,11 @@ PassOutcome run_steps(PassState& state) {
     worker::in_transaction([&] {
         TimestampTz now = transaction_now();
         bool first = state.last_due_check == 0;
-        TimestampTz since = first ? DT_NOBEGIN : state.last_due_check;
+        TimestampTz since = state.last_due_check;
         spi::Connection conn;
         for (const std::string& queue : queues)
-            if (became_due(conn, queue, since, now, first)) notify::queue_ready(queue);
+            if (first ? any_due(conn, queue, now) : became_due(conn, queue, since, now))
+                notify::queue_ready(queue);
         conn.finish();
         state.last_due_check = now;
     });
