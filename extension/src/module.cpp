@@ -14,6 +14,7 @@ int max_pull = 1000;
 int max_payload_bytes = 1024 * 1024;
 bool notify = true;
 bool notify_relay = true;
+bool async_claims = true;
 }  // namespace hopper::guc
 
 extern "C" {
@@ -44,6 +45,13 @@ void _PG_init(void) {
                              "notifying commit of the database; a relayed push commits without "
                              "it. Off: pushes send their NOTIFY themselves.",
                              &notify_relay, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable("hopper.async_claims",
+                             "Let a transaction that only claims jobs commit without waiting "
+                             "for its WAL flush.",
+                             "A claim lost in a crash leaves its job available again, as a "
+                             "worker's death would; the job's next write flushes it. Fencing "
+                             "tokens are flushed first, so none is ever handed out twice.",
+                             &async_claims, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     // Reaper: settings, and in a preloaded server the launcher that starts one per database.
     hopper::reaper::define_gucs();
     if (process_shared_preload_libraries_in_progress) {

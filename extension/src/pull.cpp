@@ -2,6 +2,7 @@
 #include <string>
 
 #include "hopper/args.hpp"
+#include "hopper/claim_commit.hpp"
 #include "hopper/guc.hpp"
 #include "hopper/limits.hpp"
 #include "hopper/reaper.hpp"
@@ -75,6 +76,8 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     TimestampTz at = args::clock(fcinfo, 5, "at");
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
 
+    // Everything this call writes counts as the claim's: a page pruned on the way, say.
+    claim_commit::before_claim();
     result::SetResult out(fcinfo);
     spi::Connection conn;
     reaper::ensure_running(conn);
@@ -114,5 +117,6 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         if (c.retried > 0) add(claim(n - static_cast<int64_t>(got)));
     }
     conn.finish();
+    claim_commit::after_claim();
     return (Datum)0;
 }

@@ -7,4 +7,5 @@ extern int max_pull;             // hopper.max_pull
 extern int max_payload_bytes;    // hopper.max_payload_bytes
 extern bool notify;              // hopper.notify
 extern bool notify_relay;        // hopper.notify_relay
+extern bool async_claims;        // hopper.async_claims
 }  // namespace hopper::guc
