@@ -74,8 +74,8 @@ void before_claim() {
         pg_guard([] { RegisterXactCallback(on_transaction_event, nullptr); });
         callback_registered = true;
     }
-    bool clean = XactLastRecEnd == InvalidXLogRecPtr ||
-                 (only_claims && XactLastRecEnd == claims_end);
+    bool clean =
+        XactLastRecEnd == InvalidXLogRecPtr || (only_claims && XactLastRecEnd == claims_end);
     only_claims = clean;
 }
 

@@ -70,11 +70,12 @@ bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz sin
 }
 
 // The first pass wakes every queue with any due job: workers may have missed the pushes' NOTIFY
-// while the server (or this reaper) was down. The walk stops at the first due job in pull order.
+// while the server (or this reaper) was down. Asked in pull order, so that it walks
+// jobs_pull_idx to the first due job (without the ORDER BY a plan may read the whole table).
 bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until) {
     static spi::Statement st(
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
-        "LIMIT 1",
+        "ORDER BY priority, run_at, id LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
     return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(until))})
                 .empty();

@@ -12,11 +12,12 @@ namespace hopper::rescue {
 
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
                       int64_t limit, bool backoff) {
-    // A cheap probe first: on the hot path there is usually nothing to rescue.
+    // A cheap probe first: on the hot path there is usually nothing to rescue. Every pull that
+    // comes back short asks it, so its plan (jobs_lease_idx on both columns) is made once.
     static spi::Statement probe(
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'running' AND lease_until < $2 "
         "LIMIT 1",
-        {TEXTOID, TIMESTAMPTZOID});
+        {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
     if (conn.exec(probe, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at))}).empty())
         return {};
 
