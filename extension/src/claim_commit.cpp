@@ -14,6 +14,7 @@ extern "C" {
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "replication/syncrep.h"
 #include "storage/bufmgr.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -49,8 +50,16 @@ XLogRecPtr token_sequence_lsn() {
     return lsn;
 }
 
+// With synchronous standbys a failover may promote one that never received the token's WAL,
+// whatever was flushed here: such servers keep every claim synchronous.
+bool synchronous_standbys() {
+    return SyncRepStandbyNames != nullptr && SyncRepStandbyNames[0] != '\0';
+}
+
 void commit_without_flush() {
-    if (!guc::async_claims || synchronous_commit <= SYNCHRONOUS_COMMIT_OFF) return;
+    if (!guc::async_claims || synchronous_commit <= SYNCHRONOUS_COMMIT_OFF ||
+        synchronous_standbys())
+        return;
     XLogFlush(token_sequence_lsn());
     (void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_LOCAL, true, 0, false);

@@ -49,5 +49,21 @@ is( $node->safe_psql('postgres',
 		"SELECT count(*) FROM hopper.jobs WHERE state = 'running' AND lease_token > $max_token"),
 	'1', 'only the new claim holds a token above the old ones');
 
+# The decision is visible at DEBUG1: made for a claim-only transaction, not with synchronous
+# standbys (a failover could promote one that never got the token's WAL).
+my $probe = "SET synchronous_commit = local; SET client_min_messages = debug1; "
+  . "SELECT count(*) FROM hopper.queue_pull('q', 1, lease => interval '1 hour')";
+my ($out, $err) = ('', '');
+$node->psql('postgres', $probe, stdout => \$out, stderr => \$err);
+like($err, qr/claim-only transaction commits without waiting/,
+	'a claim-only transaction commits asynchronously');
+$node->append_conf('postgresql.conf', "synchronous_standby_names = 'nobody'\n");
+$node->reload;
+($out, $err) = ('', '');
+$node->psql('postgres', $probe, stdout => \$out, stderr => \$err);
+is($out, '1', 'a claim with synchronous standbys configured');
+unlike($err, qr/claim-only transaction commits without waiting/,
+	'with synchronous standbys configured it stays synchronous');
+
 $node->stop;
 done_testing();
