@@ -1,7 +1,9 @@
 // The C++ worker runtime (hopper::Worker) as a bench consumer: THREADS handler threads, each with
 // its own connection, run a no-op handler on QUEUE for SECONDS, or until JOBS jobs are completed
-// when JOBS > 0 (a drain of a preloaded backlog). Everything else is the runtime's defaults:
-// LISTEN/NOTIFY wake-ups, batched session-bound pulls, heartbeats on a control connection.
+// when JOBS > 0 (a drain of a preloaded backlog). Everything else is the runtime's defaults
+// (LISTEN/NOTIFY wake-ups, batched session-bound pulls, heartbeats on a control connection) but
+// prefetch, which is max_batch as WorkerOptions::prefetch advises for short jobs on a deep queue;
+// PREFETCH in the environment overrides it (e.g. 0: no jobs held beyond the free threads).
 //
 //   worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [COMPLETIONS]]
 // COMPLETIONS is "batched" (the default: WorkerOptions::batch_completions) or "each" (every job
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
     options.name = "bench-runtime";
     options.handle_signals = false;
     options.batch_completions = completions == "batched";
+    const char* prefetch = std::getenv("PREFETCH");
+    options.prefetch = prefetch ? std::atoi(prefetch) : options.max_batch;
     std::atomic<bool> failed{false};
     hopper::Worker worker(options);
     worker.on_any([](hopper::JobContext&) {});

@@ -35,19 +35,51 @@ Client& Heartbeat::control() {
     return *control_;
 }
 
-void Heartbeat::add(const Job& job, JobContext& ctx) {
+Duration Heartbeat::interval_for(const Job& job) const {
     // lease/3: two heartbeats can fail in a row before the lease runs out.
     Duration lease =
         lease_ ? *lease_ : std::chrono::duration_cast<Duration>(job.lease_until - Clock::now());
-    Duration interval =
-        std::clamp<Duration>(lease / 3, std::chrono::milliseconds(100), std::chrono::minutes(10));
+    return std::clamp<Duration>(lease / 3, std::chrono::milliseconds(100),
+                                std::chrono::minutes(10));
+}
+
+void Heartbeat::hold(const Job& job) {
+    Duration interval = interval_for(job);
     std::lock_guard<std::mutex> lock(m_);
+    entries_[job.id] = Entry{job.lease_token, nullptr, interval, Steady::now() + interval};
+}
+
+StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
+    Duration interval = interval_for(job);
+    std::lock_guard<std::mutex> lock(m_);
+    auto gone = gone_.find(job.id);
+    if (gone != gone_.end()) {
+        StopReason reason = gone->second;
+        gone_.erase(gone);
+        return reason;
+    }
+    auto it = entries_.find(job.id);
+    if (it != entries_.end()) {
+        // Held until now: keep its beat schedule, which the lease was extended by.
+        it->second.ctx = &ctx;
+        return StopReason::None;
+    }
     entries_[job.id] = Entry{job.lease_token, &ctx, interval, Steady::now() + interval};
+    return StopReason::None;
 }
 
 void Heartbeat::remove(int64_t id) {
     std::lock_guard<std::mutex> lock(m_);
     entries_.erase(id);
+    gone_.erase(id);
+}
+
+void Heartbeat::drop(std::map<int64_t, Entry>::iterator it, StopReason reason) {
+    if (it->second.ctx)
+        it->second.ctx->request_stop(reason);
+    else
+        gone_[it->first] = reason;
+    entries_.erase(it);
 }
 
 bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
@@ -65,17 +97,17 @@ bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
 int Heartbeat::release_all(StopReason reason) {
     std::lock_guard<std::mutex> lock(m_);
     int released = 0;
-    for (auto& [id, e] : entries_) {
+    while (!entries_.empty()) {
+        auto it = entries_.begin();
         try {
             std::lock_guard<std::mutex> c(control_m_);
-            if (control().release(id, e.token)) ++released;
+            if (control().release(it->first, it->second.token)) ++released;
         } catch (const std::exception& ex) {
             // The lease runs out by itself (or the reaper sees the connection gone).
-            log_(fmt::format("could not release job {}: {}", id, ex.what()));
+            log_(fmt::format("could not release job {}: {}", it->first, ex.what()));
         }
-        e.ctx->request_stop(reason);
+        drop(it, reason);
     }
-    entries_.clear();
     return released;
 }
 
@@ -142,10 +174,10 @@ void Heartbeat::beat_due() {
     for (const auto& [id, reason] : lost) {
         auto it = entries_.find(id);
         if (it == entries_.end()) continue;
-        log_(fmt::format("job {} {}: stopping its handler", id,
-                         reason == StopReason::Cancelled ? "was cancelled" : "lease was lost"));
-        it->second.ctx->request_stop(reason);
-        entries_.erase(it);
+        log_(fmt::format("job {} {}: {}", id,
+                         reason == StopReason::Cancelled ? "was cancelled" : "lease was lost",
+                         it->second.ctx ? "stopping its handler" : "it will not be started"));
+        drop(it, reason);
     }
 }
 

@@ -1,7 +1,9 @@
-// The worker's control connection and its heartbeat thread. Every running job is registered here;
-// the thread extends each lease every lease/3 and raises the job's stop flag when the server says
-// the job is no longer ours. Progress reports and releases share the connection, so they never
-// interfere with what a handler does on its own connection.
+// The worker's control connection and its heartbeat thread. Every job the worker has claimed is
+// registered here, from its pull (held locally, see WorkerOptions::prefetch) through its handler's
+// return; the thread extends each lease every lease/3 and, when the server says the job is no
+// longer ours, raises a running job's stop flag or marks a held one not to be started. Progress
+// reports and releases share the connection, so they never interfere with what a handler does on
+// its own connection.
 #pragma once
 
 #include <condition_variable>
@@ -23,8 +25,11 @@ class Heartbeat {
               Duration max_backoff, Log log);
     ~Heartbeat();  // stops the thread
 
-    // `ctx` must stay alive until remove(id).
-    void add(const Job& job, JobContext& ctx);
+    // A job claimed but not started yet: its lease is kept like a running job's.
+    void hold(const Job& job);
+    // The job's handler starts: `ctx` must stay alive until remove(id). Returns None, or why a held
+    // job must not be started after all (its lease was lost, it was cancelled or released).
+    StopReason add(const Job& job, JobContext& ctx);
     void remove(int64_t id);
 
     bool progress(int64_t id, int64_t token, double fraction,
@@ -35,13 +40,15 @@ class Heartbeat {
   private:
     struct Entry {
         int64_t token;
-        JobContext* ctx;
+        JobContext* ctx;  // null while the job is held
         Duration interval;
         std::chrono::steady_clock::time_point next;
     };
     void loop();
     void beat_due();
     Client& control();  // call with control_m_ held
+    Duration interval_for(const Job& job) const;
+    void drop(std::map<int64_t, Entry>::iterator it, StopReason reason);  // call with m_ held
 
     std::string conninfo_;
     std::optional<Duration> lease_;
@@ -55,6 +62,7 @@ class Heartbeat {
     std::mutex m_;  // guards entries_ and stop_
     std::condition_variable cv_;
     std::map<int64_t, Entry> entries_;
+    std::map<int64_t, StopReason> gone_;  // held jobs that must not start, until add() or remove()
     bool stop_ = false;
     std::thread thread_;
 };

@@ -35,11 +35,13 @@ struct Worker::Impl {
     std::atomic<bool> running{false};
     internal::Wakeup wake;
 
+    int capacity = 0;  // jobs claimed at once: concurrency + prefetch
+
     std::mutex m;                     // guards pending, in_flight, handlers_done
     std::condition_variable work_cv;  // a job is pending, or the handler threads must end
     std::condition_variable idle_cv;  // a job finished
-    std::deque<Job> pending;
-    int in_flight = 0;  // pending + running
+    std::deque<Job> pending;  // pulled, not started: held by the heartbeat like running jobs
+    int in_flight = 0;        // pending + running
     bool handlers_done = false;
     // Jobs whose handlers returned, waiting for the fetch loop to complete them
     // (batch_completions), and whether it still takes them: from the loop's start until shutdown
@@ -59,6 +61,9 @@ struct Worker::Impl {
     explicit Impl(WorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
         if (opt.max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
+        if (!opt.prefetch) opt.prefetch = opt.concurrency;
+        if (*opt.prefetch < 0) throw std::invalid_argument("prefetch must not be negative");
+        capacity = opt.concurrency + *opt.prefetch;
         if (opt.name.empty()) {
             char host[256] = "";
             ::gethostname(host, sizeof host - 1);
@@ -161,7 +166,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     std::unique_ptr<Client> conn;
     bool deep = false;  // the last pull filled every free slot: there is probably more
     bool gathered = false;
-    const int batch_target = std::max(1, std::min(opt.max_batch, opt.concurrency) / 2);
+    const int batch_target = std::max(1, std::min(opt.max_batch, capacity) / 2);
     if (opt.batch_completions) {
         std::lock_guard<std::mutex> lock(m);
         taking_returned = true;
@@ -181,15 +186,16 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             int free_slots;
             {
                 std::lock_guard<std::mutex> lock(m);
-                free_slots = opt.concurrency - in_flight;
+                free_slots = capacity - in_flight;
             }
             if (free_slots > 0 && deep && free_slots < batch_target && !gathered) {
                 // The queue is deep but only a slot or two is free: give the other handlers a
                 // moment to finish too, so one pull fills several slots instead of one each.
+                // (With prefetch >= batch_target the handlers still have held jobs meanwhile.)
                 gathered = true;
                 std::unique_lock<std::mutex> lock(m);
                 idle_cv.wait_for(lock, kGatherWait, [&] {
-                    return stopping() || opt.concurrency - in_flight >= batch_target;
+                    return stopping() || capacity - in_flight >= batch_target;
                 });
                 continue;
             }
@@ -212,6 +218,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 deep = static_cast<int>(jobs.size()) == po.n;
                 if (!jobs.empty()) {
                     ++pulls;
+                    for (const Job& j : jobs) hb.hold(j);
                     {
                         std::lock_guard<std::mutex> lock(m);
                         for (auto& j : jobs) pending.push_back(std::move(j));
@@ -238,7 +245,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             if (notified || !woke) deep = true;
             if (free_slots <= 0) {
                 std::lock_guard<std::mutex> lock(m);
-                if (opt.concurrency - in_flight > 0) deep = true;
+                if (capacity - in_flight > 0) deep = true;
             }
         } catch (const std::exception& ex) {
             Duration d = backoff.next();
@@ -277,6 +284,7 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
         }
     }
     for (const Job& j : unstarted) {
+        hb.remove(j.id);
         try {
             if (fetcher && fetcher->release(j.id, j.lease_token)) ++released;
         } catch (const std::exception& ex) {
@@ -311,6 +319,7 @@ void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
             process(*client, hb, job);
         } else {
             // Shutting down before a connection came back: leave the job to its lease.
+            hb.remove(job.id);
             log(fmt::format("job {} not run: no connection during shutdown", job.id));
         }
         {
@@ -336,7 +345,14 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
                        double f, const std::optional<std::string>& detail) {
                        return hb.progress(id, token, f, detail);
                    });
-    hb.add(job, ctx);
+    if (StopReason gone = hb.add(job, ctx); gone != StopReason::None) {
+        // Held too long, or cancelled meanwhile: it may run elsewhere already.
+        if (gone != StopReason::Shutdown) {
+            ++lost;
+            log(fmt::format("job {} not started: no longer ours ({})", job.id, to_string(gone)));
+        }
+        return;
+    }
     enum class Outcome { Complete, Fail };
     Outcome outcome = Outcome::Complete;
     std::string error;

@@ -4,7 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -146,6 +149,203 @@ TEST(Worker, PullsInBatchesWhenTheQueueIsDeep) {
     // One job per pull would take 64 pulls; refilling free slots in batches takes far fewer.
     EXPECT_LE(w.stats().pulls, 32u);
     EXPECT_GE(w.stats().pulls, 8u) << "never more than max_batch jobs per pull";
+}
+
+// A handler that blocks until the test lets it go, counting the jobs it has started. The wait is
+// bounded so that a test failing before release() still ends.
+struct Gate {
+    std::mutex m;
+    std::condition_variable cv;
+    bool open = false;
+    std::atomic<int> started{0};
+    void pass() {
+        ++started;
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait_for(lock, 5s, [&] { return open; });
+    }
+    void release() {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            open = true;
+        }
+        cv.notify_all();
+    }
+};
+
+TEST(Worker, PrefetchClaimsMoreThanTheFreeThreads) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::vector<int64_t> ids = c.push_batch(q, std::vector<std::string>(6, "{}"));
+    WorkerOptions o = options(q, 1);
+    o.prefetch = 3;
+    Worker w(o);
+    Gate gate;
+    w.on_any([&](JobContext&) { gate.pass(); });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return gate.started.load() == 1; }, 30s));
+    // One thread, busy: the pull took it a job and three more to hold, and nothing else.
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).running == 4; }, 30s));
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(c.stats(q).at(0).running, 4);
+    EXPECT_EQ(c.stats(q).at(0).available, 2);
+    EXPECT_EQ(w.stats().pulls, 1u);
+    EXPECT_EQ(gate.started.load(), 1) << "held jobs wait for a free thread";
+    gate.release();
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 6; }, 30s));
+}
+
+TEST(Worker, WithoutPrefetchClaimsOnlyForFreeThreads) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.push_batch(q, std::vector<std::string>(6, "{}"));
+    WorkerOptions o = options(q, 2);
+    o.prefetch = 0;
+    Worker w(o);
+    Gate gate;
+    w.on_any([&](JobContext&) { gate.pass(); });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return gate.started.load() == 2; }, 30s));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(c.stats(q).at(0).running, 2);
+    EXPECT_EQ(c.stats(q).at(0).available, 4);
+    gate.release();
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 6; }, 30s));
+}
+
+TEST(Worker, PrefetchedJobsRunAndCompleteExactlyOnce) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::vector<int64_t> ids = c.push_batch(q, std::vector<std::string>(300, "{}"));
+    WorkerOptions o = options(q, 3);
+    o.prefetch = 13;
+    Worker w(o);
+    std::mutex m;
+    std::map<int64_t, int> runs;
+    w.on_any([&](JobContext& job) {
+        std::lock_guard<std::mutex> lock(m);
+        ++runs[job.id()];
+    });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 300; }, 30s));
+    r.stop();
+    ASSERT_EQ(runs.size(), 300u);
+    for (int64_t id : ids) EXPECT_EQ(runs[id], 1) << "job " << id;
+    EXPECT_EQ(w.stats().completed, 300u);
+    EXPECT_EQ(w.stats().lost, 0u);
+    EXPECT_LE(w.stats().pulls, 300u / 8) << "pulls take more than the free threads";
+}
+
+TEST(Worker, HeldJobsAreHeartbeatedPastTheirLease) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 1s;  // heartbeats every 333 ms
+    c.queue_create(q, qo);
+    std::vector<int64_t> ids = c.push_batch(q, {"{}", "{}"});
+    WorkerOptions o = options(q, 1);
+    o.prefetch = 1;
+    Worker w(o);
+    std::atomic<int> started{0};
+    w.on_any([&](JobContext& job) {
+        // The first job keeps the only thread for over two leases while the second waits.
+        if (++started == 1) job.wait_for_stop(2500ms);
+    });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return started.load() == 1; }, 30s));
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).running == 2; }, 30s));
+    Client thief(conninfo());
+    auto until = std::chrono::steady_clock::now() + 2s;
+    while (std::chrono::steady_clock::now() < until) {
+        EXPECT_TRUE(thief.pull(q).empty()) << "a held job was taken over";
+        std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 2; }, 30s));
+    r.stop();
+    for (int64_t id : ids) EXPECT_EQ(c.job_status(id).attempt, 1) << "job " << id;
+    EXPECT_EQ(w.stats().completed, 2u);
+    EXPECT_EQ(w.stats().lost, 0u);
+}
+
+TEST(Worker, AHeldJobLostMeanwhileIsNotStarted) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 1s;
+    c.queue_create(q, qo);
+    int64_t first = c.push(q, "{}");
+    int64_t held = c.push(q, "{}");
+    WorkerOptions o = options(q, 1);
+    o.prefetch = 1;
+    std::mutex m;
+    std::vector<std::string> logged;
+    o.log = [&](const std::string& msg) {
+        std::lock_guard<std::mutex> lock(m);
+        logged.push_back(msg);
+    };
+    Worker w(o);
+    Gate gate;
+    std::set<int64_t> ran;
+    w.on_any([&](JobContext& job) {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            ran.insert(job.id());
+        }
+        if (job.id() == first) gate.pass();
+    });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return gate.started.load() == 1; }, 30s));
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).running == 2; }, 30s));
+    // Another worker, an hour in the future, finds both leases expired and takes both jobs.
+    PullOptions future;
+    future.at = Clock::now() + 1h;
+    future.n = 2;
+    ASSERT_EQ(c.pull(q, future).size(), 2u);
+    // The heartbeat learns the held job is gone before its thread is free.
+    const std::string gone = fmt::format("job {} lease was lost: it will not be started", held);
+    ASSERT_TRUE(eventually(
+        [&] {
+            std::lock_guard<std::mutex> lock(m);
+            return std::find(logged.begin(), logged.end(), gone) != logged.end();
+        },
+        30s));
+    gate.release();
+    ASSERT_TRUE(eventually([&] { return w.stats().lost == 2; }, 30s));
+    r.stop();
+    std::lock_guard<std::mutex> lock(m);
+    EXPECT_EQ(ran.count(held), 0u) << "a job no longer ours was started";
+}
+
+TEST(Worker, ShutdownReleasesHeldJobsWithoutUsingAnAttempt) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::vector<int64_t> ids = c.push_batch(q, std::vector<std::string>(4, "{}"));
+    WorkerOptions o = options(q, 1);
+    o.prefetch = 3;
+    Worker w(o);
+    std::atomic<int64_t> ran{0};
+    std::atomic<int> started{0};
+    w.on_any([&](JobContext& job) {
+        ran = job.id();
+        ++started;
+        std::this_thread::sleep_for(300ms);
+    });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return started.load() == 1; }, 30s));
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).running == 4; }, 30s));
+    r.stop();
+    EXPECT_EQ(started.load(), 1);
+    EXPECT_EQ(w.stats().released, 3u);
+    EXPECT_EQ(c.stats(q).at(0).completed, 1);
+    EXPECT_EQ(c.stats(q).at(0).available, 3);
+    PullOptions all;
+    all.n = 4;
+    std::vector<Job> again = c.pull(q, all);
+    ASSERT_EQ(again.size(), 3u);
+    for (const Job& j : again) {
+        EXPECT_NE(j.id, ran.load());
+        EXPECT_EQ(j.attempt, 1) << "job " << j.id << ": a release is not an attempt";
+        EXPECT_FALSE(c.job_status(j.id).last_error);
+    }
 }
 
 TEST(Worker, PollsWhenNoNotificationArrives) {

@@ -99,6 +99,8 @@ int run_command(const Args& args) {
     opt.queue = args.queue;
     opt.concurrency = r.concurrency;
     opt.max_batch = r.concurrency;
+    // A transcode runs for minutes: a clip should start on an idle transcoder, not wait here.
+    opt.prefetch = 0;
     opt.lease = r.lease;
     opt.name = r.name;
     opt.poll_interval = r.poll_interval;

@@ -12,9 +12,11 @@
 //
 // A handler that returns completes the job; one that throws fails it with the exception's text
 // (retried with the queue's backoff); RetryIn and PermanentFailure say how to fail instead.
-// Running jobs are heartbeated every lease/3; when a heartbeat says the job is no longer ours
-// (lease lost, or cancelled by an operator) the job's stop flag is raised and its on_stop callback
-// runs, and the handler should return soon: whatever it then reports is ignored by the server.
+// Running jobs, and jobs claimed ahead and held locally (WorkerOptions::prefetch), are heartbeated
+// every lease/3; when a heartbeat says the job is no longer ours (lease lost, or cancelled by an
+// operator) a held job is dropped unstarted, and a running job's stop flag is raised and its
+// on_stop callback runs, and the handler should return soon: whatever it then reports is ignored
+// by the server.
 #pragma once
 
 #include <atomic>
@@ -137,8 +139,17 @@ using Handler = std::function<void(JobContext&)>;
 struct WorkerOptions {
     std::string conninfo;  // empty: PG* environment
     std::string queue = "default";
-    int concurrency = 1;            // jobs run at once, each on its own thread and connection
-    int max_batch = 16;             // most jobs fetched in one pull when the queue is deep
+    int concurrency = 1;  // jobs run at once, each on its own thread and connection
+    int max_batch = 16;   // most jobs fetched in one pull when the queue is deep
+    // Jobs claimed beyond the free handler threads and held locally until a thread is free, so
+    // that one pull (and the commit that carries the finished jobs' completions) moves many jobs
+    // and the next batch is fetched while the handlers still run the current one. Held jobs are
+    // leased and heartbeated like running ones, so no other worker can take them meanwhile; on
+    // shutdown they are released without using up an attempt. Unset: `concurrency`, which at
+    // most doubles the jobs one worker holds and bounds the wait of a held job by about one
+    // handler's run. Set 0 for long jobs shared by several workers (a job should start on an idle
+    // worker rather than wait behind a busy one), more for short jobs on a deep queue.
+    std::optional<int> prefetch;
     std::optional<Duration> lease;  // unset: the queue's lease
     std::string name;               // recorded as the job's worker; default host:pid
     Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
