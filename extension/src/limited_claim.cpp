@@ -154,8 +154,7 @@ spi::Statement& claim_statement() {
         "    AND NOT EXISTS (SELECT 1 FROM buckets b WHERE b.key = c.key)) "
         "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
         "FROM claimed ORDER BY priority, run_at, id",
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
-         TIMESTAMPTZOID, BOOLOID},
+        HOPPER_CLAIM_PARAM_TYPES,
         // Planning this statement takes longer than running it; its generic plan is the one
         // the indexes were laid out for, whatever the parameters.
         CURSOR_OPT_GENERIC_PLAN);

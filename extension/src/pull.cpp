@@ -49,9 +49,7 @@ spi::Statement& claim_statement() {
         "UNION ALL "
         "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
         " FROM claimed ORDER BY priority, run_at, id)",
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
-         TIMESTAMPTZOID, BOOLOID},
-        CURSOR_OPT_GENERIC_PLAN);
+        HOPPER_CLAIM_PARAM_TYPES, CURSOR_OPT_GENERIC_PLAN);
     return st;
 }
 

@@ -31,6 +31,14 @@ bool enter(spi::Connection& conn, const std::string& queue);
 // The serialized claim, with the same parameters and result columns as queue_pull's own.
 spi::Statement& claim_statement();
 
+// The parameters of both claim statements, which queue_pull binds in one place: queue, at, n,
+// lease, kinds, worker, claimer pid, claimer backend start, session_bound.
+#define HOPPER_CLAIM_PARAM_TYPES                                                       \
+    {                                                                                  \
+        TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID, \
+            TIMESTAMPTZOID, BOOLOID                                                    \
+    }
+
 // For the functions that change limits: locks the queue's row (P0002 if it does not exist), so
 // that changes to one queue's limits are serialized and the next statements see each other's.
 void lock_queue(spi::Connection& conn, const std::string& queue);
