@@ -1,5 +1,6 @@
 // Operators: cancel a live job, retry a dead or cancelled one.
 #include "hopper/args.hpp"
+#include "hopper/claim_hint.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/sql.hpp"
@@ -20,6 +21,8 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         "pg_catalog.now(), NULL FROM gone g RETURNING queue, " HOPPER_QUEUE_NOTIFIES_DONE,
         {INT8OID});
     spi::Connection conn;
+    // An available job is locked by the delete, and passed over by claims meanwhile.
+    claim_hint::clear_database_on_rollback();
     spi::Result r = conn.exec(st, {spi::arg(id)});
     bool cancelled = !r.empty();
     if (cancelled)
@@ -40,7 +43,8 @@ HOPPER_FUNCTION(hopper_queue_retry) {
         "  created_at, kind, dedup_key, concurrency_key, last_error, errors, payload) "
         "SELECT id, queue, 'available', priority, pg_catalog.now(), 0, max_attempts, created_at, "
         "kind, "
-        "  dedup_key, concurrency_key, last_error, errors, payload FROM back RETURNING queue",
+        "  dedup_key, concurrency_key, last_error, errors, payload FROM back "
+        "RETURNING queue, priority, run_at",
         {INT8OID});
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id)});
@@ -50,6 +54,11 @@ HOPPER_FUNCTION(hopper_queue_retry) {
                       "job " + std::to_string(id) + " is " + state +
                           "; only dead or cancelled jobs can be retried");
     }
+    bool isnull = false;
+    claim_hint::made_available(
+        r.get_text(0, 1),
+        {DatumGetInt16(r.datum(0, 2, &isnull)), DatumGetTimestampTz(r.datum(0, 3, &isnull)), id},
+        false);
     notify::queue_ready(r.get_text(0, 1));
     conn.finish();
     PG_RETURN_BOOL(true);

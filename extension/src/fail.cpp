@@ -1,5 +1,6 @@
 // Workers: queue_fail records an error and retries the job with backoff, or buries it (dead).
 #include "hopper/args.hpp"
+#include "hopper/claim_hint.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/sql.hpp"
@@ -32,7 +33,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "FROM hopper.queues q "
         "WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' AND q.name = j.queue "
         "  AND NOT $5 AND j.attempt < j.max_attempts "
-        "RETURNING j.run_at > pg_catalog.now()",
+        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at",
         {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID});
     // Dead: to history, with the error.
     static spi::Statement bury(
@@ -50,6 +51,11 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         retry, {spi::arg(id), spi::arg(token), error, retry_in, spi::arg_bool(permanent)});
     if (!r.empty()) {
         state = r.get_bool(0, 1) ? "scheduled" : "available";
+        bool isnull = false;
+        claim_hint::made_available(r.get_text(0, 2),
+                                   {DatumGetInt16(r.datum(0, 3, &isnull)),
+                                    DatumGetTimestampTz(r.datum(0, 4, &isnull)), id},
+                                   r.get_bool(0, 1));
     } else {
         spi::Result d = conn.exec(bury, {spi::arg(id), spi::arg(token), error});
         if (!d.empty()) {

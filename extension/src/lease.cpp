@@ -4,6 +4,7 @@
 #include <string>
 
 #include "hopper/args.hpp"
+#include "hopper/claim_hint.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
 
@@ -71,14 +72,20 @@ HOPPER_FUNCTION(hopper_queue_release) {
         "UPDATE hopper.jobs SET state = 'available', attempt = attempt - 1, "
         "run_at = pg_catalog.now(), lease_token = NULL, lease_until = NULL, claimed_pid = NULL, "
         "claimed_backend_start = NULL, session_bound = false "
-        "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING queue",
+        "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING queue, priority, "
+        "run_at",
         {INT8OID, INT8OID});
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id), spi::arg(token)});
     bool released = !r.empty();
-    if (released)
+    if (released) {
+        bool isnull = false;
+        claim_hint::made_available(r.get_text(0, 1),
+                                   {DatumGetInt16(r.datum(0, 2, &isnull)),
+                                    DatumGetTimestampTz(r.datum(0, 3, &isnull)), id},
+                                   false);
         notify::queue_ready(r.get_text(0, 1));
-    else
+    } else
         jobs::state_of(conn, id);
     conn.finish();
     PG_RETURN_BOOL(released);

@@ -152,8 +152,8 @@ spi::Statement& claim_statement() {
         "        WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key) c, q "
         "  WHERE q.key_max_claims IS NOT NULL "
         "    AND NOT EXISTS (SELECT 1 FROM buckets b WHERE b.key = c.key)) "
-        "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
-        "FROM claimed ORDER BY priority, run_at, id",
+        "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "
+        "  priority FROM claimed ORDER BY priority, run_at, id",
         HOPPER_CLAIM_PARAM_TYPES,
         // Planning this statement takes longer than running it; its generic plan is the one
         // the indexes were laid out for, whatever the parameters.

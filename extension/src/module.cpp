@@ -15,6 +15,7 @@ int max_payload_bytes = 1024 * 1024;
 bool notify = true;
 bool notify_relay = true;
 bool async_claims = true;
+bool claim_resume = true;
 }  // namespace hopper::guc
 
 extern "C" {
@@ -52,6 +53,13 @@ void _PG_init(void) {
                              "worker's death would; the job's next write flushes it. Fencing "
                              "tokens are flushed first, so none is ever handed out twice.",
                              &async_claims, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable("hopper.claim_resume",
+                             "Let a claim start where the queue's last claims ended instead of at "
+                             "the front of the queue's index.",
+                             "Under a long-held snapshot the front of the index fills with dead "
+                             "entries that nothing can remove; starting past them keeps the "
+                             "claim's cost flat. Off: every claim starts at the front.",
+                             &claim_resume, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     // Reaper: settings, and in a preloaded server the launcher that starts one per database.
     hopper::reaper::define_gucs();
     if (process_shared_preload_libraries_in_progress) {

@@ -3,6 +3,7 @@
 
 #include "hopper/args.hpp"
 #include "hopper/claim_commit.hpp"
+#include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
 #include "hopper/limits.hpp"
 #include "hopper/reaper.hpp"
@@ -13,12 +14,36 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "access/xact.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 }
 
 using namespace hopper;
 
 namespace {
+
+#define HOPPER_CLAIM_SQL(resume_condition)                                                       \
+    "WITH q AS (SELECT lease, limited FROM hopper.queues WHERE name = $1 AND NOT paused), "      \
+    "candidates AS MATERIALIZED ("                                                               \
+    "  SELECT id FROM hopper.jobs "                                                              \
+    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition              \
+    "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "                                           \
+    "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited) "                                        \
+    "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                         \
+    "claimed AS ("                                                                               \
+    "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
+    "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
+    "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, " \
+    "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
+    "  FROM candidates c WHERE j.id = c.id "                                                     \
+    "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
+    "    j.run_at, j.created_at, j.priority) "                                                   \
+    "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "    \
+    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint FROM q WHERE "    \
+    "limited "                                                                                   \
+    "UNION ALL "                                                                                 \
+    "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "  \
+    "   priority FROM claimed ORDER BY priority, run_at, id)"
 
 // Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
 // lets concurrent pullers pass each other instead of queueing on the same rows. A queue with
@@ -28,30 +53,47 @@ namespace {
 // cache judged it dearer than a custom one and planned every pull anew (two thirds of a pull's
 // CPU), though both plans walk jobs_pull_idx the same way.
 spi::Statement& claim_statement() {
-    static spi::Statement st(
-        "WITH q AS (SELECT lease, limited FROM hopper.queues WHERE name = $1 AND NOT paused), "
-        "candidates AS MATERIALIZED ("
-        "  SELECT id FROM hopper.jobs "
-        "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
-        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "
-        "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited) "
-        "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "
-        "claimed AS ("
-        "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "
-        "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "
-        "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, "
-        "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "
-        "  FROM candidates c WHERE j.id = c.id "
-        "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "
-        "    j.run_at, j.created_at, j.priority) "
-        "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "
-        "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz FROM q WHERE limited "
-        "UNION ALL "
-        "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at "
-        " FROM claimed ORDER BY priority, run_at, id)",
-        HOPPER_CLAIM_PARAM_TYPES, CURSOR_OPT_GENERIC_PLAN);
+    static spi::Statement st(HOPPER_CLAIM_SQL(""), HOPPER_CLAIM_PARAM_TYPES,
+                             CURSOR_OPT_GENERIC_PLAN);
     return st;
 }
+
+// The same, starting at the queue's hint ($10, $11, $12; see include/hopper/claim_hint.hpp): the
+// row comparison is an index condition, so the scan descends straight to the hint.
+spi::Statement& resumed_claim_statement() {
+    static spi::Statement st(HOPPER_CLAIM_SQL("AND (priority, run_at, id) >= ($10, $11, $12) "),
+                             {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID,
+                              INT4OID, TIMESTAMPTZOID, BOOLOID, INT2OID, TIMESTAMPTZOID, INT8OID},
+                             CURSOR_OPT_GENERIC_PLAN);
+    return st;
+}
+
+#undef HOPPER_CLAIM_SQL
+
+// The claim statements' cached plans are made again at any execution after an invalidation, often
+// while the table is nearly empty (a fresh or just-drained queue), where a sequential or bitmap
+// scan and a sort look cheapest. That plan would then stay as the table grows, reading all of it
+// on every pull (under a held snapshot, every dead row too). Planned without those, the walk of
+// jobs_pull_idx is what is left. Only a replan reads these settings. (Disabling the sort instead
+// would price every plan above jit_above_cost: each pull would then compile itself.)
+class WalkIndexPlanning {
+  public:
+    WalkIndexPlanning() {
+        level_ = pg_guard([] { return NewGUCNestLevel(); });
+        pg_guard([] {
+            for (const char* name : {"enable_seqscan", "enable_bitmapscan", "jit"})
+                (void)set_config_option(name, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                                        true, 0, false);
+        });
+    }
+    // Restores the settings; cannot fail (none of them has an assign hook).
+    ~WalkIndexPlanning() { AtEOXact_GUC(true, level_); }
+    WalkIndexPlanning(const WalkIndexPlanning&) = delete;
+    WalkIndexPlanning& operator=(const WalkIndexPlanning&) = delete;
+
+  private:
+    int level_;
+};
 
 }  // namespace
 
@@ -79,24 +121,53 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     result::SetResult out(fcinfo);
     spi::Connection conn;
     reaper::ensure_running(conn);
+    // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
+    claim_hint::Start hint = claim_hint::begin(queue);
     bool limited = false;
+    bool resume = hint.resume;
     auto claim = [&](int64_t limit) {
-        return conn.exec(
-            limited ? limits::claim_statement() : claim_statement(),
-            {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit),
-             spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2)),
-             spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(4), kinds_null),
-             spi::arg_text(worker), spi::arg_int4(MyProcPid),
-             spi::arg_datum(TimestampTzGetDatum(MyStartTimestamp)), spi::arg_bool(session_bound)});
+        spi::Arg queue_arg = spi::arg_text(queue);
+        spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
+        spi::Arg lease_arg = spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2));
+        spi::Arg kinds_arg = spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(4), kinds_null);
+        spi::Arg worker_arg = spi::arg_text(worker);
+        spi::Arg start_arg = spi::arg_datum(TimestampTzGetDatum(MyStartTimestamp));
+        if (limited)
+            return conn.exec(limits::claim_statement(),
+                             {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
+                              spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)});
+        WalkIndexPlanning planning;
+        if (resume)
+            return conn.exec(
+                resumed_claim_statement(),
+                {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
+                 spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound),
+                 spi::arg_datum(Int16GetDatum(hint.key.priority)),
+                 spi::arg_datum(TimestampTzGetDatum(hint.key.run_at)), spi::arg(hint.key.id)});
+        return conn.exec(claim_statement(),
+                         {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
+                          spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)});
     };
 
-    // Hands the claimed rows to the caller, leaving out the "queue has limits" marker.
+    // Hands the claimed rows to the caller, leaving out the "queue has limits" marker, and tells
+    // the hint where the claim ended. Only a claim that saw everything due, in a snapshot taken
+    // after the hint was read, may raise it: no kinds filter, no clock of its own, and a snapshot
+    // per statement.
+    bool may_raise = kinds_null && args::is_null(fcinfo, 5) && !IsolationUsesXactSnapshot();
     auto add = [&](const spi::Result& r) {
         uint64_t added = 0;
         for (uint64_t i = 0; i < r.rows(); ++i) {
             if (r.is_null(i, 1)) continue;
             out.add_row(r, i);
             ++added;
+        }
+        if (added > 0) {
+            uint64_t last = r.rows() - 1;
+            bool isnull = false;
+            claim_hint::Key key{DatumGetInt16(r.datum(last, 10, &isnull)),
+                                DatumGetTimestampTz(r.datum(last, 8, &isnull)),
+                                r.get_int64(last, 1)};
+            if (may_raise && !limited) claim_hint::claimed(hint, key, at);
         }
         return added;
     };
@@ -109,10 +180,15 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     uint64_t got = add(r);
 
     // Short of n: take over expired leases too, so stuck jobs move even when no reaper runs.
+    // They go back with run_at = at, which may lie below the hint: claim them from the front.
     if (got < static_cast<uint64_t>(n)) {
         rescue::Counts c = rescue::expired_leases(conn, queue, at, n - static_cast<int64_t>(got),
                                                   /*backoff=*/false);
-        if (c.retried > 0) add(claim(n - static_cast<int64_t>(got)));
+        if (c.retried > 0) {
+            resume = false;
+            may_raise = false;
+            add(claim(n - static_cast<int64_t>(got)));
+        }
     }
     conn.finish();
     claim_commit::after_claim();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hopper/args.hpp"
+#include "hopper/claim_hint.hpp"
 #include "hopper/dedup.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/push.hpp"
@@ -14,6 +15,7 @@
 #include "hopper/result.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -107,6 +109,14 @@ ArrayView deconstruct(Datum array_datum, Oid elemtype) {
     return v;
 }
 
+// Tells the queue's claim hint that a job appears at this key when the push commits.
+void made_available(const std::string& queue, int16_t priority, std::optional<TimestampTz> run_at,
+                    int64_t id) {
+    TimestampTz now = GetCurrentTransactionStartTimestamp();
+    TimestampTz at = run_at.value_or(now);
+    claim_hint::made_available(queue, {priority, at, id}, at > now);
+}
+
 }  // namespace
 
 namespace hopper::push {
@@ -136,6 +146,7 @@ Pushed one(spi::Connection& conn, const Job& job) {
                 }
             }
             notify::queue_pushed(job.queue);
+            made_available(job.queue, job.priority, job.run_at, *id);
             break;
         }
         if (job.dedup_key && (id = find_unfinished(conn, job.queue, *job.dedup_key))) break;
@@ -319,7 +330,11 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
             if (auto it = original.find(id); it != original.end()) id = it->second;
         kept -= original.size();
     }
-    if (kept > 0) notify::queue_pushed(queue);
+    if (kept > 0) {
+        notify::queue_pushed(queue);
+        // The batch's lowest key: one priority and run_at, ids ascending.
+        made_available(queue, priority, run_at, inserted.front().id);
+    }
     conn.finish();
 
     for (int64_t id : ids) {

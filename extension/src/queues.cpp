@@ -1,5 +1,6 @@
 // Queues: create, drop, pause, resume, purge.
 #include "hopper/args.hpp"
+#include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/queues.hpp"
@@ -78,6 +79,7 @@ HOPPER_FUNCTION(hopper_queue_drop) {
     static spi::Statement jobs("DELETE FROM hopper.jobs WHERE queue = $1", {TEXTOID});
     static spi::Statement history("DELETE FROM hopper.job_history WHERE queue = $1", {TEXTOID});
     bool existed = !conn.exec(drop, {spi::arg_text(queue)}).empty();
+    claim_hint::clear_at_end(queue);  // a queue made again under the name starts afresh
     conn.exec(jobs, {spi::arg_text(queue)});
     conn.exec(history, {spi::arg_text(queue)});
     conn.finish();
@@ -112,6 +114,7 @@ HOPPER_FUNCTION(hopper_queue_purge) {
     // Running jobs are left to finish: their workers hold leases on them.
     static spi::Statement st("DELETE FROM hopper.jobs WHERE queue = $1 AND state = 'available'",
                              {TEXTOID});
+    claim_hint::clear_database_on_rollback();
     uint64_t purged = conn.exec(st, {spi::arg_text(queue)}).rows();
     conn.finish();
     PG_RETURN_INT64(static_cast<int64_t>(purged));

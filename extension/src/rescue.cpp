@@ -1,4 +1,5 @@
 // See include/hopper/rescue.hpp.
+#include "hopper/claim_hint.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/sql.hpp"
@@ -51,6 +52,8 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                                    spi::arg(limit), spi::arg_bool(backoff)});
     Counts c;
+    // Jobs put back keep their ids but get run_at = at, which may lie below the claim hint.
+    if (r.rows() > 0 && r.get_int64(0, 1) > 0) claim_hint::clear_at_end(queue);
     for (uint64_t i = 0; i < r.rows(); ++i) {
         c.retried = static_cast<uint64_t>(r.get_int64(i, 1));
         if (!r.is_null(i, 2)) {
@@ -107,6 +110,7 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         std::string queue = r.get_text(i, 2);
         if (what == "back") {
             c.retried += static_cast<uint64_t>(r.get_int64(i, 3));
+            claim_hint::clear_at_end(queue);
             notify::queue_ready(queue);
         } else {
             ++c.dead;

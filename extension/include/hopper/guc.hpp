@@ -8,4 +8,5 @@ extern int max_payload_bytes;    // hopper.max_payload_bytes
 extern bool notify;              // hopper.notify
 extern bool notify_relay;        // hopper.notify_relay
 extern bool async_claims;        // hopper.async_claims
+extern bool claim_resume;        // hopper.claim_resume
 }  // namespace hopper::guc

@@ -1,0 +1,69 @@
+// Where a queue's next claim may start: a shared per-queue position in pull order.
+//
+// Claimed and finished jobs leave dead entries at the front of jobs_pull_idx. Normally index scans
+// mark them dead and later claims step over them for free, but while any session holds an old
+// snapshot (a long report, a client idle in transaction) nothing can be marked or vacuumed, and a
+// claim that starts at the front walks every job claimed since that snapshot was taken: the pull
+// rate decays for as long as the snapshot lives. So each queue keeps a hint, a key
+// (priority, run_at, id) below which no job is waiting, and claims start there.
+//
+// The hint may only go up when that stays true, and must come down whenever a job appears below it:
+//  - a claim raises it to the last job it claimed, but not above a job that appeared while it ran
+//    (the queue keeps its last lowerings), and not at all if its snapshot may predate the hint
+//    (REPEATABLE READ, SERIALIZABLE) or it claimed with a filter or clock of its own (kinds, at).
+//    "Due" is judged by the transaction's start, so a job pushed after that is not due for the
+//    claim but lies below what it claimed when more urgent: the hint stays below such pushes too,
+//    and within its own priority if the lowerings kept do not reach back that far;
+//  - a transaction that made jobs available (push, retry, release, queue_retry) lowers it to
+//    their key when it commits; one that may have put jobs back below it in other ways (a rescue,
+//    a purge or cancel that rolls back, a claim that rolls back, even to a savepoint) clears it;
+//  - a job scheduled for later at a priority more urgent than the jobs being claimed keeps the
+//    hint at that priority, since it becomes due without any write;
+//  - at least once a second a claim starts from the front anyway, so a job put back or locked by
+//    something hopper does not know of (a direct UPDATE, a prepared transaction) waits a second
+//    at most.
+// The hints live in shared memory (a few kilobytes, claimed on first use). With
+// hopper.claim_resume = off every claim starts at the front.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+extern "C" {
+#include "postgres.h"
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
+}
+
+namespace hopper::claim_hint {
+
+// A job's place in pull order.
+struct Key {
+    int16_t priority;
+    TimestampTz run_at;
+    int64_t id;
+};
+
+// What one claim read: whether it starts at the hint, and how many lowerings it saw.
+struct Start {
+    int slot = -1;  // -1: no hint kept for this queue (off, or no room)
+    bool resume = false;
+    Key key{};
+    uint64_t seq = 0;  // the queue's lowerings seen so far
+};
+
+// Before a claim on queue, whatever hopper.claim_resume says: the queue's hint is cleared if the
+// transaction (or the subtransaction) rolls back, since the rows it locked were passed over.
+Start begin(const std::string& queue);
+// After a claim that may move the hint (see above) returned jobs: the last of them in pull order,
+// and the time "due" was judged by (run_at <= due_at).
+void claimed(const Start& start, const Key& last, TimestampTz due_at);
+// A job of queue at key becomes available when this transaction commits (delayed: not yet due).
+void made_available(const std::string& queue, const Key& key, bool delayed);
+// This transaction may put jobs of queue back below the hint: clear it when it ends.
+void clear_at_end(const std::string& queue);
+// Before a statement that locks available jobs of queues not known beforehand (cancel, purge): if
+// the transaction rolls back, clear every hint of this database.
+void clear_database_on_rollback();
+
+}  // namespace hopper::claim_hint
