@@ -28,17 +28,25 @@ using namespace hopper;
 namespace {
 
 // One statement per push on the hot path: the queue's defaults are read in the same INSERT, and a
-// dedup hit or a missing queue shows up as "no row inserted".
-spi::Statement& insert_one() {
-    static spi::Statement st(
+// dedup hit or a missing queue shows up as "no row inserted". A job without a dedup key can never
+// conflict on jobs_dedup_idx, so its statement leaves out ON CONFLICT and the speculative insertion
+// that comes with it (the arbiter pre-check, a speculative-insertion lock, a second write to
+// confirm the row).
+spi::Statement& insert_one(bool keyed) {
+    static spi::Statement with_key(
         "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, "
-        "dedup_key, "
-        "concurrency_key, payload) "
+        "dedup_key, concurrency_key, payload) "
         "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
         "pg_catalog.now(), $5, $6, $7, $8 FROM hopper.queues q WHERE q.name = $1 "
         "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING RETURNING id",
         {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID});
-    return st;
+    static spi::Statement without_key(
+        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, "
+        "concurrency_key, payload) "
+        "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
+        "pg_catalog.now(), $5, $6, $7 FROM hopper.queues q WHERE q.name = $1 RETURNING id",
+        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, TEXTOID, JSONBOID});
+    return keyed ? with_key : without_key;
 }
 
 std::optional<int64_t> find_unfinished(spi::Connection& conn, const std::string& queue,
@@ -126,14 +134,21 @@ Pushed one(spi::Connection& conn, const Job& job) {
     bool inserted = false;
     // At most a few rounds: each one either inserts, finds the duplicate, or creates the queue.
     for (int round = 0; round < 4 && !id; ++round) {
-        spi::Result r = conn.exec(
-            insert_one(),
-            {spi::arg_text(job.queue),
-             job.run_at ? spi::arg_datum(TimestampTzGetDatum(*job.run_at)) : spi::null_arg(),
-             spi::arg_datum(Int16GetDatum(job.priority)),
-             job.max_attempts ? spi::arg_int4(*job.max_attempts) : spi::null_arg(),
-             spi::arg_text(job.kind), spi::arg_text(job.dedup_key),
-             spi::arg_text(job.concurrency_key), spi::arg_datum(job.payload)});
+        spi::Arg queue = spi::arg_text(job.queue);
+        spi::Arg run_at =
+            job.run_at ? spi::arg_datum(TimestampTzGetDatum(*job.run_at)) : spi::null_arg();
+        spi::Arg priority = spi::arg_datum(Int16GetDatum(job.priority));
+        spi::Arg max_attempts =
+            job.max_attempts ? spi::arg_int4(*job.max_attempts) : spi::null_arg();
+        spi::Result r =
+            job.dedup_key
+                ? conn.exec(insert_one(true),
+                            {queue, run_at, priority, max_attempts, spi::arg_text(job.kind),
+                             spi::arg_text(job.dedup_key), spi::arg_text(job.concurrency_key),
+                             spi::arg_datum(job.payload)})
+                : conn.exec(insert_one(false),
+                            {queue, run_at, priority, max_attempts, spi::arg_text(job.kind),
+                             spi::arg_text(job.concurrency_key), spi::arg_datum(job.payload)});
         if (!r.empty()) {
             id = r.get_int64(0, 1);
             inserted = true;
