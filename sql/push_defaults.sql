@@ -1,0 +1,67 @@
+-- A push takes max_attempts from its queue unless given one, reads the queue as a statement of its
+-- transaction would (its own earlier changes included), and needs what reading it through SQL needs:
+-- SELECT on hopper.queues (or on the columns it reads), through row level security if enabled.
+SET hopper.notify = off;
+\i sql/include/try.sql
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+
+SELECT hopper.queue_create('pd', max_attempts => 7) AS created;
+SELECT hopper.queue_push('pd', '{}') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+SELECT hopper.queue_push('pd', '{}', max_attempts => 2) AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+SELECT hopper.queue_push('pd', '{}', dedup_key => 'k') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+
+-- Changes of this transaction count, whatever the isolation level.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+UPDATE hopper.queues SET max_attempts = 9 WHERE name = 'pd';
+SELECT hopper.queue_push('pd', '{}') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+SELECT hopper.queue_create('pd-new', max_attempts => 3) AS created;
+SELECT hopper.queue_push('pd-new', '{}') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+ROLLBACK;
+SELECT hopper.queue_push('pd', '{}') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+
+-- A queue dropped earlier in the transaction is gone for the push.
+BEGIN;
+SELECT hopper.queue_drop('pd') AS dropped;
+SET LOCAL hopper.auto_create_queues = off;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_to_dropped;
+ROLLBACK;
+
+-- Auto-created queues take the default.
+SELECT hopper.queue_push('pd-auto', '{}') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+
+-- Privileges on hopper.queues.
+CREATE ROLE regress_hopper_pd;
+GRANT hopper_producer TO regress_hopper_pd;
+REVOKE SELECT ON hopper.queues FROM hopper_producer;
+SET ROLE regress_hopper_pd;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_without_select;
+RESET ROLE;
+GRANT SELECT (name, max_attempts) ON hopper.queues TO hopper_producer;
+SET ROLE regress_hopper_pd;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_with_column_select;
+RESET ROLE;
+REVOKE SELECT (name, max_attempts) ON hopper.queues FROM hopper_producer;
+GRANT SELECT ON hopper.queues TO hopper_producer;
+
+-- Row level security: a queue the policy hides does not exist for the push.
+ALTER TABLE hopper.queues ENABLE ROW LEVEL SECURITY;
+CREATE POLICY regress_pd_hide ON hopper.queues FOR SELECT USING (name <> 'pd');
+SET ROLE regress_hopper_pd;
+SET hopper.auto_create_queues = off;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_to_hidden;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd-auto', '{}')$$) AS push_to_visible;
+RESET hopper.auto_create_queues;
+RESET ROLE;
+DROP POLICY regress_pd_hide ON hopper.queues;
+ALTER TABLE hopper.queues DISABLE ROW LEVEL SECURITY;
+
+SELECT queue, count(*) FROM hopper.jobs WHERE queue LIKE 'pd%' GROUP BY queue ORDER BY queue;
+SELECT hopper.queue_drop('pd'), hopper.queue_drop('pd-auto');
+DROP ROLE regress_hopper_pd;
