@@ -74,7 +74,8 @@ void attach() {
     pg_guard([] {
         bool found = false;
         LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-        auto* s = static_cast<Shared*>(ShmemInitStruct("hopper claim hints", sizeof(Shared), &found));
+        auto* s =
+            static_cast<Shared*>(ShmemInitStruct("hopper claim hints", sizeof(Shared), &found));
         if (!found) {
             std::memset(s, 0, sizeof(Shared));
             SpinLockInit(&s->alloc);
@@ -272,7 +273,8 @@ void claimed(const Start& st, const Key& last, TimestampTz due_at) {
     SpinLockRelease(&slot.mutex);
 }
 
-// Writers keep hints right whatever their own hopper.claim_resume says: other sessions may use them.
+// Writers keep hints right whatever their own hopper.claim_resume says: other sessions may use
+// them.
 void made_available(const std::string& queue, const Key& key, bool delayed) {
     int s = slot_of(queue);
     if (s < 0) return;
