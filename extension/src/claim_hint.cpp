@@ -12,6 +12,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "access/xact.h"
 #include "port/atomics.h"
+#include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -63,6 +64,14 @@ struct Shared {
 };
 
 Shared* shared = nullptr;
+bool attach_tried = false;
+
+// The hints take a few hundred kilobytes, more than the main shared memory segment can be relied on
+// to have spare after start-up when hopper is not preloaded. So they live in a dynamic segment,
+// pinned for the life of the server, and only its handle in the main segment.
+struct Anchor {
+    dsm_handle handle;
+};
 
 bool less(const Key& a, const Key& b) {
     if (a.priority != b.priority) return a.priority < b.priority;
@@ -71,18 +80,31 @@ bool less(const Key& a, const Key& b) {
 }
 
 void attach() {
-    pg_guard([] {
+    attach_tried = true;
+    shared = pg_guard([]() -> Shared* {
         bool found = false;
         LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-        auto* s =
-            static_cast<Shared*>(ShmemInitStruct("hopper claim hints", sizeof(Shared), &found));
-        if (!found) {
-            std::memset(s, 0, sizeof(Shared));
-            SpinLockInit(&s->alloc);
-            for (Slot& slot : s->slots) SpinLockInit(&slot.mutex);
+        auto* anchor = static_cast<Anchor*>(
+            ShmemInitStruct("hopper claim hint segment", sizeof(Anchor), &found));
+        if (!found) anchor->handle = DSM_HANDLE_INVALID;
+        dsm_segment* seg = nullptr;
+        if (anchor->handle != DSM_HANDLE_INVALID) {
+            seg = dsm_attach(anchor->handle);
+        } else {
+            seg = dsm_create(sizeof(Shared), DSM_CREATE_NULL_IF_MAXSEGMENTS);
+            if (seg != nullptr) {
+                auto* s = static_cast<Shared*>(dsm_segment_address(seg));
+                std::memset(s, 0, sizeof(Shared));
+                SpinLockInit(&s->alloc);
+                for (Slot& slot : s->slots) SpinLockInit(&slot.mutex);
+                dsm_pin_segment(seg);
+                anchor->handle = dsm_segment_handle(seg);
+            }
         }
         LWLockRelease(AddinShmemInitLock);
-        shared = s;
+        if (seg == nullptr) return nullptr;  // no segment to spare: claims start at the front
+        dsm_pin_mapping(seg);
+        return static_cast<Shared*>(dsm_segment_address(seg));
     });
 }
 
@@ -93,7 +115,8 @@ bool matches(const Slot& slot, const std::string& queue) {
 // The queue's slot, taken on first use; -1 when none is left or the name is too long.
 int slot_of(const std::string& queue) {
     if (queue.size() > kMaxName) return -1;
-    if (shared == nullptr) attach();
+    if (shared == nullptr && !attach_tried) attach();
+    if (shared == nullptr) return -1;
     size_t h = std::hash<std::string>{}(queue) ^ (static_cast<size_t>(MyDatabaseId) * 0x9e3779b9u);
     for (int i = 0; i < kSlots; ++i) {
         int at = static_cast<int>((h + static_cast<size_t>(i)) % kSlots);
@@ -289,8 +312,9 @@ void clear_at_end(const std::string& queue) {
 }
 
 void clear_database_on_rollback() {
+    if (shared == nullptr && !attach_tried) attach();
+    if (shared == nullptr) return;
     register_callbacks();
-    if (shared == nullptr) attach();
     clear_database_on_rollback_ = true;
 }
 

@@ -22,7 +22,8 @@
 //  - at least once a second a claim starts from the front anyway, so a job put back or locked by
 //    something hopper does not know of (a direct UPDATE, a prepared transaction) waits a second
 //    at most.
-// The hints live in shared memory (a few kilobytes, claimed on first use). With
+// The hints live in a dynamic shared memory segment made on first use and pinned for the life of
+// the server (no preloading needed; without one to spare, claims start at the front). With
 // hopper.claim_resume = off every claim starts at the front.
 #pragma once
 
