@@ -54,11 +54,8 @@ HOPPER_FUNCTION(hopper_queue_retry) {
                       "job " + std::to_string(id) + " is " + state +
                           "; only dead or cancelled jobs can be retried");
     }
-    bool isnull = false;
-    claim_hint::made_available(
-        r.get_text(0, 1),
-        {DatumGetInt16(r.datum(0, 2, &isnull)), DatumGetTimestampTz(r.datum(0, 3, &isnull)), id},
-        false);
+    claim_hint::made_available(r.get_text(0, 1), {r.get_int16(0, 2), r.get_timestamptz(0, 3), id},
+                               false);
     notify::queue_ready(r.get_text(0, 1));
     conn.finish();
     PG_RETURN_BOOL(true);

@@ -13,7 +13,6 @@ extern "C" {
 #include "access/xact.h"
 #include "port/atomics.h"
 #include "storage/dsm.h"
-#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -102,7 +101,11 @@ void attach() {
             }
         }
         LWLockRelease(AddinShmemInitLock);
-        if (seg == nullptr) return nullptr;  // no segment to spare: claims start at the front
+        if (seg == nullptr) {
+            ereport(LOG, (errmsg("hopper: no dynamic shared memory segment left for claim hints; "
+                                 "claims in this session start at the front of the queue")));
+            return nullptr;
+        }
         dsm_pin_mapping(seg);
         return static_cast<Shared*>(dsm_segment_address(seg));
     });

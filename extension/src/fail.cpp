@@ -51,11 +51,8 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         retry, {spi::arg(id), spi::arg(token), error, retry_in, spi::arg_bool(permanent)});
     if (!r.empty()) {
         state = r.get_bool(0, 1) ? "scheduled" : "available";
-        bool isnull = false;
-        claim_hint::made_available(r.get_text(0, 2),
-                                   {DatumGetInt16(r.datum(0, 3, &isnull)),
-                                    DatumGetTimestampTz(r.datum(0, 4, &isnull)), id},
-                                   r.get_bool(0, 1));
+        claim_hint::made_available(
+            r.get_text(0, 2), {r.get_int16(0, 3), r.get_timestamptz(0, 4), id}, r.get_bool(0, 1));
     } else {
         spi::Result d = conn.exec(bury, {spi::arg(id), spi::arg(token), error});
         if (!d.empty()) {

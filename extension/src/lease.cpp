@@ -79,11 +79,8 @@ HOPPER_FUNCTION(hopper_queue_release) {
     spi::Result r = conn.exec(st, {spi::arg(id), spi::arg(token)});
     bool released = !r.empty();
     if (released) {
-        bool isnull = false;
         claim_hint::made_available(r.get_text(0, 1),
-                                   {DatumGetInt16(r.datum(0, 2, &isnull)),
-                                    DatumGetTimestampTz(r.datum(0, 3, &isnull)), id},
-                                   false);
+                                   {r.get_int16(0, 2), r.get_timestamptz(0, 3), id}, false);
         notify::queue_ready(r.get_text(0, 1));
     } else
         jobs::state_of(conn, id);

@@ -39,8 +39,8 @@ namespace {
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
     "    j.run_at, j.created_at, j.priority) "                                                   \
     "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "    \
-    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint FROM q WHERE "    \
-    "limited "                                                                                   \
+    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint "                 \
+    "FROM q WHERE limited "                                                                      \
     "UNION ALL "                                                                                 \
     "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "  \
     "   priority FROM claimed ORDER BY priority, run_at, id)"
@@ -163,9 +163,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         }
         if (added > 0) {
             uint64_t last = r.rows() - 1;
-            bool isnull = false;
-            claim_hint::Key key{DatumGetInt16(r.datum(last, 10, &isnull)),
-                                DatumGetTimestampTz(r.datum(last, 8, &isnull)),
+            claim_hint::Key key{r.get_int16(last, 10), r.get_timestamptz(last, 8),
                                 r.get_int64(last, 1)};
             if (may_raise && !limited) claim_hint::claimed(hint, key, at);
         }

@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 }
 
 namespace hopper::spi {
@@ -61,6 +62,18 @@ int32_t Result::get_int32(uint64_t row, int col) const {
     bool isnull;
     Datum d = datum(row, col, &isnull);
     return isnull ? 0 : DatumGetInt32(d);
+}
+
+int16_t Result::get_int16(uint64_t row, int col) const {
+    bool isnull;
+    Datum d = datum(row, col, &isnull);
+    return isnull ? 0 : DatumGetInt16(d);
+}
+
+TimestampTz Result::get_timestamptz(uint64_t row, int col) const {
+    bool isnull;
+    Datum d = datum(row, col, &isnull);
+    return isnull ? 0 : DatumGetTimestampTz(d);
 }
 
 bool Result::get_bool(uint64_t row, int col) const {

@@ -33,7 +33,6 @@
 extern "C" {
 #include "postgres.h"
 #include "datatype/timestamp.h"
-#include "utils/timestamp.h"
 }
 
 namespace hopper::claim_hint {

@@ -13,6 +13,7 @@
 #include "hopper/boundary.hpp"
 
 extern "C" {
+#include "datatype/timestamp.h"
 #include "executor/spi.h"
 }
 
@@ -79,6 +80,8 @@ class Result {
     bool is_null(uint64_t row, int col) const;
     int64_t get_int64(uint64_t row, int col) const;
     int32_t get_int32(uint64_t row, int col) const;
+    int16_t get_int16(uint64_t row, int col) const;
+    TimestampTz get_timestamptz(uint64_t row, int col) const;
     bool get_bool(uint64_t row, int col) const;
     std::string get_text(uint64_t row, int col) const;
 
