@@ -52,34 +52,31 @@ bool Result::is_null(uint64_t row, int col) const {
     return isnull;
 }
 
-int64_t Result::get_int64(uint64_t row, int col) const {
+// The by-value readers: a NULL reads as the zero Datum, i.e. 0 or false.
+Datum Result::value_or_zero(uint64_t row, int col) const {
     bool isnull;
     Datum d = datum(row, col, &isnull);
-    return isnull ? 0 : DatumGetInt64(d);
+    return isnull ? (Datum)0 : d;
+}
+
+int64_t Result::get_int64(uint64_t row, int col) const {
+    return DatumGetInt64(value_or_zero(row, col));
 }
 
 int32_t Result::get_int32(uint64_t row, int col) const {
-    bool isnull;
-    Datum d = datum(row, col, &isnull);
-    return isnull ? 0 : DatumGetInt32(d);
+    return DatumGetInt32(value_or_zero(row, col));
 }
 
 int16_t Result::get_int16(uint64_t row, int col) const {
-    bool isnull;
-    Datum d = datum(row, col, &isnull);
-    return isnull ? 0 : DatumGetInt16(d);
+    return DatumGetInt16(value_or_zero(row, col));
 }
 
 TimestampTz Result::get_timestamptz(uint64_t row, int col) const {
-    bool isnull;
-    Datum d = datum(row, col, &isnull);
-    return isnull ? 0 : DatumGetTimestampTz(d);
+    return DatumGetTimestampTz(value_or_zero(row, col));
 }
 
 bool Result::get_bool(uint64_t row, int col) const {
-    bool isnull;
-    Datum d = datum(row, col, &isnull);
-    return !isnull && DatumGetBool(d);
+    return DatumGetBool(value_or_zero(row, col));
 }
 
 std::string Result::get_text(uint64_t row, int col) const {

@@ -86,6 +86,8 @@ class Result {
     std::string get_text(uint64_t row, int col) const;
 
   private:
+    Datum value_or_zero(uint64_t row, int col) const;
+
     SPITupleTable* table_;
     uint64_t rows_;
 };
