@@ -63,7 +63,8 @@ std::vector<std::pair<int64_t, int64_t>> undo_duplicates(spi::Connection& conn,
         "  WHERE j.dedup_key IS NOT NULL) "
         "DELETE FROM hopper.jobs d USING dup WHERE d.id = dup.new_id "
         "RETURNING dup.new_id, dup.original",
-        {TEXTOID, INT8ARRAYOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
+        {TEXTOID, INT8ARRAYOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN,
+        spi::Planning::kWalkIndexes);
     std::vector<std::pair<int64_t, int64_t>> out;
     if (ids.empty()) return out;
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(int8_array(ids)),
@@ -78,7 +79,8 @@ std::optional<int64_t> finished_within(spi::Connection& conn, const std::string&
         "SELECT h.id FROM hopper.job_history h "
         "WHERE h.queue = $1 AND h.dedup_key = $2 AND " HOPPER_IN_WINDOW(
             "h") " ORDER BY h.created_at, h.id LIMIT 1",
-        {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
+        {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN,
+        spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(key), spi::arg(window_us),
                                    spi::arg_datum(finished_before())});
     if (r.empty()) return std::nullopt;

@@ -157,7 +157,7 @@ spi::Statement& claim_statement() {
         HOPPER_CLAIM_PARAM_TYPES,
         // Planning this statement takes longer than running it; its generic plan is the one
         // the indexes were laid out for, whatever the parameters.
-        CURSOR_OPT_GENERIC_PLAN);
+        CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 

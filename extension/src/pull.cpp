@@ -54,7 +54,7 @@ namespace {
 // CPU), though both plans walk jobs_pull_idx the same way.
 spi::Statement& claim_statement() {
     static spi::Statement st(HOPPER_CLAIM_SQL(""), HOPPER_CLAIM_PARAM_TYPES,
-                             CURSOR_OPT_GENERIC_PLAN);
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
@@ -64,36 +64,11 @@ spi::Statement& resumed_claim_statement() {
     static spi::Statement st(HOPPER_CLAIM_SQL("AND (priority, run_at, id) >= ($10, $11, $12) "),
                              {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID,
                               INT4OID, TIMESTAMPTZOID, BOOLOID, INT2OID, TIMESTAMPTZOID, INT8OID},
-                             CURSOR_OPT_GENERIC_PLAN);
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
 #undef HOPPER_CLAIM_SQL
-
-// The claim statements' cached plans are made again at any execution after an invalidation, often
-// while the table is nearly empty (a fresh or just-drained queue), where a sequential or bitmap
-// scan and a sort look cheapest. That plan would then stay as the table grows, reading all of it
-// on every pull (under a held snapshot, every dead row too). Planned without those, the walk of
-// jobs_pull_idx is what is left. Only a replan reads these settings. (Disabling the sort instead
-// would price every plan above jit_above_cost: each pull would then compile itself.)
-class WalkIndexPlanning {
-  public:
-    WalkIndexPlanning() {
-        level_ = pg_guard([] { return NewGUCNestLevel(); });
-        pg_guard([] {
-            for (const char* name : {"enable_seqscan", "enable_bitmapscan", "jit"})
-                (void)set_config_option(name, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-                                        true, 0, false);
-        });
-    }
-    // Restores the settings; cannot fail (none of them has an assign hook).
-    ~WalkIndexPlanning() { AtEOXact_GUC(true, level_); }
-    WalkIndexPlanning(const WalkIndexPlanning&) = delete;
-    WalkIndexPlanning& operator=(const WalkIndexPlanning&) = delete;
-
-  private:
-    int level_;
-};
 
 }  // namespace
 
@@ -136,7 +111,6 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             return conn.exec(limits::claim_statement(),
                              {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
                               spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)});
-        WalkIndexPlanning planning;
         if (resume)
             return conn.exec(
                 resumed_claim_statement(),

@@ -63,7 +63,8 @@ bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz sin
     static spi::Statement st(
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' "
         "AND run_at > created_at AND run_at > $2 AND run_at <= $3 LIMIT 1",
-        {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
+        {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN,
+        spi::Planning::kWalkIndexes);
     return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(since)),
                            spi::arg_datum(TimestampTzGetDatum(until))})
                 .empty();
@@ -76,7 +77,7 @@ bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until)
     static spi::Statement st(
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
         "ORDER BY priority, run_at, id LIMIT 1",
-        {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN);
+        {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(until))})
                 .empty();
 }

@@ -1,18 +1,49 @@
 // SPI wrappers: see include/hopper/spi.hpp.
 #include <algorithm>
 #include <exception>
+#include <optional>
 
 #include "hopper/spi.hpp"
 
 extern "C" {
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 }
 
 namespace hopper::spi {
 
-Statement::Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options)
-    : sql_(sql), nargs_(static_cast<int>(types.size())), cursor_options_(cursor_options) {
+namespace {
+
+// The settings of Planning::kWalkIndexes for one execution. Only a (re)plan reads them; setting
+// them costs a few microseconds, less than telling whether the plan cache is about to re-plan.
+class WalkIndexPlanning {
+  public:
+    WalkIndexPlanning() {
+        level_ = pg_guard([] { return NewGUCNestLevel(); });
+        pg_guard([] {
+            for (const char* name : {"enable_seqscan", "enable_bitmapscan", "jit"})
+                (void)set_config_option(name, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                                        true, 0, false);
+        });
+    }
+    // Restores the settings; cannot fail (none of them has an assign hook).
+    ~WalkIndexPlanning() { AtEOXact_GUC(true, level_); }
+    WalkIndexPlanning(const WalkIndexPlanning&) = delete;
+    WalkIndexPlanning& operator=(const WalkIndexPlanning&) = delete;
+
+  private:
+    int level_;
+};
+
+}  // namespace
+
+Statement::Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options,
+                     Planning planning)
+    : sql_(sql),
+      nargs_(static_cast<int>(types.size())),
+      cursor_options_(cursor_options),
+      planning_(planning) {
     std::copy(types.begin(), types.end(), types_.begin());
 }
 
@@ -118,6 +149,8 @@ Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long lim
     }
     if (i != st.nargs())
         throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
+    std::optional<WalkIndexPlanning> walk;
+    if (st.planning() == Planning::kWalkIndexes) walk.emplace();
     int rc =
         pg_guard([&] { return SPI_execute_plan(plan, values.data(), nulls.data(), false, limit); });
     if (rc < 0)

@@ -19,6 +19,10 @@ extern "C" {
 
 namespace hopper::spi {
 
+// How a statement's plans are made. kWalkIndexes is for statements on the hot tables whose cached
+// plan must walk an index however the statistics looked when it was made (see Statement).
+enum class Planning { kDefault, kWalkIndexes };
+
 // One SQL text with its parameter types and its saved plan. Declare as a function-local static:
 // it is prepared on first use and kept for the life of the backend. PostgreSQL's plan cache
 // re-plans it by itself when a table it uses is dropped and recreated.
@@ -26,15 +30,26 @@ class Statement {
   public:
     // cursor_options: CURSOR_OPT_GENERIC_PLAN for a statement whose custom plans would cost more
     // to make than they save (PostgreSQL would otherwise re-plan it on every call).
-    Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options = 0);
+    //
+    // planning: a cached plan is made again at the first execution after an invalidation (an
+    // ANALYZE, a TRUNCATE), with whatever the statistics say then: a nearly empty table, or a
+    // sample in which many jobs were running, makes a sequential scan (with a sort, or stopping
+    // at the first match) look cheapest, and that plan stays while the table grows, reading all
+    // of it, dead rows included, on every call. kWalkIndexes plans without sequential and bitmap
+    // scans (and without JIT, which such prices would otherwise invite), so what is left is the
+    // index walk the statement was written for.
+    Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options = 0,
+              Planning planning = Planning::kDefault);
     SPIPlanPtr plan();
     int nargs() const { return nargs_; }
+    Planning planning() const { return planning_; }
 
   private:
     const char* sql_;
     std::array<Oid, 16> types_{};
     int nargs_;
     int cursor_options_;
+    Planning planning_;
     SPIPlanPtr plan_ = nullptr;
 };
 
