@@ -243,22 +243,27 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     queues::ensure(conn, queue);
 
     // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with
-    // the payload index; a dedup hit inserts nothing for its slot.
-    static spi::Statement insert(
-        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, "
-        "dedup_key, "
-        "concurrency_key, payload) "
-        "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
-        "pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, u.payload "
-        "FROM hopper.queues q, "
-        "     ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), "
-        "                pg_catalog.unnest($8::text[])) WITH ORDINALITY "
-        "       AS u(payload, dedup_key, concurrency_key, ord) "
-        "WHERE q.name = $1 ORDER BY u.ord "
-        "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING "
-        "RETURNING id, dedup_key",
+    // the payload index; a dedup hit inserts nothing for its slot. A batch without dedup keys
+    // cannot conflict and leaves out ON CONFLICT, as a single push does.
+#define HOPPER_BATCH_INSERT(on_conflict)                                                 \
+    "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, " \
+    "dedup_key, concurrency_key, payload) "                                              \
+    "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "  \
+    "pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, u.payload "                   \
+    "FROM hopper.queues q, "                                                             \
+    "     ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), "    \
+    "                pg_catalog.unnest($8::text[])) WITH ORDINALITY "                    \
+    "       AS u(payload, dedup_key, concurrency_key, ord) "                             \
+    "WHERE q.name = $1 ORDER BY u.ord " on_conflict "RETURNING id, dedup_key"
+    static spi::Statement insert_keyed(
+        HOPPER_BATCH_INSERT(
+            "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING "),
         {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, TEXTARRAYOID,
          TEXTARRAYOID});
+    static spi::Statement insert_unkeyed(
+        HOPPER_BATCH_INSERT(""), {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID,
+                                  TEXTARRAYOID, TEXTARRAYOID});
+#undef HOPPER_BATCH_INSERT
 
     auto text_array = [&](const std::vector<std::optional<std::string>>& keys) -> spi::Arg {
         bool any =
@@ -280,13 +285,13 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         return spi::arg_datum(d);
     };
 
-    spi::Result r =
-        conn.exec(insert, {spi::arg_text(queue),
-                           run_at ? spi::arg_datum(TimestampTzGetDatum(*run_at)) : spi::null_arg(),
-                           spi::arg_datum(Int16GetDatum(priority)),
-                           max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(),
-                           spi::arg_text(kind), spi::arg_datum(PG_GETARG_DATUM(1)),
-                           text_array(dedup_keys), text_array(concurrency_keys)});
+    spi::Result r = conn.exec(
+        any_key ? insert_keyed : insert_unkeyed,
+        {spi::arg_text(queue),
+         run_at ? spi::arg_datum(TimestampTzGetDatum(*run_at)) : spi::null_arg(),
+         spi::arg_datum(Int16GetDatum(priority)),
+         max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(), spi::arg_text(kind),
+         spi::arg_datum(PG_GETARG_DATUM(1)), text_array(dedup_keys), text_array(concurrency_keys)});
 
     struct Inserted {
         int64_t id;
