@@ -14,7 +14,6 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "access/xact.h"
-#include "utils/guc.h"
 #include "utils/timestamp.h"
 }
 
