@@ -50,8 +50,17 @@ int main(int argc, char** argv) {
     options.name = "bench-runtime";
     options.handle_signals = false;
     options.batch_completions = completions == "batched";
-    const char* prefetch = std::getenv("PREFETCH");
-    options.prefetch = prefetch ? std::atoi(prefetch) : options.max_batch;
+    options.prefetch = options.max_batch;
+    if (const char* prefetch = std::getenv("PREFETCH")) {
+        char* end = nullptr;
+        long v = std::strtol(prefetch, &end, 10);
+        if (*prefetch == '\0' || *end != '\0' || v < 0 || v > 1000000) {
+            std::fprintf(stderr, "PREFETCH must be a whole number of jobs >= 0, got \"%s\"\n",
+                         prefetch);
+            return 2;
+        }
+        options.prefetch = static_cast<int>(v);
+    }
     std::atomic<bool> failed{false};
     hopper::Worker worker(options);
     worker.on_any([](hopper::JobContext&) {});
