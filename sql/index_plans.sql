@@ -30,5 +30,16 @@ SELECT seq_scan - :seq_before AS sequential_scans, idx_scan > :idx_before AS use
 FROM pg_catalog.pg_stat_xact_user_tables WHERE relid = 'hopper.jobs'::pg_catalog.regclass;
 ROLLBACK;
 
+-- A claim in that session: the claimed ids are looked up, not found by reading the primary key.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('plans',
+    ARRAY(SELECT pg_catalog.jsonb_build_object('n', g) FROM generate_series(1, 5) g));
+BEGIN;
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_pkey'::pg_catalog.regclass)
+    AS pkey_before \gset
+SELECT count(*) AS claimed FROM hopper.queue_pull('plans', 5);
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_pkey'::pg_catalog.regclass)
+    - :pkey_before < 100 AS looked_up;
+ROLLBACK;
+
 SELECT hopper.queue_drop('plans') AS dropped;
 ALTER TABLE hopper.jobs RESET (autovacuum_enabled);

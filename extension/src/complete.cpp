@@ -22,7 +22,7 @@ HOPPER_FUNCTION(hopper_queue_complete) {
         HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), $3 FROM done d RETURNING queue, " HOPPER_QUEUE_NOTIFIES_DONE,
-        {INT8OID, INT8OID, JSONBOID});
+        {INT8OID, INT8OID, JSONBOID}, 0, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r =
         conn.exec(st, {spi::arg(id), spi::arg(token),

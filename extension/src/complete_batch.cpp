@@ -150,13 +150,13 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
         HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), NULL FROM done d RETURNING id, queue, " HOPPER_QUEUE_NOTIFIES_DONE,
-        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID});
+        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, 0, spi::Planning::kWalkIndexes);
     static spi::Statement with_results(
         HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id RETURNING id, queue, "
         HOPPER_QUEUE_NOTIFIES_DONE,
-        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID});
+        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, 0, spi::Planning::kWalkIndexes);
 #undef HOPPER_HELD_CTE
     spi::Connection conn;
     spi::Result r =
@@ -179,7 +179,7 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
             "SELECT u.id FROM pg_catalog.unnest($1::bigint[]) AS u(id) "
             "WHERE NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = u.id) "
             "  AND NOT EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = u.id) LIMIT 1",
-            {INT8ARRAYOID});
+            {INT8ARRAYOID}, 0, spi::Planning::kWalkIndexes);
         spi::Result u = conn.exec(unknown, {spi::arg_datum(PG_GETARG_DATUM(0))});
         if (!u.empty())
             throw PgError(ERRCODE_NO_DATA_FOUND,

@@ -34,7 +34,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' AND q.name = j.queue "
         "  AND NOT $5 AND j.attempt < j.max_attempts "
         "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at",
-        {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID});
+        {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID}, 0, spi::Planning::kWalkIndexes);
     // Dead: to history, with the error.
     static spi::Statement bury(
         "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
@@ -43,7 +43,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "g.progress, $3, " HOPPER_ERRORS_APPEND("g", "$3", "pg_catalog.now()")
         ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g RETURNING queue, "
         HOPPER_QUEUE_NOTIFIES_DONE,
-        {INT8OID, INT8OID, TEXTOID});
+        {INT8OID, INT8OID, TEXTOID}, 0, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;
     const char* state = nullptr;

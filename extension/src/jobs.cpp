@@ -11,7 +11,7 @@ std::string state_of(spi::Connection& conn, int64_t id) {
     static spi::Statement st(
         "SELECT state::text FROM hopper.jobs WHERE id = $1 "
         "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 LIMIT 1",
-        {INT8OID});
+        {INT8OID}, 0, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty())
         throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},

@@ -34,7 +34,7 @@ namespace {
     "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
     "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, " \
     "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
-    "  FROM candidates c WHERE j.id = c.id "                                                     \
+    "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                     \
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
     "    j.run_at, j.created_at, j.priority) "                                                   \
     "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "    \
@@ -45,7 +45,10 @@ namespace {
     "   priority FROM claimed ORDER BY priority, run_at, id)"
 
 // Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
-// lets concurrent pullers pass each other instead of queueing on the same rows. A queue with
+// lets concurrent pullers pass each other instead of queueing on the same rows. The UPDATE takes
+// the locked ids as an array, which leaves one plan (primary-key lookups): as a join, a plan made
+// while the table was nearly empty could walk the whole primary key and filter, which under a
+// held snapshot read every dead entry on each claim. A queue with
 // limits claims nothing here and answers one row of NULLs instead: its claims go through
 // limits::claim_statement(). Saying so here spares unlimited queues a lookup of their own.
 // The plan is made once: a generic plan prices "LIMIT $3" as a tenth of the table, so the plan

@@ -7,7 +7,8 @@
 
 extern "C" {
 #include "utils/builtins.h"
-#include "utils/guc.h"
+#include "jit/jit.h"
+#include "optimizer/cost.h"
 #include "utils/timestamp.h"
 }
 
@@ -15,25 +16,31 @@ namespace hopper::spi {
 
 namespace {
 
-// The settings of Planning::kWalkIndexes for one execution. Only a (re)plan reads them; setting
-// them costs a few microseconds, less than telling whether the plan cache is about to re-plan.
+// The settings of Planning::kWalkIndexes for one execution, assigned to the planner's variables
+// and put back afterwards. None of them has a check or assign hook, and only a (re)plan reads them,
+// so this is what SET LOCAL would do without the GUC stack: a GUC nest level costs a walk over
+// every setting at its end, which every hot statement would pay. The destructor also runs when an
+// error unwinds through pg_guard.
 class WalkIndexPlanning {
   public:
-    WalkIndexPlanning() {
-        level_ = pg_guard([] { return NewGUCNestLevel(); });
-        pg_guard([] {
-            for (const char* name : {"enable_seqscan", "enable_bitmapscan", "jit"})
-                (void)set_config_option(name, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-                                        true, 0, false);
-        });
+    WalkIndexPlanning()
+        : seqscan_(enable_seqscan), bitmapscan_(enable_bitmapscan), jit_(jit_enabled) {
+        enable_seqscan = false;
+        enable_bitmapscan = false;
+        jit_enabled = false;
     }
-    // Restores the settings; cannot fail (none of them has an assign hook).
-    ~WalkIndexPlanning() { AtEOXact_GUC(true, level_); }
+    ~WalkIndexPlanning() {
+        enable_seqscan = seqscan_;
+        enable_bitmapscan = bitmapscan_;
+        jit_enabled = jit_;
+    }
     WalkIndexPlanning(const WalkIndexPlanning&) = delete;
     WalkIndexPlanning& operator=(const WalkIndexPlanning&) = delete;
 
   private:
-    int level_;
+    bool seqscan_;
+    bool bitmapscan_;
+    bool jit_;
 };
 
 }  // namespace
