@@ -36,6 +36,10 @@ ALTER TABLE hopper.jobs RESET (autovacuum_enabled);
 -- A claim whose plans were made on an empty hopper.jobs (a fresh database, just vacuumed) looks the
 -- ids it locked up by primary key once the table has filled; a join could walk the whole key.
 SELECT pg_catalog.current_database() AS regression_db \gset
+-- (Left behind by a run that stopped half-way, it would fail this one.)
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS hopper_index_plans;
+RESET client_min_messages;
 CREATE DATABASE hopper_index_plans;
 \c hopper_index_plans
 SET hopper.notify = off;

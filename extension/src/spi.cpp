@@ -6,9 +6,9 @@
 #include "hopper/spi.hpp"
 
 extern "C" {
-#include "utils/builtins.h"
 #include "jit/jit.h"
 #include "optimizer/cost.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
 
