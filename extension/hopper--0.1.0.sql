@@ -321,6 +321,9 @@ GRANT SELECT ON hopper.queues TO hopper_worker;
 GRANT SELECT, UPDATE, DELETE ON hopper.jobs TO hopper_worker;
 GRANT SELECT, INSERT ON hopper.job_history TO hopper_worker;
 GRANT USAGE ON SEQUENCE hopper.lease_token_seq TO hopper_worker;
+-- A completion that matches no running job tells a lost lease from an unknown id; in a queue that
+-- keeps no history (retention 0) a finished job is gone, and only the last id issued says it existed.
+GRANT SELECT ON SEQUENCE hopper.job_id_seq TO hopper_producer, hopper_worker;
 
 -- ---------------------------------------------------------------------------------------------------
 -- Listing: the jobs of one queue (live and finished), optionally in one state, newest first.

@@ -15,10 +15,11 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
     int64_t id = args::job_id(fcinfo, 0);
     // A running job's holder learns of it at its next heartbeat (false) and stops.
     static spi::Statement st(
-        "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 RETURNING *) "
-        HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 RETURNING *), "
+        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, g.last_error, g.errors, g.progress_detail, g.payload, 'cancelled', "
-        "pg_catalog.now(), NULL FROM gone g RETURNING queue, " HOPPER_QUEUE_NOTIFIES_DONE,
+        "pg_catalog.now(), NULL FROM gone g WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
+        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM gone g",
         {INT8OID}, 0, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     // An available job is locked by the delete, and passed over by claims meanwhile.
@@ -28,7 +29,7 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
     if (cancelled)
         notify::job_done(id, r.get_text(0, 1), "cancelled", r.get_bool(0, 2));
     else
-        jobs::state_of(conn, id);  // already finished: false; unknown: P0002
+        jobs::require_known(conn, id);  // already finished: false; unknown: P0002
     conn.finish();
     PG_RETURN_BOOL(cancelled);
 }

@@ -18,10 +18,11 @@ HOPPER_FUNCTION(hopper_queue_complete) {
     // The fencing check is the WHERE clause: only the current lease's token matches.
     static spi::Statement st(
         "WITH done AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
-        "  AND state = 'running' RETURNING *) "
-        HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
+        "  AND state = 'running' RETURNING *), "
+        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), $3 FROM done d RETURNING queue, " HOPPER_QUEUE_NOTIFIES_DONE,
+        "pg_catalog.now(), $3 FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
+        "SELECT d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
         {INT8OID, INT8OID, JSONBOID}, 0, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r =
@@ -31,7 +32,7 @@ HOPPER_FUNCTION(hopper_queue_complete) {
     if (done)
         notify::job_done(id, r.get_text(0, 1), "completed", r.get_bool(0, 2));
     else
-        jobs::state_of(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
+        jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
     conn.finish();
     PG_RETURN_BOOL(done);
 }

@@ -145,17 +145,19 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
     "           AND jj.state = 'running' OFFSET 0) x ORDER BY u.id), "                         \
     "done AS (DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM held)) "        \
     "  AND j.lease_token = ANY (ARRAY(SELECT token FROM held)) AND j.state = 'running' "       \
-    "  RETURNING j.*) "
+    "  RETURNING j.*), "
     static spi::Statement without_results(
-        HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
+        HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), NULL FROM done d RETURNING id, queue, " HOPPER_QUEUE_NOTIFIES_DONE,
+        "pg_catalog.now(), NULL FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
+        "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, 0, spi::Planning::kWalkIndexes);
     static spi::Statement with_results(
-        HOPPER_HELD_CTE HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
+        HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id RETURNING id, queue, "
-        HOPPER_QUEUE_NOTIFIES_DONE,
+        "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id WHERE "
+        HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
+        "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, 0, spi::Planning::kWalkIndexes);
 #undef HOPPER_HELD_CTE
     spi::Connection conn;
@@ -178,7 +180,8 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
         static spi::Statement unknown(
             "SELECT u.id FROM pg_catalog.unnest($1::bigint[]) AS u(id) "
             "WHERE NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = u.id) "
-            "  AND NOT EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = u.id) LIMIT 1",
+            "  AND NOT EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = u.id) "
+            "  AND NOT " HOPPER_MAY_BE_UNKEPT("u.id") " LIMIT 1",
             {INT8ARRAYOID}, 0, spi::Planning::kWalkIndexes);
         spi::Result u = conn.exec(unknown, {spi::arg_datum(PG_GETARG_DATUM(0))});
         if (!u.empty())

@@ -38,11 +38,12 @@ HOPPER_FUNCTION(hopper_queue_fail) {
     // Dead: to history, with the error.
     static spi::Statement bury(
         "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
-        "  AND state = 'running' RETURNING *) "
-        HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "  AND state = 'running' RETURNING *), "
+        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, $3, " HOPPER_ERRORS_APPEND("g", "$3", "pg_catalog.now()")
-        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g RETURNING queue, "
-        HOPPER_QUEUE_NOTIFIES_DONE,
+        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g WHERE "
+        HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
+        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM gone g",
         {INT8OID, INT8OID, TEXTOID}, 0, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;
@@ -59,7 +60,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
             state = "dead";
             notify::job_done(id, d.get_text(0, 1), "dead", d.get_bool(0, 2));
         } else {
-            jobs::state_of(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
+            jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
         }
     }
     conn.finish();

@@ -1,6 +1,8 @@
 // See include/hopper/jobs.hpp.
 #include "hopper/jobs.hpp"
 
+#include "hopper/sql.hpp"
+
 extern "C" {
 #include "catalog/pg_type.h"
 }
@@ -17,6 +19,17 @@ std::string state_of(spi::Connection& conn, int64_t id) {
         throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
                       "It never existed, or its history was pruned after the queue's retention.");
     return r.get_text(0, 1);
+}
+
+void require_known(spi::Connection& conn, int64_t id) {
+    static spi::Statement st(
+        "SELECT EXISTS (SELECT 1 FROM hopper.jobs WHERE id = $1) "
+        "OR EXISTS (SELECT 1 FROM hopper.job_history WHERE id = $1) OR " HOPPER_MAY_BE_UNKEPT("$1"),
+        {INT8OID}, 0, spi::Planning::kWalkIndexes);
+    spi::Result r = conn.exec(st, {spi::arg(id)});
+    if (!r.get_bool(0, 1))
+        throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
+                      "It never existed, or its history was pruned after the queue's retention.");
 }
 
 }  // namespace hopper::jobs

@@ -35,7 +35,7 @@ HOPPER_FUNCTION(hopper_queue_heartbeat) {
     bool held = !conn.exec(st, {spi::arg(id), spi::arg(token),
                                 spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2))})
                      .empty();
-    if (!held) jobs::state_of(conn, id);
+    if (!held) jobs::require_known(conn, id);
     conn.finish();
     PG_RETURN_BOOL(held);
 }
@@ -59,7 +59,7 @@ HOPPER_FUNCTION(hopper_queue_progress) {
         !conn.exec(st, {spi::arg(id), spi::arg(token), spi::arg_datum(PG_GETARG_DATUM(2)),
                         spi::arg_datum(detail_null ? (Datum)0 : PG_GETARG_DATUM(3), detail_null)})
              .empty();
-    if (!held) jobs::state_of(conn, id);
+    if (!held) jobs::require_known(conn, id);
     conn.finish();
     PG_RETURN_BOOL(held);
 }
@@ -83,7 +83,7 @@ HOPPER_FUNCTION(hopper_queue_release) {
                                    {r.get_int16(0, 2), r.get_timestamptz(0, 3), id}, false);
         notify::queue_ready(r.get_text(0, 1));
     } else
-        jobs::state_of(conn, id);
+        jobs::require_known(conn, id);
     conn.finish();
     PG_RETURN_BOOL(released);
 }

@@ -32,11 +32,12 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         "gone AS ("
         "  DELETE FROM hopper.jobs j USING expired e WHERE j.id = e.id AND j.attempt >= j.max_attempts "
         "  RETURNING j.*), "
-        "dead AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "  g.progress, 'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')', "
         HOPPER_ERRORS_APPEND("g", "'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')'", "$2")
         ", g.progress_detail, g.payload, 'dead', $2, NULL FROM gone g "
-        "  RETURNING id, " HOPPER_QUEUE_NOTIFIES_DONE " AS notify_done), "
+        "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "
+        "dead AS (SELECT g.id, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done FROM gone g), "
         "back AS ("
         "  UPDATE hopper.jobs j SET state = 'available', "
         "    run_at = CASE WHEN $4 THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) ELSE $2 END, "
@@ -88,11 +89,13 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "gone AS ("
         "  DELETE FROM hopper.jobs j USING orphans o WHERE j.id = o.id AND j.attempt >= j.max_attempts "
         "  RETURNING j.*), "
-        "dead AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "  g.progress, " HOPPER_GONE_ERROR("g") ", "
         HOPPER_ERRORS_APPEND("g", HOPPER_GONE_ERROR("g"), "$1")
         ", g.progress_detail, g.payload, 'dead', $1, NULL FROM gone g "
-        "  RETURNING id, queue, " HOPPER_QUEUE_NOTIFIES_DONE " AS notify_done), "
+        "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "
+        "dead AS (SELECT g.id, g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done "
+        "  FROM gone g), "
         "back AS ("
         "  UPDATE hopper.jobs j SET state = 'available', run_at = $1, "
         "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "

@@ -14,11 +14,26 @@
     ".attempt, " alias ".max_attempts, " alias ".created_at, " alias ".started_at, " alias \
     ".kind, " alias ".worker, " alias ".dedup_key, " alias ".concurrency_key, "
 
-// In the RETURNING list of an INSERT INTO hopper.job_history: whether the finished job's queue
-// announces finished jobs on "hopper:done" (hopper.queue_set_notify_done). A primary-key lookup in
-// the statement that moves the job, so a completion costs no extra round trip for it.
-#define HOPPER_QUEUE_NOTIFIES_DONE \
-    "(SELECT nq.notify_done FROM hopper.queues nq WHERE nq.name = job_history.queue)"
+// Whether the queue of a finished job `alias` announces it on "hopper:done"
+// (hopper.queue_set_notify_done). A primary-key lookup in the statement that finishes the job, so
+// a completion costs no extra round trip for it.
+#define HOPPER_QUEUE_NOTIFIES_DONE(alias) \
+    "(SELECT nq.notify_done FROM hopper.queues nq WHERE nq.name = " alias ".queue)"
+
+// Whether the queue of a finished job `alias` keeps it in hopper.job_history: a queue with
+// retention 0 deletes its finished jobs outright, as the plain-SQL queue does, and skips the copy
+// and its index entries. A job whose queue is gone is kept, as before the setting existed.
+#define HOPPER_QUEUE_KEEPS_HISTORY(alias)                                                       \
+    "COALESCE((SELECT kq.retention > interval '0' FROM hopper.queues kq WHERE kq.name = " alias \
+    ".queue), true)"
+
+// Whether an id found neither in hopper.jobs nor in hopper.job_history may still be a job that
+// finished in a queue that keeps no history: it was issued, and some queue has retention 0. Such
+// an id answers as a lost lease would, not as an unknown job.
+#define HOPPER_MAY_BE_UNKEPT(id_expr)                                          \
+    "(" id_expr                                                                \
+    " <= (SELECT s.last_value FROM hopper.job_id_seq s) AND EXISTS (SELECT 1 " \
+    "FROM hopper.queues zq WHERE zq.retention = interval '0'))"
 
 // jobs.errors with one entry appended, keeping the newest 20: {attempt, at, error, worker}.
 #define HOPPER_ERRORS_APPEND(alias, error_expr, at_expr)                              \

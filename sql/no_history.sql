@@ -1,0 +1,80 @@
+-- A queue with retention 0 keeps no history: a job that finishes (completed, dead, cancelled) is
+-- deleted at once, as the plain-SQL queue does. A late call on such a job reads as a lost lease.
+SET hopper.notify = off;
+\i sql/include/try.sql
+\i sql/include/wait_for.sql
+
+SELECT hopper.queue_create('forgetful', retention => '0', max_attempts => 1) AS created;
+SELECT hopper.queue_create('keeper') AS created;
+
+-- Completed: gone from both tables; job_status no longer knows it.
+SELECT hopper.queue_push('forgetful', '{"n": 1}') AS id \gset
+SELECT lease_token AS tok FROM hopper.queue_pull('forgetful', 1) \gset
+SELECT hopper.queue_complete(:id, :tok, '{"ok": true}') AS completed;
+SELECT (SELECT count(*) FROM hopper.jobs WHERE id = :id) AS live,
+       (SELECT count(*) FROM hopper.job_history WHERE id = :id) AS kept;
+SELECT pg_temp.try(format('SELECT hopper.job_status(%s)', :id)) AS status;
+-- A second completion, a heartbeat, a failure or a release with the old token: the lease is
+-- lost (false / NULL), not an unknown job.
+SELECT hopper.queue_complete(:id, :tok) AS again,
+       hopper.queue_heartbeat(:id, :tok) AS heartbeat,
+       hopper.queue_fail(:id, :tok, 'late') AS failed,
+       hopper.queue_release(:id, :tok) AS released,
+       hopper.queue_cancel(:id) AS cancelled;
+-- An id never issued is still unknown.
+SELECT pg_temp.try($$SELECT hopper.queue_complete(9000000000, 1)$$) AS never_issued;
+
+-- Dead (its only attempt failed) and cancelled: the same.
+SELECT hopper.queue_push('forgetful', '{"n": 2}') AS id2 \gset
+SELECT lease_token AS tok2 FROM hopper.queue_pull('forgetful', 1) \gset
+SELECT hopper.queue_fail(:id2, :tok2, 'broken') AS state;
+SELECT hopper.queue_push('forgetful', '{"n": 3}') AS id3 \gset
+SELECT hopper.queue_cancel(:id3) AS cancelled;
+SELECT count(*) AS forgetful_history FROM hopper.job_history WHERE queue = 'forgetful';
+SELECT pg_temp.try(format('SELECT hopper.queue_retry(%s)', :id2)) AS retry_dead;
+
+-- A batch completion: the jobs it still holds complete; one finished before counts as lost.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('forgetful',
+    ARRAY['{"n": 4}', '{"n": 5}']::jsonb[]);
+CREATE TEMP TABLE held AS SELECT id, lease_token FROM hopper.queue_pull('forgetful', 2);
+SELECT count(*) AS completed
+FROM hopper.queue_complete_many(ARRAY(SELECT id FROM held ORDER BY id) || :id,
+                                ARRAY(SELECT lease_token FROM held ORDER BY id) || :tok::bigint,
+                                ARRAY['{"r": 4}', '{"r": 5}', NULL]::jsonb[]);
+SELECT count(*) AS completed_without_results
+FROM hopper.queue_complete_many(ARRAY[:id], ARRAY[:tok::bigint]);
+SELECT count(*) AS forgetful_live, (SELECT count(*) FROM hopper.job_history WHERE queue = 'forgetful')
+       AS forgetful_history
+FROM hopper.jobs WHERE queue = 'forgetful';
+
+-- A lease that runs out on the last attempt: rescued as dead, and not kept.
+SELECT hopper.queue_push('forgetful', '{"n": 6}') AS id6 \gset
+SELECT count(*) AS pulled FROM hopper.queue_pull('forgetful', 1, lease => '1 second');
+SELECT pg_temp.wait_for(format('NOT EXISTS (SELECT 1 FROM hopper.jobs WHERE id = %s)', :id6))
+    AS rescued_and_gone;
+SELECT count(*) AS forgetful_history FROM hopper.job_history WHERE queue = 'forgetful';
+SELECT completed, dead, cancelled FROM hopper.queue_stats('forgetful');
+
+-- Other queues keep their history as before, and the setting can change both ways.
+SELECT hopper.queue_push('keeper', '{"n": 7}') AS id7 \gset
+SELECT lease_token AS tok7 FROM hopper.queue_pull('keeper', 1) \gset
+SELECT hopper.queue_complete(:id7, :tok7) AS completed;
+SELECT state FROM hopper.job_status(:id7);
+SELECT hopper.queue_create('forgetful', retention => '1 day') AS created;
+SELECT hopper.queue_push('forgetful', '{"n": 8}') AS id8 \gset
+SELECT lease_token AS tok8 FROM hopper.queue_pull('forgetful', 1) \gset
+SELECT hopper.queue_complete(:id8, :tok8) AS completed;
+SELECT state FROM hopper.job_status(:id8);
+
+-- A worker role may tell a lost lease from an unknown id (it reads the last id issued).
+SELECT hopper.queue_create('forgetful', retention => '0') AS created;
+SELECT hopper.queue_push('forgetful', '{"n": 9}') AS id9 \gset
+SELECT lease_token AS tok9 FROM hopper.queue_pull('forgetful', 1) \gset
+CREATE ROLE regress_forgetful_worker;
+GRANT hopper_worker TO regress_forgetful_worker;
+SET ROLE regress_forgetful_worker;
+SELECT hopper.queue_complete(:id9, :tok9) AS completed,
+       hopper.queue_complete(:id9, :tok9) AS completed_again;
+RESET ROLE;
+DROP ROLE regress_forgetful_worker;
+SELECT hopper.queue_drop('forgetful') AS dropped, hopper.queue_drop('keeper') AS dropped;
