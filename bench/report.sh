@@ -85,11 +85,12 @@ ins4=$(med on.enq.raw.single.c4)
 b_single=$(med on.enq.base.single.c4); h_single=$(med on.enq.hop.single.c4); hq_single=$(med on.enq.hopq.single.c4)
 b_b100=$(med on.enq.base.b100.c4); h_b100=$(med on.enq.hop.b100.c4)
 b_d1=$(med on.drain.base.base_pull_complete.n1); h_d1=$(med on.drain.hop.hop_complete_pull.n1)
-hq_d1=$(med on.drain.hopq.hop_complete_pull.n1)
+hq_d1=$(med on.drain.hopq.hop_complete_pull.n1); hk_d1=$(med on.drain.hopk.hop_complete_pull.n1)
 b_d10=$(med on.drain.base.base_pull_complete.n10); h_d10=$(med on.drain.hop.hop_complete_many_pull.n10)
-h_d100=$(med on.drain.hop.hop_complete_many_pull.n100)
+hk_d10=$(med on.drain.hopk.hop_complete_many_pull.n10)
+h_d100=$(med on.drain.hop.hop_complete_many_pull.n100); hk_d100=$(med on.drain.hopk.hop_complete_many_pull.n100)
 b_st=$(med on.steady.base.base_pull_complete); h_st=$(med on.steady.hop.hop_complete_pull)
-hq_st=$(med on.steady.hopq.hop_complete_pull)
+hq_st=$(med on.steady.hopq.hop_complete_pull); hk_st=$(med on.steady.hopk.hop_complete_pull)
 p50=$(med lat.default.p50_us); p99=$(med lat.default.p99_us)
 scale_first=$(head -1 "$TMP/scale.labels" 2>/dev/null || echo none)
 scale_last=$(tail -1 "$TMP/scale.labels" 2>/dev/null || echo none)
@@ -110,12 +111,12 @@ echo "| enqueue single vs pgbench INSERT | hopper $(num "$h_single")/s (notify o
 r=$(awk -v a="$h_b100" -v b="$b_b100" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| enqueue batch 100 vs baseline | hopper $(num "$h_b100")/s, baseline $(num "$b_b100")/s | $(ratio "$h_b100" "$b_b100") | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.enq.hop.b100.c4 on.enq.base.b100.c4) |"
 r=$(awk -v a="$h_d1" -v b="$b_d1" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| drain pulling 1 vs baseline (queue_complete_pull) | hopper $(num "$h_d1")/s (notify off: $(num "$hq_d1")/s), baseline $(num "$b_d1")/s | $(ratio "$h_d1" "$b_d1") (notify off: $(ratio "$hq_d1" "$b_d1")) | >= 2.5x | $(verdict "$r" ">=" 2.5)$(noisy on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1) |"
+echo "| drain pulling 1 vs baseline (queue_complete_pull) | hopper $(num "$h_d1")/s (notify off: $(num "$hq_d1")/s; no history: $(num "$hk_d1")/s), baseline $(num "$b_d1")/s | $(ratio "$h_d1" "$b_d1") (notify off: $(ratio "$hq_d1" "$b_d1"); no history: $(ratio "$hk_d1" "$b_d1")) | >= 2.5x | $(verdict "$r" ">=" 2.5)$(noisy on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1) |"
 r=$(awk -v a="$h_d10" -v b="$b_d10" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| drain pulling 10 vs baseline (complete_many + pull, one commit) | hopper $(num "$h_d10")/s, baseline $(num "$b_d10")/s | $(ratio "$h_d10" "$b_d10") | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10) |"
-echo "| drain pulling 100 | hopper $(num "$h_d100")/s | $(num "$h_d100")/s | >= 100,000/s | $(verdict "$h_d100" ">=" 100000) |"
+echo "| drain pulling 10 vs baseline (complete_many + pull, one commit) | hopper $(num "$h_d10")/s (no history: $(num "$hk_d10")/s), baseline $(num "$b_d10")/s | $(ratio "$h_d10" "$b_d10") (no history: $(ratio "$hk_d10" "$b_d10")) | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10) |"
+echo "| drain pulling 100 | hopper $(num "$h_d100")/s (no history: $(num "$hk_d100")/s) | $(num "$h_d100")/s | >= 100,000/s | $(verdict "$h_d100" ">=" 100000) |"
 r=$(awk -v a="$h_st" -v b="$b_st" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| steady 4+4 vs baseline (SQL consumers, queue_complete_pull) | hopper $(num "$h_st")/s (notify off: $(num "$hq_st")/s), baseline $(num "$b_st")/s | $(ratio "$h_st" "$b_st") (notify off: $(ratio "$hq_st" "$b_st")) | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete) |"
+echo "| steady 4+4 vs baseline (SQL consumers, queue_complete_pull) | hopper $(num "$h_st")/s (notify off: $(num "$hq_st")/s; no history: $(num "$hk_st")/s), baseline $(num "$b_st")/s | $(ratio "$h_st" "$b_st") (notify off: $(ratio "$hq_st" "$b_st"); no history: $(ratio "$hk_st" "$b_st")) | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete) |"
 echo "| push-to-start p50 at $BENCH_LAT_RATE jobs/s | $(ms "$p50") (producers NOTIFY directly: $(ms "$(med lat.direct.p50_us)")) | | <= 2 ms | $(verdict "$p50" "<=" 2000) |"
 echo "| push-to-start p99 at $BENCH_LAT_RATE jobs/s | $(ms "$p99") (producers NOTIFY directly: $(ms "$(med lat.direct.p99_us)")) | | <= 10 ms | $(verdict "$p99" "<=" 10000) |"
 r=$(awk -v a="$s_last" -v b="$s_first" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
@@ -159,20 +160,22 @@ echo
 
 echo "## Drain a preloaded backlog until empty (4 workers), completed jobs/s"
 echo
-echo "| pull batch | baseline (UPDATE..SKIP LOCKED; DELETE) | hopper pull; complete (2 commits) | hopper one commit per batch | hopper one commit, notify off | best hopper / baseline |"
-echo "|---|---|---|---|---|---|"
+echo "| pull batch | baseline (UPDATE..SKIP LOCKED; DELETE) | hopper pull; complete (2 commits) | hopper one commit per batch | hopper one commit, notify off | hopper one commit, no history | best hopper / baseline | no history / baseline |"
+echo "|---|---|---|---|---|---|---|---|"
 for n in 1 10 100; do
-    if [ "$n" = 1 ]; then two=on.drain.hop.hop_pull_complete1.n1; one=on.drain.hop.hop_complete_pull.n1; oneq=on.drain.hopq.hop_complete_pull.n1
-    else two=on.drain.hop.hop_pull_complete_many.n$n; one=on.drain.hop.hop_complete_many_pull.n$n; oneq=on.drain.hopq.hop_complete_many_pull.n$n; fi
+    if [ "$n" = 1 ]; then two=on.drain.hop.hop_pull_complete1.n1; one=on.drain.hop.hop_complete_pull.n1; oneq=on.drain.hopq.hop_complete_pull.n1; onek=on.drain.hopk.hop_complete_pull.n1
+    else two=on.drain.hop.hop_pull_complete_many.n$n; one=on.drain.hop.hop_complete_many_pull.n$n; oneq=on.drain.hopq.hop_complete_many_pull.n$n; onek=on.drain.hopk.hop_complete_many_pull.n$n; fi
     best=$(printf '%s\n%s\n' "$(med $one)" "$(med $two)" | grep -v nan | sort -g | tail -1)
-    echo "| $n | $(cell on.drain.base.base_pull_complete.n$n) | $(cell $two) | $(cell $one) | $(cell $oneq) | $(ratio "${best:-nan}" "$(med on.drain.base.base_pull_complete.n$n)") |"
+    echo "| $n | $(cell on.drain.base.base_pull_complete.n$n) | $(cell $two) | $(cell $one) | $(cell $oneq) | $(cell $onek) | $(ratio "${best:-nan}" "$(med on.drain.base.base_pull_complete.n$n)") | $(ratio "$(med $onek)" "$(med on.drain.base.base_pull_complete.n$n)") |"
 done
 echo
 echo "Scripts: baseline \`base_pull_complete.sql\`; hopper 2 commits: \`hop_pull_complete1.sql\` (n = 1:"
 echo "\`queue_pull\` then \`queue_complete\`), \`hop_pull_complete_many.sql\` (\`queue_pull\` then"
 echo "\`queue_complete_many\`); one commit: \`hop_complete_pull.sql\` (n = 1: \`queue_complete_pull\`, one round"
 echo "trip per job), \`hop_complete_many_pull.sql\` (\`queue_complete_many\` of the held batch and \`queue_pull\` of"
-echo "the next in one transaction)."
+echo "the next in one transaction). \"No history\": the same one-commit scripts on a queue with"
+echo "\`retention => '0'\`, whose finished jobs are deleted instead of moved to \`hopper.job_history\` (the"
+echo "baseline keeps no history either); \"best hopper\" is the default, history kept."
 echo
 
 echo "## Concurrency slots: pull + complete with a key limit, completed jobs/s"
@@ -196,12 +199,14 @@ echo "pull sleeps 1 ms)."
 echo
 echo "| consumers | completed jobs/s | pushed jobs/s | / baseline |"
 echo "|---|---|---|---|"
-for cfg in base.base_pull_complete hop.hop_pull_complete1 hop.hop_complete_pull hopq.hop_complete_pull; do
+for cfg in base.base_pull_complete hop.hop_pull_complete1 hop.hop_complete_pull hopq.hop_complete_pull \
+    hopk.hop_complete_pull; do
     case $cfg in
         base.*) d="baseline: UPDATE..SKIP LOCKED, then DELETE" ;;
         hop.hop_pull_complete1) d="hopper: queue_pull, then queue_complete" ;;
         hop.hop_complete_pull) d="hopper: queue_complete_pull" ;;
         hopq.*) d="hopper: queue_complete_pull, notify off (producers and consumers)" ;;
+        hopk.*) d="hopper: queue_complete_pull, no history (retention 0)" ;;
     esac
     echo "| $d | $(cell on.steady.$cfg) | $(cell on.steady.$cfg.pushed) | $(ratio "$(med on.steady.$cfg)" "$b_st") |"
 done

@@ -139,6 +139,14 @@ preload_baseline() {  # count
     q "VACUUM ANALYZE bench.baseline_queue" >/dev/null
 }
 hopper_completed() { q "SELECT pg_catalog.count(*) FROM hopper.job_history WHERE queue = '$1'"; }
+# System "hopk": hopper with the queue's retention at 0, so completions keep no history (as the
+# baseline keeps none). Its completions are counted as the jobs that left hopper.jobs.
+hopper_left() { q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE queue = '$1'"; }
+keep_history() {  # queue on|off
+    local r="7 days"
+    [ "$2" = off ] && r=0
+    q "SELECT hopper.queue_create('$1', retention => '$r')" >/dev/null
+}
 baseline_left() { q "SELECT pg_catalog.count(*) FROM bench.baseline_queue"; }
 
 # Samples the wait events of client backends every 50 ms for SECONDS into FILE (background).
@@ -196,7 +204,7 @@ enqueue() {  # prefix configs...: each config is system:mode:clients (system bas
     done
 }
 
-drain() {  # prefix configs...: each config is system:script:n (system base|hop|hopq)
+drain() {  # prefix configs...: each config is system:script:n (system base|hop|hopq|hopk)
     local pfx=$1 rep cfg sys script n backlog r done_jobs left
     shift
     for rep in $(seq "$REPS"); do
@@ -205,6 +213,7 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
             backlog=$(drain_backlog "$n")
             reset_hopper
             reset_baseline
+            [ "$sys" = hopk ] && keep_history drain off
             if [ "$sys" = base ]; then preload_baseline "$backlog"; else preload_hopper drain "$backlog"; fi
             checkpoint
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
@@ -215,6 +224,10 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
                 left=$(baseline_left)
                 done_jobs=$((backlog - left))
                 left=$(q "SELECT pg_catalog.count(*) FROM bench.baseline_queue WHERE status = 'new'")
+            elif [ "$sys" = hopk ]; then
+                done_jobs=$((backlog - $(hopper_left drain)))
+                left=$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")
+                keep_history drain on
             else
                 done_jobs=$(hopper_completed drain)
                 left=$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")
@@ -255,7 +268,7 @@ slots() {
     done
 }
 
-steady() {  # prefix configs...: each config is system:consumer_script (system base|hop|hopq)
+steady() {  # prefix configs...: each config is system:consumer_script (system base|hop|hopq|hopk)
     local pfx=$1 rep cfg sys script r rp done_jobs ppid
     shift
     for rep in $(seq "$REPS"); do
@@ -263,6 +276,7 @@ steady() {  # prefix configs...: each config is system:consumer_script (system b
             IFS=: read -r sys script <<<"$cfg"
             reset_hopper
             reset_baseline
+            [ "$sys" = hopk ] && keep_history steady off
             checkpoint
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
             local push=hop_push.sql
@@ -278,6 +292,9 @@ steady() {  # prefix configs...: each config is system:consumer_script (system b
             rp=$(cat "$TMP/prod.out")
             if [ "$sys" = base ]; then
                 done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
+            elif [ "$sys" = hopk ]; then
+                done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(hopper_left steady)))
+                keep_history steady on
             else
                 done_jobs=$(hopper_completed steady)
             fi
@@ -618,16 +635,19 @@ log "enqueue"
 enqueue on "${ENQ[@]}"
 
 DRAIN=(base:base_pull_complete:1 hop:hop_pull_complete1:1 hop:hop_complete_pull:1 hopq:hop_complete_pull:1
+       hopk:hop_complete_pull:1
        base:base_pull_complete:10 hop:hop_pull_complete_many:10 hop:hop_complete_many_pull:10
-       hopq:hop_complete_many_pull:10
-       base:base_pull_complete:100 hop:hop_pull_complete_many:100 hop:hop_complete_many_pull:100)
+       hopq:hop_complete_many_pull:10 hopk:hop_complete_many_pull:10
+       base:base_pull_complete:100 hop:hop_pull_complete_many:100 hop:hop_complete_many_pull:100
+       hopk:hop_complete_many_pull:100)
 log "drain"
 drain on "${DRAIN[@]}"
 
 log "concurrency slots: pull + complete with a key limit"
 slots
 
-STEADY=(base:base_pull_complete hop:hop_pull_complete1 hop:hop_complete_pull hopq:hop_complete_pull)
+STEADY=(base:base_pull_complete hop:hop_pull_complete1 hop:hop_complete_pull hopq:hop_complete_pull
+        hopk:hop_complete_pull)
 log "steady state 4 producers + 4 consumers"
 steady on "${STEADY[@]}"
 
