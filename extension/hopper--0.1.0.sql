@@ -368,6 +368,20 @@ CREATE FUNCTION hopper.reaper_status(
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'hopper_reaper_status'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 4;
 
+-- Where this database's claims start (see README "Claims under a long-held snapshot"): one row per
+-- queue that holds one of the server's slots; resumes = false means from the front.
+CREATE FUNCTION hopper.claim_positions(
+    OUT queue text,
+    OUT resumes boolean,
+    OUT priority smallint,
+    OUT run_at timestamptz,
+    OUT id bigint,
+    OUT last_used timestamptz)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'hopper_claim_positions'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION hopper.claim_positions() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.claim_positions() TO hopper_producer, hopper_worker;
+
 -- Starts this database's reaper (and clears a reaper_stop()); false if one runs already.
 CREATE FUNCTION hopper.reaper_start()
 RETURNS boolean AS 'MODULE_PATHNAME', 'hopper_reaper_start' LANGUAGE C VOLATILE PARALLEL UNSAFE;

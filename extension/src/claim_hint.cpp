@@ -22,10 +22,13 @@ extern "C" {
 namespace hopper::claim_hint {
 namespace {
 
-// Queues with longer names get no hint; slots are never given back, so the server keeps hints
-// for this many queues (of all databases) and claims on any further queue start at the front.
+// Queues with longer names get no hint. The server keeps hints for this many queues (of all
+// databases) at a time: a queue that finds no slot free takes the one used least recently, if
+// that has been idle for kIdleUs, so queues and databases that come and go do not use them up;
+// while all are busy, claims on any further queue start at the front.
 constexpr size_t kMaxName = 63;
 constexpr int kSlots = 256;
+constexpr int64_t kIdleUs = 10 * USECS_PER_SEC;
 // A claim starts at the front at least this often per queue (see the header).
 constexpr int64_t kFrontEveryUs = 1 * USECS_PER_SEC;
 constexpr int16_t kNoDelayed = std::numeric_limits<int16_t>::max();
@@ -42,7 +45,13 @@ struct Lowering {
 };
 
 struct Slot {
-    bool in_use;  // set last, once db and name are written; never cleared
+    // Odd while the slot passes to another queue (db and name being rewritten, under the alloc
+    // lock), even otherwise: a lookup that saw the same even value before and after reading db
+    // and name read one queue's. A claim keeps the value it started with and leaves the hint
+    // alone if it changed.
+    pg_atomic_uint32 gen;
+    pg_atomic_uint64 last_used;  // TimestampTz of the last lookup that found it
+    bool in_use;                 // set last, once db and name are written; never cleared
     Oid db;
     char name[kMaxName + 1];
     slock_t mutex;  // guards the fields below
@@ -95,7 +104,11 @@ void attach() {
                 auto* s = static_cast<Shared*>(dsm_segment_address(seg));
                 std::memset(s, 0, sizeof(Shared));
                 SpinLockInit(&s->alloc);
-                for (Slot& slot : s->slots) SpinLockInit(&slot.mutex);
+                for (Slot& slot : s->slots) {
+                    SpinLockInit(&slot.mutex);
+                    pg_atomic_init_u32(&slot.gen, 0);
+                    pg_atomic_init_u64(&slot.last_used, 0);
+                }
                 dsm_pin_segment(seg);
                 anchor->handle = dsm_segment_handle(seg);
             }
@@ -115,33 +128,93 @@ bool matches(const Slot& slot, const std::string& queue) {
     return slot.db == MyDatabaseId && std::strncmp(slot.name, queue.c_str(), kMaxName + 1) == 0;
 }
 
-// The queue's slot, taken on first use; -1 when none is left or the name is too long.
-int slot_of(const std::string& queue) {
-    if (queue.size() > kMaxName) return -1;
-    if (shared == nullptr && !attach_tried) attach();
-    if (shared == nullptr) return -1;
-    size_t h = std::hash<std::string>{}(queue) ^ (static_cast<size_t>(MyDatabaseId) * 0x9e3779b9u);
+size_t hash_of(const std::string& queue) {
+    return std::hash<std::string>{}(queue) ^ (static_cast<size_t>(MyDatabaseId) * 0x9e3779b9u);
+}
+
+// A slot and the generation it had when it was found for a queue.
+struct Found {
+    int slot = -1;
+    uint32 gen = 0;
+};
+
+// The queue's slot, without taking one. Free slots are taken in probe order and never given
+// back, so a lookup may stop at the first free one. Raises nothing: it runs at commit too.
+Found find(const std::string& queue) noexcept {
+    size_t h = hash_of(queue);
     for (int i = 0; i < kSlots; ++i) {
         int at = static_cast<int>((h + static_cast<size_t>(i)) % kSlots);
         Slot& slot = shared->slots[at];
-        if (!slot.in_use) {
-            SpinLockAcquire(&shared->alloc);
-            if (!slot.in_use) {
-                slot.db = MyDatabaseId;
-                std::memcpy(slot.name, queue.c_str(), queue.size() + 1);
-                slot.valid = false;
-                slot.seq = 0;
-                slot.front_at = 0;
-                slot.delayed_urgent = kNoDelayed;
-                pg_write_barrier();
-                slot.in_use = true;
-            }
-            SpinLockRelease(&shared->alloc);
-        }
+        uint32 gen = pg_atomic_read_u32(&slot.gen);
         pg_read_barrier();
-        if (matches(slot, queue)) return at;
+        if (!slot.in_use) return {};
+        if (gen % 2 != 0 || !matches(slot, queue)) continue;
+        pg_read_barrier();
+        if (pg_atomic_read_u32(&slot.gen) == gen) return {at, gen};
     }
-    return -1;
+    return {};
+}
+
+// With the alloc lock held: gives slot `at` to this database's queue, as a fresh hint (claims
+// start at the front until one of them sets it).
+Found lend(int at, const std::string& queue, TimestampTz now) {
+    Slot& slot = shared->slots[at];
+    SpinLockAcquire(&slot.mutex);
+    uint32 gen = pg_atomic_read_u32(&slot.gen);
+    pg_atomic_write_u32(&slot.gen, gen + 1);
+    pg_write_barrier();
+    slot.db = MyDatabaseId;
+    std::memcpy(slot.name, queue.c_str(), queue.size() + 1);
+    slot.valid = false;
+    slot.seq = 0;
+    std::memset(slot.recent, 0, sizeof slot.recent);
+    slot.front_at = 0;
+    slot.delayed_urgent = kNoDelayed;
+    pg_write_barrier();
+    slot.in_use = true;
+    pg_atomic_write_u32(&slot.gen, gen + 2);
+    pg_atomic_write_u64(&slot.last_used, static_cast<uint64>(now));
+    SpinLockRelease(&slot.mutex);
+    return {at, gen + 2};
+}
+
+// The queue's slot, taken on first use: the first free one in probe order, or else the one used
+// least recently if it has been idle long enough. None (-1) when the name is too long, no
+// segment could be had, or every slot is busy.
+Found slot_of(const std::string& queue) {
+    if (queue.size() > kMaxName) return {};
+    if (shared == nullptr && !attach_tried) attach();
+    if (shared == nullptr) return {};
+    TimestampTz now = GetCurrentTimestamp();
+    Found f = find(queue);
+    if (f.slot < 0) {
+        size_t h = hash_of(queue);
+        SpinLockAcquire(&shared->alloc);
+        // Under the lock nobody else takes a slot: look again, then take one.
+        f = find(queue);
+        for (int i = 0; f.slot < 0 && i < kSlots; ++i) {
+            int at = static_cast<int>((h + static_cast<size_t>(i)) % kSlots);
+            if (!shared->slots[at].in_use) f = lend(at, queue, now);
+        }
+        if (f.slot < 0) {
+            int oldest = 0;
+            for (int i = 1; i < kSlots; ++i)
+                if (pg_atomic_read_u64(&shared->slots[i].last_used) <
+                    pg_atomic_read_u64(&shared->slots[oldest].last_used))
+                    oldest = i;
+            auto idle_since =
+                static_cast<TimestampTz>(pg_atomic_read_u64(&shared->slots[oldest].last_used));
+            if (now - idle_since >= kIdleUs) f = lend(oldest, queue, now);
+        }
+        SpinLockRelease(&shared->alloc);
+        return f;
+    }
+    // Written at most once a second: lookups on a busy queue should not all dirty the cache line
+    // that every lookup reads.
+    pg_atomic_uint64& last_used = shared->slots[f.slot].last_used;
+    if (now - static_cast<TimestampTz>(pg_atomic_read_u64(&last_used)) >= USECS_PER_SEC)
+        pg_atomic_write_u64(&last_used, static_cast<uint64>(now));
+    return f;
 }
 
 // With the slot's mutex held.
@@ -150,9 +223,14 @@ void record(Slot& slot, const Key& key, TimestampTz now) {
     slot.recent[slot.seq % kRecent] = {slot.seq, key, now};
 }
 
-void lower(Slot& slot, const Key& key, bool delayed) {
+void lower(Slot& slot, uint32 gen, const Key& key, bool delayed) {
     TimestampTz now = GetCurrentTimestamp();
     SpinLockAcquire(&slot.mutex);
+    // Passed to another queue since it was found: that queue's hint is not this job's business.
+    if (pg_atomic_read_u32(&slot.gen) != gen) {
+        SpinLockRelease(&slot.mutex);
+        return;
+    }
     if (slot.valid && less(key, slot.hint)) slot.hint = key;
     if (delayed && key.priority < slot.delayed_urgent) slot.delayed_urgent = key.priority;
     record(slot, key, now);
@@ -168,20 +246,25 @@ void clear(Slot& slot) {
     SpinLockRelease(&slot.mutex);
 }
 
-// This transaction's effects on hints, applied when it ends; reset at every end.
+// This transaction's effects on hints, applied when it ends; reset at every end. They name the
+// queue, not its slot: the slot may pass to another queue before then, and the queue take a new
+// one that a claim sets meanwhile.
 struct Pending {
-    int slot;
+    std::string queue;
     Key key;
     bool delayed;
 };
 bool callbacks_registered = false;
 std::vector<Pending> lowerings;
-std::vector<int> clear_when_done;  // at commit or rollback
-std::vector<int> clear_on_rollback;
+std::vector<std::string> clear_when_done;  // at commit or rollback
+std::vector<std::string> clear_on_rollback;
 bool clear_database_on_rollback_ = false;
 
-void clear_all(const std::vector<int>& slots) noexcept {
-    for (int s : slots) clear(shared->slots[s]);
+void clear_all(const std::vector<std::string>& queues) noexcept {
+    for (const std::string& queue : queues) {
+        Found f = find(queue);
+        if (f.slot >= 0) clear(shared->slots[f.slot]);
+    }
 }
 
 void rolled_back() noexcept {
@@ -203,7 +286,10 @@ void forget() noexcept {
 void on_transaction_event(XactEvent event, void*) {
     switch (event) {
         case XACT_EVENT_COMMIT:
-            for (const Pending& p : lowerings) lower(shared->slots[p.slot], p.key, p.delayed);
+            for (const Pending& p : lowerings) {
+                Found f = find(p.queue);
+                if (f.slot >= 0) lower(shared->slots[f.slot], f.gen, p.key, p.delayed);
+            }
             clear_all(clear_when_done);
             forget();
             return;
@@ -236,25 +322,39 @@ void register_callbacks() {
     callbacks_registered = true;
 }
 
-void remember(std::vector<int>& list, int slot) {
+// Whether this backend keeps hints at all for queue (name short enough, a segment to keep them).
+bool kept(const std::string& queue) {
+    if (queue.size() > kMaxName) return false;
+    if (shared == nullptr && !attach_tried) attach();
+    return shared != nullptr;
+}
+
+void remember(std::vector<std::string>& list, const std::string& queue) {
     register_callbacks();
-    for (int s : list)
-        if (s == slot) return;
-    list.push_back(slot);
+    for (const std::string& q : list)
+        if (q == queue) return;
+    list.push_back(queue);
 }
 
 }  // namespace
 
 Start begin(const std::string& queue) {
     Start st;
-    st.slot = slot_of(queue);
-    if (st.slot < 0) return st;
+    Found f = slot_of(queue);
+    if (f.slot < 0) return st;
     // Rows this claim locks are passed over by others' claims: if they come back, so must the hint.
-    remember(clear_on_rollback, st.slot);
+    remember(clear_on_rollback, queue);
+    st.slot = f.slot;
+    st.gen = f.gen;  // claimed() checks it: the slot may pass to another queue meanwhile
     if (!guc::claim_resume) return st;
-    Slot& slot = shared->slots[st.slot];
+    Slot& slot = shared->slots[f.slot];
     TimestampTz now = GetCurrentTimestamp();
     SpinLockAcquire(&slot.mutex);
+    if (pg_atomic_read_u32(&slot.gen) != f.gen) {
+        // Passed to another queue just now: this claim starts at the front.
+        SpinLockRelease(&slot.mutex);
+        return st;
+    }
     if (slot.valid && now - slot.front_at < kFrontEveryUs) {
         st.resume = true;
         st.key = slot.hint;
@@ -271,7 +371,8 @@ void claimed(const Start& st, const Key& last, TimestampTz due_at) {
     Slot& slot = shared->slots[st.slot];
     TimestampTz now = GetCurrentTimestamp();
     SpinLockAcquire(&slot.mutex);
-    if (slot.seq - st.seq < kRecent) {
+    // A slot passed to another queue since (and maybe back) no longer holds what the claim read.
+    if (pg_atomic_read_u32(&slot.gen) == st.gen && slot.seq - st.seq < kRecent) {
         Key to = last;
         // The claim took jobs with run_at <= due_at. Jobs that appeared while it ran, and jobs
         // pushed after due_at (not due for it, due for the next claim), may lie below them.
@@ -302,16 +403,16 @@ void claimed(const Start& st, const Key& last, TimestampTz due_at) {
 // Writers keep hints right whatever their own hopper.claim_resume says: other sessions may use
 // them.
 void made_available(const std::string& queue, const Key& key, bool delayed) {
-    int s = slot_of(queue);
-    if (s < 0) return;
+    // Takes a slot if the queue has none: it must learn of a job scheduled at an urgent priority
+    // before any claim sets a hint.
+    if (slot_of(queue).slot < 0) return;
     register_callbacks();
-    lowerings.push_back({s, key, delayed});
+    lowerings.push_back({queue, key, delayed});
 }
 
 void clear_at_end(const std::string& queue) {
-    int s = slot_of(queue);
-    if (s < 0) return;
-    remember(clear_when_done, s);
+    if (!kept(queue)) return;
+    remember(clear_when_done, queue);
 }
 
 void clear_database_on_rollback() {
@@ -319,6 +420,32 @@ void clear_database_on_rollback() {
     if (shared == nullptr) return;
     register_callbacks();
     clear_database_on_rollback_ = true;
+}
+
+std::vector<Position> positions() {
+    std::vector<Position> out;
+    if (shared == nullptr && !attach_tried) attach();
+    if (shared == nullptr) return out;
+    for (Slot& slot : shared->slots) {
+        if (!slot.in_use) continue;
+        char name[kMaxName + 1];
+        bool mine = false;
+        Position p{};
+        // Passing a slot to another queue takes its mutex: under it, db and name are whole.
+        SpinLockAcquire(&slot.mutex);
+        if (slot.db == MyDatabaseId) {
+            mine = true;
+            std::memcpy(name, slot.name, sizeof name);
+            p.valid = slot.valid;
+            p.key = slot.hint;
+            p.last_used = static_cast<TimestampTz>(pg_atomic_read_u64(&slot.last_used));
+        }
+        SpinLockRelease(&slot.mutex);
+        if (!mine) continue;
+        p.queue = name;
+        out.push_back(std::move(p));
+    }
+    return out;
 }
 
 }  // namespace hopper::claim_hint

@@ -23,12 +23,15 @@
 //    something hopper does not know of (a direct UPDATE, a prepared transaction) waits a second
 //    at most.
 // The hints live in a dynamic shared memory segment made on first use and pinned for the life of
-// the server (no preloading needed; without one to spare, claims start at the front). With
-// hopper.claim_resume = off every claim starts at the front.
+// the server (no preloading needed; without one to spare, claims start at the front), in a fixed
+// number of slots lent to queues: a queue that finds none free takes the one idle longest, once
+// it has been idle for some seconds. With hopper.claim_resume = off every claim starts at the
+// front.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include "postgres.h"
@@ -46,7 +49,8 @@ struct Key {
 
 // What one claim read: whether it starts at the hint, and how many lowerings it saw.
 struct Start {
-    int slot = -1;  // -1: no hint kept for this queue (off, or no room)
+    int slot = -1;     // -1: no hint kept for this queue (off, or no room)
+    uint32_t gen = 0;  // the slot's generation: it may pass to another queue meanwhile
     bool resume = false;
     Key key{};
     uint64_t seq = 0;  // the queue's lowerings seen so far
@@ -65,5 +69,15 @@ void clear_at_end(const std::string& queue);
 // Before a statement that locks available jobs of queues not known beforehand (cancel, purge): if
 // the transaction rolls back, clear every hint of this database.
 void clear_database_on_rollback();
+
+// A queue of this database that holds a slot: where its claims start (valid: a hint is set;
+// otherwise from the front) and when a push or claim last used it (to the second).
+struct Position {
+    std::string queue;
+    bool valid;
+    Key key;
+    TimestampTz last_used;
+};
+std::vector<Position> positions();
 
 }  // namespace hopper::claim_hint
