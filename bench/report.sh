@@ -113,7 +113,7 @@ echo "| enqueue batch 100 vs baseline | hopper $(num "$h_b100")/s, baseline $(nu
 r=$(awk -v a="$h_d1" -v b="$b_d1" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| drain pulling 1 vs baseline (queue_complete_pull) | hopper $(num "$h_d1")/s (notify off: $(num "$hq_d1")/s; no history: $(num "$hk_d1")/s), baseline $(num "$b_d1")/s | $(ratio "$h_d1" "$b_d1") (notify off: $(ratio "$hq_d1" "$b_d1"); no history: $(ratio "$hk_d1" "$b_d1")) | >= 2.5x | $(verdict "$r" ">=" 2.5)$(noisy on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1) |"
 r=$(awk -v a="$h_d10" -v b="$b_d10" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| drain pulling 10 vs baseline (complete_many + pull, one commit) | hopper $(num "$h_d10")/s (no history: $(num "$hk_d10")/s), baseline $(num "$b_d10")/s | $(ratio "$h_d10" "$b_d10") (no history: $(ratio "$hk_d10" "$b_d10")) | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10) |"
+echo "| drain pulling 10 vs baseline (queue_complete_many_pull, one commit) | hopper $(num "$h_d10")/s (no history: $(num "$hk_d10")/s), baseline $(num "$b_d10")/s | $(ratio "$h_d10" "$b_d10") (no history: $(ratio "$hk_d10" "$b_d10")) | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10) |"
 echo "| drain pulling 100 | hopper $(num "$h_d100")/s (no history: $(num "$hk_d100")/s) | $(num "$h_d100")/s | >= 100,000/s | $(verdict "$h_d100" ">=" 100000) |"
 r=$(awk -v a="$h_st" -v b="$b_st" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| steady 4+4 vs baseline (SQL consumers, queue_complete_pull) | hopper $(num "$h_st")/s (notify off: $(num "$hq_st")/s; no history: $(num "$hk_st")/s), baseline $(num "$b_st")/s | $(ratio "$h_st" "$b_st") (notify off: $(ratio "$hq_st" "$b_st"); no history: $(ratio "$hk_st" "$b_st")) | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete) |"
@@ -172,8 +172,8 @@ echo
 echo "Scripts: baseline \`base_pull_complete.sql\`; hopper 2 commits: \`hop_pull_complete1.sql\` (n = 1:"
 echo "\`queue_pull\` then \`queue_complete\`), \`hop_pull_complete_many.sql\` (\`queue_pull\` then"
 echo "\`queue_complete_many\`); one commit: \`hop_complete_pull.sql\` (n = 1: \`queue_complete_pull\`, one round"
-echo "trip per job), \`hop_complete_many_pull.sql\` (\`queue_complete_many\` of the held batch and \`queue_pull\` of"
-echo "the next in one transaction). \"No history\": the same one-commit scripts on a queue with"
+echo "trip per job), \`hop_complete_many_pull.sql\` (\`queue_complete_many_pull\`: the held batch completed and"
+echo "the next pulled in one call, one round trip per batch). \"No history\": the same one-commit scripts on a queue with"
 echo "\`retention => '0'\`, whose finished jobs are deleted instead of moved to \`hopper.job_history\` (the"
 echo "baseline keeps no history either); \"best hopper\" is the default, history kept."
 echo

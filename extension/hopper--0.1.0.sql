@@ -431,15 +431,36 @@ CREATE FUNCTION hopper.queue_complete_pull(
 RETURNS SETOF hopper.leased_job AS 'MODULE_PATHNAME', 'hopper_queue_complete_pull'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
 
+-- Completes the held jobs (exactly as queue_complete_many) and pulls the next ones (exactly as
+-- queue_pull) in one call: one round trip and one commit per batch for a worker pulling n at a
+-- time. With empty arrays it only pulls.
+CREATE FUNCTION hopper.queue_complete_many_pull(
+    ids bigint[],
+    lease_tokens bigint[],
+    results jsonb[],
+    queue text,
+    n integer DEFAULT 1,
+    lease interval DEFAULT NULL,
+    worker text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    at timestamptz DEFAULT NULL,
+    session_bound boolean DEFAULT false)
+RETURNS SETOF hopper.leased_job AS 'MODULE_PATHNAME', 'hopper_queue_complete_many_pull'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
 REVOKE ALL ON FUNCTION
     hopper.queue_complete_many(bigint[], bigint[], jsonb[]),
     hopper.queue_complete_pull(bigint, bigint, jsonb, text, integer, interval, text, text[],
-                               timestamptz, boolean)
+                               timestamptz, boolean),
+    hopper.queue_complete_many_pull(bigint[], bigint[], jsonb[], text, integer, interval, text,
+                                    text[], timestamptz, boolean)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     hopper.queue_complete_many(bigint[], bigint[], jsonb[]),
     hopper.queue_complete_pull(bigint, bigint, jsonb, text, integer, interval, text, text[],
-                               timestamptz, boolean)
+                               timestamptz, boolean),
+    hopper.queue_complete_many_pull(bigint[], bigint[], jsonb[], text, integer, interval, text,
+                                    text[], timestamptz, boolean)
 TO hopper_worker;
 
 -- ---------------------------------------------------------------------------------------------------

@@ -78,4 +78,45 @@ SELECT * FROM hopper.queue_complete_pull(NULL, NULL, NULL, 'bulk_done', 0);
 \set VERBOSITY default
 SELECT * FROM hopper.queue_complete_pull(1, NULL, NULL, 'bulk_done');
 
+-- queue_complete_many_pull: only pull (empty arrays), then complete the held batch and pull the
+-- next in one call.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('bulk_done',
+    ARRAY['{"n": 9}', '{"n": 10}', '{"n": 11}', '{"n": 12}', '{"n": 13}']::jsonb[]);
+CREATE TEMP TABLE batch1 AS
+    SELECT id, lease_token, payload FROM hopper.queue_complete_many_pull('{}', '{}', NULL, 'bulk_done', 2);
+SELECT string_agg(payload->>'n', ',' ORDER BY id) AS first_batch FROM batch1;
+CREATE TEMP TABLE batch2 AS
+    SELECT id, lease_token, payload FROM hopper.queue_complete_many_pull(
+        (SELECT array_agg(id ORDER BY id) FROM batch1),
+        (SELECT array_agg(lease_token ORDER BY id) FROM batch1),
+        ARRAY['{"r": 9}', NULL]::jsonb[], 'bulk_done', 2, worker => 'w10');
+SELECT string_agg(payload->>'n', ',' ORDER BY id) AS second_batch FROM batch2;
+SELECT b.payload->>'n' AS n, s.state, s.result FROM batch1 b, hopper.job_status(b.id) s ORDER BY b.id;
+SELECT DISTINCT s.state, s.worker FROM batch2 b, hopper.job_status(b.id) s;
+-- Stale tokens complete nothing, but the worker still gets its next job.
+SELECT payload->>'n' AS next FROM hopper.queue_complete_many_pull(
+    (SELECT array_agg(id ORDER BY id) FROM batch2),
+    (SELECT array_agg(lease_token + 1000 ORDER BY id) FROM batch2), NULL, 'bulk_done', 5);
+SELECT DISTINCT s.state FROM batch2 b, hopper.job_status(b.id) s;
+-- An empty queue: the completions happen, nothing is pulled.
+SELECT count(*) AS pulled FROM hopper.queue_complete_many_pull(
+    (SELECT array_agg(id ORDER BY id) FROM batch2),
+    (SELECT array_agg(lease_token ORDER BY id) FROM batch2), NULL, 'bulk_done');
+SELECT DISTINCT s.state FROM batch2 b, hopper.job_status(b.id) s;
+
+\set VERBOSITY sqlstate
+SELECT * FROM hopper.queue_complete_many_pull(NULL, '{}', NULL, 'bulk_done');
+SELECT * FROM hopper.queue_complete_many_pull('{1,2}', '{1}', NULL, 'bulk_done');
+SELECT * FROM hopper.queue_complete_many_pull('{}', '{}', NULL, 'bad queue');
+SELECT * FROM hopper.queue_complete_many_pull('{}', '{}', NULL, NULL);
+SELECT * FROM hopper.queue_complete_many_pull(ARRAY[999999999]::bigint[], '{1}', NULL, 'bulk_done');
+SELECT * FROM hopper.queue_complete_many_pull('{}', '{}', NULL, 'bulk_done', 0);
+\set VERBOSITY default
+-- A typo in the queue name completes nothing: the held job is still running.
+SELECT hopper.queue_push('bulk_done', '{"n": 14}') AS id14 \gset
+SELECT id AS e, lease_token AS te FROM hopper.queue_pull('bulk_done', 1) \gset
+SELECT * FROM hopper.queue_complete_many_pull(ARRAY[:e], ARRAY[:te::bigint], NULL, 'bad queue');
+SELECT state FROM hopper.job_status(:e);
+SELECT count(*) AS completed FROM hopper.queue_complete_many(ARRAY[:e], ARRAY[:te::bigint]);
+
 SELECT queue, available, running, completed FROM hopper.queue_stats('bulk_done');

@@ -99,12 +99,10 @@ Datum forward(PGFunction fn, FunctionCallInfo fcinfo, int first, int nargs, bool
     });
 }
 
-}  // namespace
-
-// queue_complete_many(ids bigint[], lease_tokens bigint[], results jsonb[] = NULL) -> setof bigint:
-// the ids that were completed, in the order given. An id whose lease was lost is left out; an id
-// that never existed raises P0002, as queue_complete does.
-HOPPER_FUNCTION(hopper_queue_complete_many) {
+// Completes the held jobs given as arguments 0-2 of fcinfo (ids, lease_tokens, results) and
+// returns the ids completed, in the order given, each once. An id whose lease was lost is left
+// out; an id that never existed raises P0002, as queue_complete does.
+std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
     Int8Array ids = int8_array(fcinfo, 0, "ids");
     Int8Array tokens = int8_array(fcinfo, 1, "lease_tokens");
     size_t n = ids.values.size();
@@ -128,8 +126,8 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
                           std::to_string(kMaxCompleteMany),
                       {}, "Complete in several calls.");
 
-    result::SetResult out(fcinfo);
-    if (n == 0) return (Datum)0;
+    std::vector<int64_t> completed;
+    if (n == 0) return completed;
 
         // One statement for the batch. "held" keeps the (id, token) pairs that still hold their
         // lease, each checked by a primary-key lookup (OFFSET 0 keeps it a per-id lookup: estimated
@@ -196,11 +194,23 @@ HOPPER_FUNCTION(hopper_queue_complete_many) {
         auto it = done.find(id);
         if (it == done.end() || !emitted.insert(id).second) continue;
         notify::job_done(id, it->second.queue, "completed", it->second.notify);
+        completed.push_back(id);
+    }
+    conn.finish();
+    return completed;
+}
+
+}  // namespace
+
+// queue_complete_many(ids bigint[], lease_tokens bigint[], results jsonb[] = NULL) -> setof bigint:
+// the ids that were completed, in the order given (see complete_held).
+HOPPER_FUNCTION(hopper_queue_complete_many) {
+    result::SetResult out(fcinfo);
+    for (int64_t id : complete_held(fcinfo)) {
         Datum v = Int64GetDatum(id);
         bool isnull = false;
         out.add_values(&v, &isnull);
     }
-    conn.finish();
     return (Datum)0;
 }
 
@@ -222,6 +232,19 @@ HOPPER_FUNCTION(hopper_queue_complete_pull) {
         bool isnull = false;
         forward(hopper_queue_complete, fcinfo, 0, 3, false, &isnull);
     }
+    bool isnull = false;
+    return forward(hopper_queue_pull, fcinfo, 3, 7, true, &isnull);
+}
+
+// queue_complete_many_pull(ids, lease_tokens, results, queue, n, lease, worker, kinds, at,
+// session_bound) -> setof hopper.leased_job: completes the held jobs exactly as queue_complete_many
+// would (lost leases complete nothing), then pulls exactly as queue_pull would, all in the
+// caller's transaction: one round trip and one commit per batch for a worker that pulls n at a
+// time. Empty arrays only pull.
+HOPPER_FUNCTION(hopper_queue_complete_many_pull) {
+    // Check the queue before completing anything, so a typo does not complete and then fail.
+    args::queue_name(fcinfo, 3);
+    (void)complete_held(fcinfo);
     bool isnull = false;
     return forward(hopper_queue_pull, fcinfo, 3, 7, true, &isnull);
 }
