@@ -37,6 +37,16 @@ noisy() {
     return 0
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.2fx", a / b }'; }
+# pratio KEY_A KEY_B: "median (min-max)" of A / B taken repetition by repetition. The repetitions
+# are interleaved, so each pair ran side by side; a slow moment of the machine moves both.
+pratio() {
+    awk -F'\t' -v a="$1" -v b="$2" '$3 ~ /^[0-9.]+$/ { if ($1 == a) x[$2] = $3; else if ($1 == b) y[$2] = $3 }
+        END { for (r in x) if ((r in y) && y[r] > 0) print x[r] / y[r] }' "$RESULTS" | sort -g |
+        awk '{ v[NR] = $1 } END {
+            if (NR == 0) { print "n/a"; exit }
+            m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            if (NR == 1) printf "%.2fx\n", m; else printf "%.2fx (%.2f–%.2f)\n", m, v[1], v[NR] }'
+}
 secs() { awk -v x="$1" 'BEGIN { if (x == "nan" || x == "") print "n/a"; else printf "%.1f s", x }'; }
 # "median (min-max)" in seconds with one decimal.
 cell_s() { stat "$1" | awk '{ if ($4 == 0) print "n/a"; else if ($4 == 1) printf "%.1f s\n", $1; else printf "%.1f s (%.1f–%.1f)\n", $1, $2, $3 }'; }
@@ -128,6 +138,14 @@ rt_st=$(med on.rt.steady.batched); rt_st_b=$(med on.rt.steady.base)
 r=$(awk -v a="$rt_st" -v b="$rt_st_b" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| steady 4+4 vs baseline (C++ worker runtime consumers, 4 threads) | hopper $(num "$rt_st")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_st" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.batched on.rt.steady.base) |"
 echo "| reaper: rescue $(num "$(med reaper.jobs)") expired leases | $(secs "$(med reaper.total_s)") ($(num "$(med reaper.rate)") jobs/s) in transactions of $(num "$(med reaper.batch_size)") | | measured | |"
+echo
+echo "The ratios above divide medians. Repetition by repetition (each hopper run over the baseline run"
+echo "interleaved with it), median (min–max): enqueue single $(pratio on.enq.hop.single.c4 on.enq.raw.single.c4),"
+echo "batch 100 $(pratio on.enq.hop.b100.c4 on.enq.base.b100.c4), drain 1 $(pratio on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1),"
+echo "drain 10 $(pratio on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10), steady (SQL) $(pratio on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete),"
+echo "steady (runtime) $(pratio on.rt.steady.batched on.rt.steady.base); with no history: drain 1"
+echo "$(pratio on.drain.hopk.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1), drain 10 $(pratio on.drain.hopk.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10),"
+echo "steady $(pratio on.steady.hopk.hop_complete_pull on.steady.base.base_pull_complete)."
 echo
 
 # --------------------------------------------------------------------------------------------------
