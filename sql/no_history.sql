@@ -14,6 +14,18 @@ SELECT hopper.queue_complete(:id, :tok, '{"ok": true}') AS completed;
 SELECT (SELECT count(*) FROM hopper.jobs WHERE id = :id) AS live,
        (SELECT count(*) FROM hopper.job_history WHERE id = :id) AS kept;
 SELECT pg_temp.try(format('SELECT hopper.job_status(%s)', :id)) AS status;
+-- Its hint names both ways a job can be gone.
+CREATE FUNCTION pg_temp.hint_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    h text;
+BEGIN
+    EXECUTE sql;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT;
+    RETURN h;
+END $$;
+SELECT pg_temp.hint_of(format('SELECT hopper.job_status(%s)', :id)) AS hint;
 -- A second completion, a heartbeat, a failure or a release with the old token: the lease is
 -- lost (false / NULL), not an unknown job.
 SELECT hopper.queue_complete(:id, :tok) AS again,

@@ -124,6 +124,17 @@ void attach() {
     });
 }
 
+// Whether this backend has the hints' segment, attaching on first use.
+bool attached() {
+    if (shared == nullptr && !attach_tried) attach();
+    return shared != nullptr;
+}
+
+// Whether this backend keeps hints at all for queue (name short enough, a segment to keep them).
+bool kept(const std::string& queue) {
+    return queue.size() <= kMaxName && attached();
+}
+
 bool matches(const Slot& slot, const std::string& queue) {
     return slot.db == MyDatabaseId && std::strncmp(slot.name, queue.c_str(), kMaxName + 1) == 0;
 }
@@ -182,9 +193,7 @@ Found lend(int at, const std::string& queue, TimestampTz now) {
 // least recently if it has been idle long enough. None (-1) when the name is too long, no
 // segment could be had, or every slot is busy.
 Found slot_of(const std::string& queue) {
-    if (queue.size() > kMaxName) return {};
-    if (shared == nullptr && !attach_tried) attach();
-    if (shared == nullptr) return {};
+    if (!kept(queue)) return {};
     TimestampTz now = GetCurrentTimestamp();
     Found f = find(queue);
     if (f.slot < 0) {
@@ -322,13 +331,6 @@ void register_callbacks() {
     callbacks_registered = true;
 }
 
-// Whether this backend keeps hints at all for queue (name short enough, a segment to keep them).
-bool kept(const std::string& queue) {
-    if (queue.size() > kMaxName) return false;
-    if (shared == nullptr && !attach_tried) attach();
-    return shared != nullptr;
-}
-
 void remember(std::vector<std::string>& list, const std::string& queue) {
     register_callbacks();
     for (const std::string& q : list)
@@ -416,16 +418,14 @@ void clear_at_end(const std::string& queue) {
 }
 
 void clear_database_on_rollback() {
-    if (shared == nullptr && !attach_tried) attach();
-    if (shared == nullptr) return;
+    if (!attached()) return;
     register_callbacks();
     clear_database_on_rollback_ = true;
 }
 
 std::vector<Position> positions() {
     std::vector<Position> out;
-    if (shared == nullptr && !attach_tried) attach();
-    if (shared == nullptr) return out;
+    if (!attached()) return out;
     for (Slot& slot : shared->slots) {
         if (!slot.in_use) continue;
         char name[kMaxName + 1];

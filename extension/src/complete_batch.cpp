@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hopper/args.hpp"
+#include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/result.hpp"
 #include "hopper/sql.hpp"
@@ -182,11 +183,7 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
             "  AND NOT " HOPPER_MAY_BE_UNKEPT("u.id") " LIMIT 1",
             {INT8ARRAYOID}, 0, spi::Planning::kWalkIndexes);
         spi::Result u = conn.exec(unknown, {spi::arg_datum(PG_GETARG_DATUM(0))});
-        if (!u.empty())
-            throw PgError(ERRCODE_NO_DATA_FOUND,
-                          "job " + std::to_string(u.get_int64(0, 1)) + " does not exist", {},
-                          "It never existed, or its history was pruned after the queue's "
-                          "retention.");
+        if (!u.empty()) throw jobs::unknown_job(u.get_int64(0, 1));
     }
 
     std::unordered_set<int64_t> emitted;

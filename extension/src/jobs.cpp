@@ -9,15 +9,19 @@ extern "C" {
 
 namespace hopper::jobs {
 
+PgError unknown_job(int64_t id) {
+    return PgError(
+        ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
+        "It never existed, or it finished and its queue's retention no longer keeps it.");
+}
+
 std::string state_of(spi::Connection& conn, int64_t id) {
     static spi::Statement st(
         "SELECT state::text FROM hopper.jobs WHERE id = $1 "
         "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 LIMIT 1",
         {INT8OID}, 0, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (r.empty())
-        throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
-                      "It never existed, or its history was pruned after the queue's retention.");
+    if (r.empty()) throw unknown_job(id);
     return r.get_text(0, 1);
 }
 
@@ -27,9 +31,7 @@ void require_known(spi::Connection& conn, int64_t id) {
         "OR EXISTS (SELECT 1 FROM hopper.job_history WHERE id = $1) OR " HOPPER_MAY_BE_UNKEPT("$1"),
         {INT8OID}, 0, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (!r.get_bool(0, 1))
-        throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
-                      "It never existed, or its history was pruned after the queue's retention.");
+    if (!r.get_bool(0, 1)) throw unknown_job(id);
 }
 
 }  // namespace hopper::jobs

@@ -1,5 +1,6 @@
 // Reading: job_status (one job, wherever it is) and queue_stats (counts per queue and state).
 #include "hopper/args.hpp"
+#include "hopper/jobs.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/result.hpp"
 
@@ -28,9 +29,7 @@ HOPPER_FUNCTION(hopper_job_status) {
         {INT8OID});
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (r.empty())
-        throw PgError(ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
-                      "It never existed, or its history was pruned after the queue's retention.");
+    if (r.empty()) throw jobs::unknown_job(id);
     Datum row = result::composite(fcinfo, conn, r, 0);
     conn.finish();
     return row;

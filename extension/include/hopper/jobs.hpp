@@ -12,6 +12,9 @@ namespace hopper::jobs {
 // job with this id exists (never did, or was pruned from history).
 std::string state_of(spi::Connection& conn, int64_t id);
 
+// The P0002 error for an id that names no job here any more.
+PgError unknown_job(int64_t id);
+
 // For a call that matched no running job: raises P0002 when no job with this id exists, and
 // returns when it exists in any state or may have finished in a queue that keeps no history
 // (HOPPER_MAY_BE_UNKEPT), where the caller's lease is lost all the same.
