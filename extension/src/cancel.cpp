@@ -20,7 +20,7 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         "g.progress, g.last_error, g.errors, g.progress_detail, g.payload, 'cancelled', "
         "pg_catalog.now(), NULL FROM gone g WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM gone g",
-        {INT8OID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     // An available job is locked by the delete, and passed over by claims meanwhile.
     claim_hint::clear_database_on_rollback();
@@ -46,7 +46,7 @@ HOPPER_FUNCTION(hopper_queue_retry) {
         "kind, "
         "  dedup_key, concurrency_key, last_error, errors, payload FROM back "
         "RETURNING queue, priority, run_at",
-        {INT8OID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty()) {

@@ -23,7 +23,7 @@ HOPPER_FUNCTION(hopper_queue_complete) {
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), $3 FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
         "SELECT d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
-        {INT8OID, INT8OID, JSONBOID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID, INT8OID, JSONBOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r =
         conn.exec(st, {spi::arg(id), spi::arg(token),

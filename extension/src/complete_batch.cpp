@@ -150,14 +150,14 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), NULL FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
         "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
-        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, 0, spi::Planning::kWalkIndexes);
+        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, spi::Planning::kWalkIndexes);
     static spi::Statement with_results(
         HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
         "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
-        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, 0, spi::Planning::kWalkIndexes);
+        {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, spi::Planning::kWalkIndexes);
 #undef HOPPER_HELD_CTE
     spi::Connection conn;
     spi::Result r =
@@ -181,7 +181,7 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
             "WHERE NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = u.id) "
             "  AND NOT EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = u.id) "
             "  AND NOT " HOPPER_MAY_BE_UNKEPT("u.id") " LIMIT 1",
-            {INT8ARRAYOID}, 0, spi::Planning::kWalkIndexes);
+            {INT8ARRAYOID}, spi::Planning::kWalkIndexes);
         spi::Result u = conn.exec(unknown, {spi::arg_datum(PG_GETARG_DATUM(0))});
         if (!u.empty()) throw jobs::unknown_job(u.get_int64(0, 1));
     }

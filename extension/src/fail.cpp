@@ -34,7 +34,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' AND q.name = j.queue "
         "  AND NOT $5 AND j.attempt < j.max_attempts "
         "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at",
-        {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID}, spi::Planning::kWalkIndexes);
     // Dead: to history, with the error.
     static spi::Statement bury(
         "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
@@ -44,7 +44,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM gone g",
-        {INT8OID, INT8OID, TEXTOID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID, INT8OID, TEXTOID}, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;
     const char* state = nullptr;

@@ -19,7 +19,7 @@ std::string state_of(spi::Connection& conn, int64_t id) {
     static spi::Statement st(
         "SELECT state::text FROM hopper.jobs WHERE id = $1 "
         "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 LIMIT 1",
-        {INT8OID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty()) throw unknown_job(id);
     return r.get_text(0, 1);
@@ -29,7 +29,7 @@ void require_known(spi::Connection& conn, int64_t id) {
     static spi::Statement st(
         "SELECT EXISTS (SELECT 1 FROM hopper.jobs WHERE id = $1) "
         "OR EXISTS (SELECT 1 FROM hopper.job_history WHERE id = $1) OR " HOPPER_MAY_BE_UNKEPT("$1"),
-        {INT8OID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (!r.get_bool(0, 1)) throw unknown_job(id);
 }

@@ -30,7 +30,7 @@ HOPPER_FUNCTION(hopper_queue_heartbeat) {
         "UPDATE hopper.jobs j SET lease_until = pg_catalog.now() + COALESCE($3, q.lease) "
         "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' "
         "AND q.name = j.queue RETURNING j.id",
-        {INT8OID, INT8OID, INTERVALOID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID, INT8OID, INTERVALOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     bool held = !conn.exec(st, {spi::arg(id), spi::arg(token),
                                 spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2))})
@@ -53,7 +53,7 @@ HOPPER_FUNCTION(hopper_queue_progress) {
     static spi::Statement st(
         "UPDATE hopper.jobs SET progress = $3, progress_detail = COALESCE($4, progress_detail) "
         "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING id",
-        {INT8OID, INT8OID, FLOAT4OID, JSONBOID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID, INT8OID, FLOAT4OID, JSONBOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     bool held =
         !conn.exec(st, {spi::arg(id), spi::arg(token), spi::arg_datum(PG_GETARG_DATUM(2)),
@@ -74,7 +74,7 @@ HOPPER_FUNCTION(hopper_queue_release) {
         "claimed_backend_start = NULL, session_bound = false "
         "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING queue, priority, "
         "run_at",
-        {INT8OID, INT8OID}, 0, spi::Planning::kWalkIndexes);
+        {INT8OID, INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id), spi::arg(token)});
     bool released = !r.empty();

@@ -52,7 +52,7 @@ spi::Statement& insert_one(bool keyed) {
 std::optional<int64_t> find_unfinished(spi::Connection& conn, const std::string& queue,
                                        const std::string& dedup_key) {
     static spi::Statement st("SELECT id FROM hopper.jobs WHERE queue = $1 AND dedup_key = $2",
-                             {TEXTOID, TEXTOID}, 0, spi::Planning::kWalkIndexes);
+                             {TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(dedup_key)});
     if (r.empty()) return std::nullopt;
     return r.get_int64(0, 1);

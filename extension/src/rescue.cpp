@@ -49,7 +49,7 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         "SELECT (SELECT pg_catalog.count(*) FROM back), d.id, d.notify_done "
         "FROM (SELECT NULL::bigint AS id) z "
         "LEFT JOIN dead d ON true",
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID}, 0, spi::Planning::kWalkIndexes);
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                                    spi::arg(limit), spi::arg_bool(backoff)});
     Counts c;
@@ -104,7 +104,7 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "  FROM orphans o WHERE j.id = o.id AND j.attempt < j.max_attempts RETURNING j.queue) "
         "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint, false FROM back b "
         "GROUP BY b.queue UNION ALL SELECT 'dead'::text, d.queue, d.id, d.notify_done FROM dead d",
-        {TIMESTAMPTZOID, INT8OID}, 0, spi::Planning::kWalkIndexes);
+        {TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
 #undef HOPPER_GONE_ERROR
     spi::Result r = conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit)});
     Counts c;

@@ -40,6 +40,8 @@ class Statement {
     // index walk the statement was written for.
     Statement(const char* sql, std::initializer_list<Oid> types, int cursor_options = 0,
               Planning planning = Planning::kDefault);
+    Statement(const char* sql, std::initializer_list<Oid> types, Planning planning)
+        : Statement(sql, types, 0, planning) {}
     SPIPlanPtr plan();
     int nargs() const { return nargs_; }
     Planning planning() const { return planning_; }
