@@ -673,3 +673,30 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Queue administration: the extension owner's, like queue_create.
 REVOKE ALL ON FUNCTION hopper.queue_set_notify_done(text, boolean) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Jobs finished in the caller's transaction (README "Taking jobs in your transaction"): the first n
+-- due jobs, in pull order, are locked, removed and recorded as completed; they are done when the
+-- transaction commits and untouched if it rolls back. No lease, no token.
+CREATE TYPE hopper.taken_job AS (
+    id          bigint,
+    queue       text,
+    kind        text,
+    payload     jsonb,
+    attempt     integer,
+    run_at      timestamptz,
+    created_at  timestamptz
+);
+
+CREATE FUNCTION hopper.queue_take(
+    queue text,
+    n integer DEFAULT 1,
+    worker text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    at timestamptz DEFAULT NULL)
+RETURNS SETOF hopper.taken_job AS 'MODULE_PATHNAME', 'hopper_queue_take'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+REVOKE ALL ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz)
+TO hopper_worker;

@@ -119,6 +119,17 @@ std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* a
     return static_cast<int64_t>(us);
 }
 
+int32_t pull_size(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "n must not be NULL");
+    int32_t size = PG_GETARG_INT32(n);
+    if (size <= 0) invalid("n must be at least 1, got " + std::to_string(size));
+    if (size > guc::max_pull)
+        invalid("n = " + std::to_string(size) + " is above the pull cap of " +
+                    std::to_string(guc::max_pull) + " (hopper.max_pull)",
+                "Pull in several calls, or raise hopper.max_pull.");
+    return size;
+}
+
 TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname) {
     if (is_null(fcinfo, n)) return GetCurrentTransactionStartTimestamp();
     TimestampTz t = PG_GETARG_TIMESTAMPTZ(n);

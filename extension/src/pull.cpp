@@ -76,17 +76,7 @@ spi::Statement& resumed_claim_statement() {
 
 HOPPER_FUNCTION(hopper_queue_pull) {
     std::string queue = args::queue_name(fcinfo, 0);
-    if (args::is_null(fcinfo, 1))
-        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "n must not be NULL");
-    int32_t n = PG_GETARG_INT32(1);
-    if (n <= 0)
-        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
-                      "n must be at least 1, got " + std::to_string(n));
-    if (n > guc::max_pull)
-        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
-                      "n = " + std::to_string(n) + " is above the pull cap of " +
-                          std::to_string(guc::max_pull) + " (hopper.max_pull)",
-                      {}, "Pull in several calls, or raise hopper.max_pull.");
+    int32_t n = args::pull_size(fcinfo, 1);
     args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
     auto worker = args::optional_text(fcinfo, 3, "worker", args::kMaxWorker);
     bool kinds_null = args::is_null(fcinfo, 4);

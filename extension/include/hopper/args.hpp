@@ -34,6 +34,8 @@ std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const c
                                          int max_len);
 
 int64_t job_id(FunctionCallInfo fcinfo, int n);
+// How many jobs one pull or take may return: 1 to hopper.max_pull.
+int32_t pull_size(FunctionCallInfo fcinfo, int n);
 int64_t lease_token(FunctionCallInfo fcinfo, int n);
 
 // A payload: a JSON object no larger than hopper.max_payload_bytes. Returns the datum (detoasted).

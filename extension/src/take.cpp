@@ -1,0 +1,142 @@
+// Workers: queue_take finishes jobs in the caller's transaction, held by its row locks alone.
+//
+// The "one long transaction" pattern: BEGIN; take; do the work (and write its results) in the
+// same transaction; COMMIT. The jobs are completed when the transaction commits, and untouched if
+// it rolls back or its session dies: the row locks are the claim, so there is no lease, no token
+// and no claim UPDATE. Per job it costs one DELETE (and the history row) where a pull and a
+// completion cost an UPDATE with two new index entries and then the DELETE.
+#include <string>
+
+#include "hopper/args.hpp"
+#include "hopper/claim_hint.hpp"
+#include "hopper/notify.hpp"
+#include "hopper/reaper.hpp"
+#include "hopper/rescue.hpp"
+#include "hopper/result.hpp"
+#include "hopper/sql.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "access/xact.h"
+#include "utils/timestamp.h"
+}
+
+using namespace hopper;
+
+namespace {
+
+// Result columns: id, queue, kind, payload, attempt, run_at, created_at (hopper.taken_job), then
+// the priority (for the claim hint) and whether the queue announces finished jobs.
+#define HOPPER_TAKE_SQL(resume_condition)                                                          \
+    "WITH q AS (SELECT limited, notify_done, retention > interval '0' AS keeps "                   \
+    "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
+    "candidates AS MATERIALIZED ("                                                                 \
+    "  SELECT id FROM hopper.jobs "                                                                \
+    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition                \
+    "    AND ($4::text[] IS NULL OR kind = ANY ($4)) "                                             \
+    "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited) "                                          \
+    "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                           \
+    "taken AS ("                                                                                   \
+    "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "             \
+    "  RETURNING j.id, j.queue, j.priority, j.run_at, j.attempt + 1 AS attempt, j.max_attempts, "  \
+    "    j.created_at, $2 AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
+    "    j.last_error, j.errors, j.progress_detail, j.payload), "                                  \
+    "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT(                                       \
+        "t") "1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "      \
+             "pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                   \
+             "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, "           \
+             "NULL::timestamptz, NULL::timestamptz, NULL::smallint, NULL::boolean "                \
+             "FROM q WHERE limited "                                                               \
+             "UNION ALL "                                                                          \
+             "(SELECT t.id, t.queue, t.kind, t.payload, t.attempt, t.run_at, t.created_at, "       \
+             "   t.priority, (SELECT notify_done FROM q) FROM taken t "                            \
+             "ORDER BY t.priority, t.run_at, t.id)"
+
+#define HOPPER_TAKE_PARAM_TYPES {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID}
+
+// Planned once, walking jobs_pull_idx, for the reasons given at queue_pull's claim statement.
+spi::Statement& take_statement() {
+    static spi::Statement st(HOPPER_TAKE_SQL(""), HOPPER_TAKE_PARAM_TYPES,
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    return st;
+}
+
+// The same, starting at the queue's claim hint ($6, $7, $8).
+spi::Statement& resumed_take_statement() {
+    static spi::Statement st(HOPPER_TAKE_SQL("AND (priority, run_at, id) >= ($6, $7, $8) "),
+                             {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID, INT2OID,
+                              TIMESTAMPTZOID, INT8OID},
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    return st;
+}
+
+#undef HOPPER_TAKE_SQL
+#undef HOPPER_TAKE_PARAM_TYPES
+
+}  // namespace
+
+// queue_take(queue, n, worker, kinds, at) -> setof hopper.taken_job
+HOPPER_FUNCTION(hopper_queue_take) {
+    std::string queue = args::queue_name(fcinfo, 0);
+    int32_t n = args::pull_size(fcinfo, 1);
+    auto worker = args::optional_text(fcinfo, 2, "worker", args::kMaxWorker);
+    bool kinds_null = args::is_null(fcinfo, 3);
+    TimestampTz at = args::clock(fcinfo, 4, "at");
+
+    result::SetResult out(fcinfo);
+    spi::Connection conn;
+    reaper::ensure_running(conn);
+    // Read before the statement takes its snapshot (include/hopper/claim_hint.hpp). A take that
+    // rolls back clears the hint, as a claim that rolls back does: its jobs are back below it.
+    claim_hint::Start hint = claim_hint::begin(queue);
+    bool resume = hint.resume;
+    bool may_raise = kinds_null && args::is_null(fcinfo, 4) && !IsolationUsesXactSnapshot();
+
+    auto take = [&](int64_t limit) {
+        spi::Arg queue_arg = spi::arg_text(queue);
+        spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
+        spi::Arg kinds_arg = spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(3), kinds_null);
+        spi::Arg worker_arg = spi::arg_text(worker);
+        if (resume)
+            return conn.exec(resumed_take_statement(),
+                             {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg,
+                              spi::arg_datum(Int16GetDatum(hint.key.priority)),
+                              spi::arg_datum(TimestampTzGetDatum(hint.key.run_at)),
+                              spi::arg(hint.key.id)});
+        return conn.exec(take_statement(),
+                         {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg});
+    };
+    auto add = [&](const spi::Result& r) {
+        if (!r.empty() && r.is_null(0, 1))
+            throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                          "queue \"" + queue + "\" has limits: queue_take cannot count its jobs",
+                          "Concurrency and rate limits count running jobs, and a taken job never "
+                          "runs under a lease.",
+                          "Pull from this queue with queue_pull.");
+        for (uint64_t i = 0; i < r.rows(); ++i) {
+            out.add_row(r, i);
+            notify::job_done(r.get_int64(i, 1), queue, "completed", r.get_bool(i, 9));
+        }
+        if (!r.empty() && may_raise) {
+            uint64_t last = r.rows() - 1;
+            claim_hint::claimed(
+                hint, {r.get_int16(last, 8), r.get_timestamptz(last, 6), r.get_int64(last, 1)}, at);
+        }
+        return r.rows();
+    };
+
+    uint64_t got = add(take(n));
+    // Short of n: rescue expired leases too, as queue_pull does, so stuck jobs move even when no
+    // reaper runs. They come back with run_at = at, which may lie below the hint.
+    if (got < static_cast<uint64_t>(n)) {
+        rescue::Counts c = rescue::expired_leases(conn, queue, at, n - static_cast<int64_t>(got),
+                                                  /*backoff=*/false);
+        if (c.retried > 0) {
+            resume = false;
+            may_raise = false;
+            add(take(n - static_cast<int64_t>(got)));
+        }
+    }
+    conn.finish();
+    return (Datum)0;
+}

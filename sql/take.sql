@@ -1,0 +1,112 @@
+-- queue_take: jobs finished in the caller's transaction, held by its row locks. Taken jobs come
+-- in pull order, are completed when the transaction commits and untouched when it rolls back.
+SET hopper.notify = off;
+\i sql/include/try.sql
+
+SELECT hopper.queue_create('take') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('take',
+    ARRAY['{"n": 1}', '{"n": 2}']::jsonb[], priority => 5);
+SELECT hopper.queue_push('take', '{"n": 3}', priority => 1) AS urgent \gset
+
+-- Pull order: the urgent job first; attempt counts this run; no lease is handed out.
+BEGIN;
+SELECT payload->>'n' AS n, attempt, id = :urgent AS is_urgent
+FROM hopper.queue_take('take', 2, worker => 'taker-1');
+-- Inside the transaction the jobs are already gone from the hot table and recorded.
+SELECT count(*) AS live FROM hopper.jobs WHERE queue = 'take';
+COMMIT;
+SELECT payload->>'n' AS n, state, attempt, worker, started_at IS NOT NULL AS started,
+       finished_at IS NOT NULL AS finished, progress
+FROM hopper.job_history WHERE queue = 'take' ORDER BY id;
+SELECT state AS urgent_state FROM hopper.job_status(:urgent);
+SELECT available, running FROM hopper.queue_stats('take');
+
+-- A rollback leaves the job as it was: available, no attempt counted, nothing in history.
+BEGIN;
+SELECT payload->>'n' AS n FROM hopper.queue_take('take');
+ROLLBACK;
+SELECT payload->>'n' AS n, state, attempt FROM hopper.jobs WHERE queue = 'take';
+-- So does a rollback to a savepoint; the same transaction may then take it again.
+BEGIN;
+SAVEPOINT work;
+SELECT payload->>'n' AS n FROM hopper.queue_take('take');
+ROLLBACK TO SAVEPOINT work;
+SELECT count(*) AS live_after_savepoint FROM hopper.jobs WHERE queue = 'take';
+SELECT payload->>'n' AS n FROM hopper.queue_take('take');
+COMMIT;
+SELECT count(*) AS live, (SELECT count(*) FROM hopper.job_history WHERE queue = 'take') AS kept
+FROM hopper.jobs WHERE queue = 'take';
+-- An empty queue gives an empty set.
+SELECT count(*) AS from_empty FROM hopper.queue_take('take', 10);
+
+-- Only due jobs; `at` moves the clock. kinds filters as in queue_pull.
+SELECT hopper.queue_push('take', '{"n": 4}', run_at => now() + interval '1 hour') AS later \gset
+SELECT hopper.queue_push('take', '{"n": 5}', kind => 'mail') AS mail \gset
+SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10, kinds => ARRAY['sms']);
+SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10, kinds => ARRAY['mail']);
+SELECT count(*) AS before_due FROM hopper.queue_take('take', 10);
+SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10, at => now() + interval '2 hours');
+
+-- A job whose lease expired is rescued and taken, as queue_pull would claim it.
+SELECT hopper.queue_push('take', '{"n": 6}') AS stuck \gset
+SELECT lease_token AS stuck_tok FROM hopper.queue_pull('take', 1, lease => '1 second') \gset
+SELECT payload->>'n' AS n, attempt
+FROM hopper.queue_take('take', 1, at => now() + interval '1 minute');
+SELECT hopper.queue_complete(:stuck, :stuck_tok) AS old_holder_completes;
+SELECT state, attempt FROM hopper.job_history WHERE id = :stuck;
+
+-- A paused queue gives nothing.
+SELECT hopper.queue_push('take', '{"n": 7}') AS paused_job \gset
+SELECT hopper.queue_pause('take');
+SELECT count(*) AS while_paused FROM hopper.queue_take('take', 10);
+SELECT hopper.queue_resume('take');
+SELECT payload->>'n' AS n FROM hopper.queue_take('take');
+
+-- A dedup key is free again once the taking transaction commits.
+SELECT hopper.queue_push('take', '{"n": 8}', dedup_key => 'k') AS keyed \gset
+SELECT hopper.queue_push('take', '{"n": 9}', dedup_key => 'k') = :keyed AS deduplicated;
+SELECT count(*) AS taken FROM hopper.queue_take('take');
+SELECT hopper.queue_push('take', '{"n": 10}', dedup_key => 'k') <> :keyed AS new_job;
+SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10);
+
+-- A queue that keeps no history deletes taken jobs outright.
+SELECT hopper.queue_create('take-forget', retention => '0') AS created;
+SELECT hopper.queue_push('take-forget', '{"n": 1}') AS forgotten \gset
+SELECT count(*) AS taken FROM hopper.queue_take('take-forget');
+SELECT (SELECT count(*) FROM hopper.jobs WHERE id = :forgotten) AS live,
+       (SELECT count(*) FROM hopper.job_history WHERE id = :forgotten) AS kept;
+
+-- A queue with limits is refused (a taken job never counts as running), and nothing is taken.
+SELECT hopper.queue_create('take-limited') AS created;
+SELECT hopper.queue_push('take-limited', '{"n": 1}') AS limited_job \gset
+SELECT hopper.queue_set_concurrency('take-limited', 2, NULL);
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take-limited')$$) AS limited;
+SELECT state FROM hopper.jobs WHERE id = :limited_job;
+
+-- Bad input.
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take(NULL)$$) AS null_queue;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('has space')$$) AS bad_name;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', NULL)$$) AS null_n;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 0)$$) AS zero_n;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 100000)$$) AS above_cap;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 1, worker => '')$$) AS empty_worker;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 1, at => 'infinity')$$) AS inf_at;
+SELECT count(*) AS unknown_queue FROM hopper.queue_take('no-such-queue');
+SELECT count(*) AS created_by_mistake FROM hopper.queues WHERE name = 'no-such-queue';
+
+-- Workers may take; producers may not.
+CREATE ROLE regress_hopper_taker;
+GRANT hopper_worker TO regress_hopper_taker;
+CREATE ROLE regress_hopper_take_app;
+GRANT hopper_producer TO regress_hopper_take_app;
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO regress_hopper_taker, regress_hopper_take_app;
+SELECT hopper.queue_push('take', '{"n": 11}') AS for_worker \gset
+SET ROLE regress_hopper_take_app;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take')$$) AS producer_takes;
+SET ROLE regress_hopper_taker;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take')$$) AS worker_takes;
+RESET ROLE;
+SELECT state FROM hopper.job_history WHERE id = :for_worker;
+REVOKE EXECUTE ON FUNCTION pg_temp.try(text) FROM regress_hopper_taker, regress_hopper_take_app;
+DROP ROLE regress_hopper_taker;
+DROP ROLE regress_hopper_take_app;
