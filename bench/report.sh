@@ -95,12 +95,15 @@ ins4=$(med on.enq.raw.single.c4)
 b_single=$(med on.enq.base.single.c4); h_single=$(med on.enq.hop.single.c4); hq_single=$(med on.enq.hopq.single.c4)
 b_b100=$(med on.enq.base.b100.c4); h_b100=$(med on.enq.hop.b100.c4)
 b_d1=$(med on.drain.base.base_pull_complete.n1); h_d1=$(med on.drain.hop.hop_complete_pull.n1)
-hq_d1=$(med on.drain.hopq.hop_complete_pull.n1); hk_d1=$(med on.drain.hopk.hop_complete_pull.n1)
+hk_d1=$(med on.drain.hopk.hop_complete_pull.n1)
+t_d1=$(med on.drain.hop.hop_take.n1); t_d10=$(med on.drain.hop.hop_take.n10)
+t_d100=$(med on.drain.hop.hop_take.n100); tk_d100=$(med on.drain.hopk.hop_take.n100)
 b_d10=$(med on.drain.base.base_pull_complete.n10); h_d10=$(med on.drain.hop.hop_complete_many_pull.n10)
 hk_d10=$(med on.drain.hopk.hop_complete_many_pull.n10)
-h_d100=$(med on.drain.hop.hop_complete_many_pull.n100); hk_d100=$(med on.drain.hopk.hop_complete_many_pull.n100)
+h_d100=$(med on.drain.hop.hop_complete_many_pull.n100)
 b_st=$(med on.steady.base.base_pull_complete); h_st=$(med on.steady.hop.hop_complete_pull)
 hq_st=$(med on.steady.hopq.hop_complete_pull); hk_st=$(med on.steady.hopk.hop_complete_pull)
+t_st=$(med on.steady.hop.hop_take)
 p50=$(med lat.default.p50_us); p99=$(med lat.default.p99_us)
 scale_first=$(head -1 "$TMP/scale.labels" 2>/dev/null || echo none)
 scale_last=$(tail -1 "$TMP/scale.labels" 2>/dev/null || echo none)
@@ -121,12 +124,19 @@ echo "| enqueue single vs pgbench INSERT | hopper $(num "$h_single")/s (notify o
 r=$(awk -v a="$h_b100" -v b="$b_b100" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| enqueue batch 100 vs baseline | hopper $(num "$h_b100")/s, baseline $(num "$b_b100")/s | $(ratio "$h_b100" "$b_b100") | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.enq.hop.b100.c4 on.enq.base.b100.c4) |"
 r=$(awk -v a="$h_d1" -v b="$b_d1" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| drain pulling 1 vs baseline (queue_complete_pull) | hopper $(num "$h_d1")/s (notify off: $(num "$hq_d1")/s; no history: $(num "$hk_d1")/s), baseline $(num "$b_d1")/s | $(ratio "$h_d1" "$b_d1") (notify off: $(ratio "$hq_d1" "$b_d1"); no history: $(ratio "$hk_d1" "$b_d1")) | >= 2.5x | $(verdict "$r" ">=" 2.5)$(noisy on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1) |"
+echo "| drain pulling 1 vs baseline (leases: queue_complete_pull) | hopper $(num "$h_d1")/s (no history: $(num "$hk_d1")/s), baseline $(num "$b_d1")/s | $(ratio "$h_d1" "$b_d1") (no history: $(ratio "$hk_d1" "$b_d1")) | >= 2.5x | $(verdict "$r" ">=" 2.5)$(noisy on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1) |"
+r=$(awk -v a="$t_d1" -v b="$b_d1" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
+echo "| drain pulling 1 vs baseline (queue_take, one transaction per job) | hopper $(num "$t_d1")/s, baseline $(num "$b_d1")/s | $(ratio "$t_d1" "$b_d1") | >= 2.5x | $(verdict "$r" ">=" 2.5)$(noisy on.drain.hop.hop_take.n1 on.drain.base.base_pull_complete.n1) |"
 r=$(awk -v a="$h_d10" -v b="$b_d10" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| drain pulling 10 vs baseline (queue_complete_many_pull, one commit) | hopper $(num "$h_d10")/s (no history: $(num "$hk_d10")/s), baseline $(num "$b_d10")/s | $(ratio "$h_d10" "$b_d10") (no history: $(ratio "$hk_d10" "$b_d10")) | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10) |"
-echo "| drain pulling 100 | hopper $(num "$h_d100")/s (no history: $(num "$hk_d100")/s) | $(num "$h_d100")/s | >= 100,000/s | $(verdict "$h_d100" ">=" 100000) |"
+echo "| drain pulling 10 vs baseline (leases: queue_complete_many_pull) | hopper $(num "$h_d10")/s (no history: $(num "$hk_d10")/s), baseline $(num "$b_d10")/s | $(ratio "$h_d10" "$b_d10") (no history: $(ratio "$hk_d10" "$b_d10")) | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10) |"
+r=$(awk -v a="$t_d10" -v b="$b_d10" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
+echo "| drain pulling 10 vs baseline (queue_take) | hopper $(num "$t_d10")/s, baseline $(num "$b_d10")/s | $(ratio "$t_d10" "$b_d10") | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_take.n10 on.drain.base.base_pull_complete.n10) |"
+echo "| drain pulling 100 (leases: queue_complete_many_pull) | hopper $(num "$h_d100")/s | $(num "$h_d100")/s | >= 100,000/s | $(verdict "$h_d100" ">=" 100000) |"
+echo "| drain pulling 100 (queue_take) | hopper $(num "$t_d100")/s (no history: $(num "$tk_d100")/s) | $(num "$t_d100")/s | >= 100,000/s | $(verdict "$t_d100" ">=" 100000) |"
 r=$(awk -v a="$h_st" -v b="$b_st" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| steady 4+4 vs baseline (SQL consumers, queue_complete_pull) | hopper $(num "$h_st")/s (notify off: $(num "$hq_st")/s; no history: $(num "$hk_st")/s), baseline $(num "$b_st")/s | $(ratio "$h_st" "$b_st") (notify off: $(ratio "$hq_st" "$b_st"); no history: $(ratio "$hk_st" "$b_st")) | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete) |"
+echo "| steady 4+4 vs baseline (SQL consumers, leases: queue_complete_pull) | hopper $(num "$h_st")/s (notify off: $(num "$hq_st")/s; no history: $(num "$hk_st")/s), baseline $(num "$b_st")/s | $(ratio "$h_st" "$b_st") (notify off: $(ratio "$hq_st" "$b_st"); no history: $(ratio "$hk_st" "$b_st")) | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete) |"
+r=$(awk -v a="$t_st" -v b="$b_st" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
+echo "| steady 4+4 vs baseline (SQL consumers, queue_take) | hopper $(num "$t_st")/s, baseline $(num "$b_st")/s | $(ratio "$t_st" "$b_st") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.steady.hop.hop_take on.steady.base.base_pull_complete) |"
 echo "| push-to-start p50 at $BENCH_LAT_RATE jobs/s | $(ms "$p50") (producers NOTIFY directly: $(ms "$(med lat.direct.p50_us)")) | | <= 2 ms | $(verdict "$p50" "<=" 2000) |"
 echo "| push-to-start p99 at $BENCH_LAT_RATE jobs/s | $(ms "$p99") (producers NOTIFY directly: $(ms "$(med lat.direct.p99_us)")) | | <= 10 ms | $(verdict "$p99" "<=" 10000) |"
 r=$(awk -v a="$s_last" -v b="$s_first" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
@@ -145,7 +155,9 @@ echo "batch 100 $(pratio on.enq.hop.b100.c4 on.enq.base.b100.c4), drain 1 $(prat
 echo "drain 10 $(pratio on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10), steady (SQL) $(pratio on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete),"
 echo "steady (runtime) $(pratio on.rt.steady.batched on.rt.steady.base); with no history: drain 1"
 echo "$(pratio on.drain.hopk.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1), drain 10 $(pratio on.drain.hopk.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10),"
-echo "steady $(pratio on.steady.hopk.hop_complete_pull on.steady.base.base_pull_complete)."
+echo "steady $(pratio on.steady.hopk.hop_complete_pull on.steady.base.base_pull_complete); queue_take: drain 1"
+echo "$(pratio on.drain.hop.hop_take.n1 on.drain.base.base_pull_complete.n1), drain 10 $(pratio on.drain.hop.hop_take.n10 on.drain.base.base_pull_complete.n10),"
+echo "steady $(pratio on.steady.hop.hop_take on.steady.base.base_pull_complete)."
 echo
 
 # --------------------------------------------------------------------------------------------------
@@ -178,13 +190,13 @@ echo
 
 echo "## Drain a preloaded backlog until empty (4 workers), completed jobs/s"
 echo
-echo "| pull batch | baseline (UPDATE..SKIP LOCKED; DELETE) | hopper pull; complete (2 commits) | hopper one commit per batch | hopper one commit, notify off | hopper one commit, no history | best hopper / baseline | no history / baseline |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| pull batch | baseline (UPDATE..SKIP LOCKED; DELETE) | hopper pull; complete (2 commits) | hopper one commit per batch | hopper one commit, no history | hopper queue_take | hopper queue_take, no history | leases / baseline | queue_take / baseline |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for n in 1 10 100; do
-    if [ "$n" = 1 ]; then two=on.drain.hop.hop_pull_complete1.n1; one=on.drain.hop.hop_complete_pull.n1; oneq=on.drain.hopq.hop_complete_pull.n1; onek=on.drain.hopk.hop_complete_pull.n1
-    else two=on.drain.hop.hop_pull_complete_many.n$n; one=on.drain.hop.hop_complete_many_pull.n$n; oneq=on.drain.hopq.hop_complete_many_pull.n$n; onek=on.drain.hopk.hop_complete_many_pull.n$n; fi
+    if [ "$n" = 1 ]; then two=on.drain.hop.hop_pull_complete1.n1; one=on.drain.hop.hop_complete_pull.n1; onek=on.drain.hopk.hop_complete_pull.n1
+    else two=on.drain.hop.hop_pull_complete_many.n$n; one=on.drain.hop.hop_complete_many_pull.n$n; onek=on.drain.hopk.hop_complete_many_pull.n$n; fi
     best=$(printf '%s\n%s\n' "$(med $one)" "$(med $two)" | grep -v nan | sort -g | tail -1)
-    echo "| $n | $(cell on.drain.base.base_pull_complete.n$n) | $(cell $two) | $(cell $one) | $(cell $oneq) | $(cell $onek) | $(ratio "${best:-nan}" "$(med on.drain.base.base_pull_complete.n$n)") | $(ratio "$(med $onek)" "$(med on.drain.base.base_pull_complete.n$n)") |"
+    echo "| $n | $(cell on.drain.base.base_pull_complete.n$n) | $(cell $two) | $(cell $one) | $(cell $onek) | $(cell on.drain.hop.hop_take.n$n) | $(cell on.drain.hopk.hop_take.n$n) | $(ratio "${best:-nan}" "$(med on.drain.base.base_pull_complete.n$n)") | $(ratio "$(med on.drain.hop.hop_take.n$n)" "$(med on.drain.base.base_pull_complete.n$n)") |"
 done
 echo
 echo "Scripts: baseline \`base_pull_complete.sql\`; hopper 2 commits: \`hop_pull_complete1.sql\` (n = 1:"
@@ -193,7 +205,9 @@ echo "\`queue_complete_many\`); one commit: \`hop_complete_pull.sql\` (n = 1: \`
 echo "trip per job), \`hop_complete_many_pull.sql\` (\`queue_complete_many_pull\`: the held batch completed and"
 echo "the next pulled in one call, one round trip per batch). \"No history\": the same one-commit scripts on a queue with"
 echo "\`retention => '0'\`, whose finished jobs are deleted instead of moved to \`hopper.job_history\` (the"
-echo "baseline keeps no history either); \"best hopper\" is the default, history kept."
+echo "baseline keeps no history either); \"leases\" is the better of the two lease-based columns, history kept."
+echo "\`hop_take.sql\`: \`queue_take\`, one transaction per batch whose commit completes the jobs it took (README"
+echo "\"Taking jobs in your transaction\"): no lease, no claim UPDATE."
 echo
 
 echo "## Concurrency slots: pull + complete with a key limit, completed jobs/s"
@@ -218,13 +232,14 @@ echo
 echo "| consumers | completed jobs/s | pushed jobs/s | / baseline |"
 echo "|---|---|---|---|"
 for cfg in base.base_pull_complete hop.hop_pull_complete1 hop.hop_complete_pull hopq.hop_complete_pull \
-    hopk.hop_complete_pull; do
+    hopk.hop_complete_pull hop.hop_take; do
     case $cfg in
         base.*) d="baseline: UPDATE..SKIP LOCKED, then DELETE" ;;
         hop.hop_pull_complete1) d="hopper: queue_pull, then queue_complete" ;;
         hop.hop_complete_pull) d="hopper: queue_complete_pull" ;;
         hopq.*) d="hopper: queue_complete_pull, notify off (producers and consumers)" ;;
         hopk.*) d="hopper: queue_complete_pull, no history (retention 0)" ;;
+        hop.hop_take) d="hopper: queue_take, one transaction per job" ;;
     esac
     echo "| $d | $(cell on.steady.$cfg) | $(cell on.steady.$cfg.pushed) | $(ratio "$(med on.steady.$cfg)" "$b_st") |"
 done
@@ -431,12 +446,12 @@ fi
 if [ "$BENCH_SYNC_OFF_USED" = 1 ]; then
     echo "## synchronous_commit = off"
     echo
-    echo "| workload | baseline | hopper | hopper notify off | hopper / baseline |"
-    echo "|---|---|---|---|---|"
-    echo "| pgbench single-row INSERT, 4 clients | $(cell off.enq.raw.single.c4) | | | |"
-    echo "| enqueue single | $(cell off.enq.base.single.c4) | $(cell off.enq.hop.single.c4) | $(cell off.enq.hopq.single.c4) | $(ratio "$(med off.enq.hop.single.c4)" "$(med off.enq.base.single.c4)") |"
-    echo "| drain pulling 1 (hopper: queue_complete_pull) | $(cell off.drain.base.base_pull_complete.n1) | $(cell off.drain.hop.hop_complete_pull.n1) | $(cell off.drain.hopq.hop_complete_pull.n1) | $(ratio "$(med off.drain.hop.hop_complete_pull.n1)" "$(med off.drain.base.base_pull_complete.n1)") |"
-    echo "| steady 4+4 (hopper: queue_complete_pull) | $(cell off.steady.base.base_pull_complete) | $(cell off.steady.hop.hop_complete_pull) | $(cell off.steady.hopq.hop_complete_pull) | $(ratio "$(med off.steady.hop.hop_complete_pull)" "$(med off.steady.base.base_pull_complete)") |"
+    echo "| workload | baseline | hopper | hopper, other way | hopper / baseline | other way / baseline |"
+    echo "|---|---|---|---|---|---|"
+    echo "| pgbench single-row INSERT, 4 clients | $(cell off.enq.raw.single.c4) | | | | |"
+    echo "| enqueue single (other way: notify off) | $(cell off.enq.base.single.c4) | $(cell off.enq.hop.single.c4) | $(cell off.enq.hopq.single.c4) | $(ratio "$(med off.enq.hop.single.c4)" "$(med off.enq.base.single.c4)") | $(ratio "$(med off.enq.hopq.single.c4)" "$(med off.enq.base.single.c4)") |"
+    echo "| drain pulling 1 (hopper: queue_complete_pull; other way: queue_take) | $(cell off.drain.base.base_pull_complete.n1) | $(cell off.drain.hop.hop_complete_pull.n1) | $(cell off.drain.hop.hop_take.n1) | $(ratio "$(med off.drain.hop.hop_complete_pull.n1)" "$(med off.drain.base.base_pull_complete.n1)") | $(ratio "$(med off.drain.hop.hop_take.n1)" "$(med off.drain.base.base_pull_complete.n1)") |"
+    echo "| steady 4+4 (hopper: queue_complete_pull; other way: queue_take) | $(cell off.steady.base.base_pull_complete) | $(cell off.steady.hop.hop_complete_pull) | $(cell off.steady.hop.hop_take) | $(ratio "$(med off.steady.hop.hop_complete_pull)" "$(med off.steady.base.base_pull_complete)") | $(ratio "$(med off.steady.hop.hop_take)" "$(med off.steady.base.base_pull_complete)") |"
     echo
 fi
 

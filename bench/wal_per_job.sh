@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # WAL written per job by a drain that pulls one job at a time and completes it, for the plain-SQL
-# baseline queue, hopper (history kept) and hopper on a queue with retention 0 (no history), with
+# baseline queue, hopper (history kept) and hopper on a queue with retention 0 (no history), each
+# with leases (queue_complete_pull) and taking jobs in the transaction (queue_take), with
 # the record types that make it up (pg_walinspect). One client, a CHECKPOINT before each drain so
 # every side pays its first-touch page images alike.
 #
@@ -48,12 +49,18 @@ drain() {  # label script [pgbench -D args...]
 q -c "TRUNCATE hopper.jobs, hopper.job_history, bench.baseline_queue"
 q -c "INSERT INTO bench.baseline_queue (message)
       SELECT pg_catalog.jsonb_build_object('n', g) FROM pg_catalog.generate_series(1, $N) g" >/dev/null
-for queue in wal_kept wal_gone; do
-    PGOPTIONS="-c hopper.notify=off" q -c "SELECT pg_catalog.count(*) FROM hopper.queue_push_batch('$queue',
+push() {  # queue: N jobs
+    PGOPTIONS="-c hopper.notify=off" q -c "SELECT pg_catalog.count(*) FROM hopper.queue_push_batch('$1',
         ARRAY(SELECT pg_catalog.jsonb_build_object('n', g) FROM pg_catalog.generate_series(1, $N) g))" >/dev/null
-done
+}
+push wal_kept
+push wal_gone
 echo "per job: records of each type, their bytes, and the bytes of full-page images among them"
 drain "baseline (UPDATE .. SKIP LOCKED, then DELETE)" base_pull_complete.sql
 drain "hopper, history kept (queue_complete_pull)" hop_complete_pull.sql -D q=wal_kept
 drain "hopper, retention 0 (queue_complete_pull)" hop_complete_pull.sql -D q=wal_gone
+push wal_kept
+push wal_gone
+drain "hopper, history kept (queue_take)" hop_take.sql -D q=wal_kept
+drain "hopper, retention 0 (queue_take)" hop_take.sql -D q=wal_gone
 q -c "SELECT hopper.queue_drop('wal_kept'), hopper.queue_drop('wal_gone')" >/dev/null
