@@ -27,6 +27,7 @@ namespace {
 
 // Result columns: id, queue, kind, payload, attempt, run_at, created_at (hopper.taken_job), then
 // the priority (for the claim hint) and whether the queue announces finished jobs.
+// clang-format off
 #define HOPPER_TAKE_SQL(resume_condition)                                                          \
     "WITH q AS (SELECT limited, notify_done, retention > interval '0' AS keeps "                   \
     "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
@@ -41,32 +42,33 @@ namespace {
     "  RETURNING j.id, j.queue, j.priority, j.run_at, j.attempt + 1 AS attempt, j.max_attempts, "  \
     "    j.created_at, $2 AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
     "    j.last_error, j.errors, j.progress_detail, j.payload), "                                  \
-    "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT(                                       \
-        "t") "1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "      \
-             "pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                   \
-             "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, "           \
-             "NULL::timestamptz, NULL::timestamptz, NULL::smallint, NULL::boolean "                \
-             "FROM q WHERE limited "                                                               \
-             "UNION ALL "                                                                          \
-             "(SELECT t.id, t.queue, t.kind, t.payload, t.attempt, t.run_at, t.created_at, "       \
-             "   t.priority, (SELECT notify_done FROM q) FROM taken t "                            \
-             "ORDER BY t.priority, t.run_at, t.id)"
+    "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("t")                                   \
+    "  1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "             \
+    "  pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                          \
+    "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::timestamptz, " \
+    "  NULL::timestamptz, NULL::smallint, NULL::boolean "                                          \
+    "FROM q WHERE limited "                                                                        \
+    "UNION ALL "                                                                                   \
+    "(SELECT t.id, t.queue, t.kind, t.payload, t.attempt, t.run_at, t.created_at, t.priority, "    \
+    "   (SELECT notify_done FROM q) FROM taken t ORDER BY t.priority, t.run_at, t.id)"
+// clang-format on
 
-#define HOPPER_TAKE_PARAM_TYPES {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID}
+#define HOPPER_TAKE_PARAM_TYPES \
+    { TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID }
 
 // Planned once, walking jobs_pull_idx, for the reasons given at queue_pull's claim statement.
 spi::Statement& take_statement() {
-    static spi::Statement st(HOPPER_TAKE_SQL(""), HOPPER_TAKE_PARAM_TYPES,
-                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    static spi::Statement st(HOPPER_TAKE_SQL(""), HOPPER_TAKE_PARAM_TYPES, CURSOR_OPT_GENERIC_PLAN,
+                             spi::Planning::kWalkIndexes);
     return st;
 }
 
 // The same, starting at the queue's claim hint ($6, $7, $8).
 spi::Statement& resumed_take_statement() {
-    static spi::Statement st(HOPPER_TAKE_SQL("AND (priority, run_at, id) >= ($6, $7, $8) "),
-                             {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID, INT2OID,
-                              TIMESTAMPTZOID, INT8OID},
-                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    static spi::Statement st(
+        HOPPER_TAKE_SQL("AND (priority, run_at, id) >= ($6, $7, $8) "),
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID, INT2OID, TIMESTAMPTZOID, INT8OID},
+        CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
@@ -98,11 +100,11 @@ HOPPER_FUNCTION(hopper_queue_take) {
         spi::Arg kinds_arg = spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(3), kinds_null);
         spi::Arg worker_arg = spi::arg_text(worker);
         if (resume)
-            return conn.exec(resumed_take_statement(),
-                             {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg,
-                              spi::arg_datum(Int16GetDatum(hint.key.priority)),
-                              spi::arg_datum(TimestampTzGetDatum(hint.key.run_at)),
-                              spi::arg(hint.key.id)});
+            return conn.exec(
+                resumed_take_statement(),
+                {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg,
+                 spi::arg_datum(Int16GetDatum(hint.key.priority)),
+                 spi::arg_datum(TimestampTzGetDatum(hint.key.run_at)), spi::arg(hint.key.id)});
         return conn.exec(take_statement(),
                          {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg});
     };
