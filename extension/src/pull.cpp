@@ -143,16 +143,11 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     }
     uint64_t got = add(r);
 
-    // Short of n: take over expired leases too, so stuck jobs move even when no reaper runs.
-    // They go back with run_at = at, which may lie below the hint: claim them from the front.
-    if (got < static_cast<uint64_t>(n)) {
-        rescue::Counts c = rescue::expired_leases(conn, queue, at, n - static_cast<int64_t>(got),
-                                                  /*backoff=*/false);
-        if (c.retried > 0) {
-            resume = false;
-            may_raise = false;
-            add(claim(n - static_cast<int64_t>(got)));
-        }
+    // Short of n: take over expired leases too.
+    if (rescue::for_short_claim(conn, queue, at, n, got)) {
+        resume = false;
+        may_raise = false;
+        add(claim(n - static_cast<int64_t>(got)));
     }
     conn.finish();
     claim_commit::after_claim();

@@ -65,6 +65,13 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     return c;
 }
 
+bool for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                     int64_t wanted, uint64_t claimed) {
+    if (claimed >= static_cast<uint64_t>(wanted)) return false;
+    int64_t missing = wanted - static_cast<int64_t>(claimed);
+    return expired_leases(conn, queue, at, missing, /*backoff=*/false).retried > 0;
+}
+
 Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
 #define HOPPER_GONE_ERROR(alias) "'worker backend gone (pid ' || " alias ".claimed_pid || ')'"
     // The live set is read after the statement's snapshot is taken, so a claimer whose claim we

@@ -128,16 +128,11 @@ HOPPER_FUNCTION(hopper_queue_take) {
     };
 
     uint64_t got = add(take(n));
-    // Short of n: rescue expired leases too, as queue_pull does, so stuck jobs move even when no
-    // reaper runs. They come back with run_at = at, which may lie below the hint.
-    if (got < static_cast<uint64_t>(n)) {
-        rescue::Counts c = rescue::expired_leases(conn, queue, at, n - static_cast<int64_t>(got),
-                                                  /*backoff=*/false);
-        if (c.retried > 0) {
-            resume = false;
-            may_raise = false;
-            add(take(n - static_cast<int64_t>(got)));
-        }
+    // Short of n: take over expired leases too, as queue_pull does.
+    if (rescue::for_short_claim(conn, queue, at, n, got)) {
+        resume = false;
+        may_raise = false;
+        add(take(n - static_cast<int64_t>(got)));
     }
     conn.finish();
     return (Datum)0;
