@@ -117,6 +117,20 @@ std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
     return jobs;
 }
 
+std::vector<Job> Client::take(const std::string& queue, const TakeOptions& o) {
+    Param kinds;
+    if (!o.kinds.empty()) kinds = rows::array_literal({o.kinds.begin(), o.kinds.end()});
+    auto r = call("hopper_take",
+                  "SELECT id, queue, kind, payload, attempt, " HOPPER_US("run_at") ", " HOPPER_US(
+                      "created_at") " FROM hopper.queue_take($1, $2::int, $3, $4::text[], "
+                  HOPPER_TS_PARAM("$5") ")",
+                  {queue, std::to_string(o.n), o.worker, kinds, rows::micros(o.at)});
+    std::vector<Job> jobs;
+    jobs.reserve(static_cast<size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) jobs.push_back(rows::read_taken_job(r, i));
+    return jobs;
+}
+
 bool Client::complete(int64_t id, int64_t token, const std::optional<std::string>& result) {
     return call("hopper_complete", "SELECT hopper.queue_complete($1::int8, $2::int8, $3::jsonb)",
                 {id_param(id), id_param(token), result})

@@ -56,6 +56,18 @@ Job read_job(const Result& r, int row) {
     return j;
 }
 
+Job read_taken_job(const Result& r, int row) {
+    Job j;
+    j.id = r.int64(row, 0);
+    j.queue = std::string(r.text(row, 1));
+    j.kind = r.opt_text(row, 2);
+    j.payload = std::string(r.text(row, 3));
+    j.attempt = static_cast<int>(r.int64(row, 4));
+    j.run_at = time_at(r, row, 5);
+    j.created_at = time_at(r, row, 6);
+    return j;
+}
+
 JobInfo read_job_info(const Result& r, int row) {
     JobInfo j;
     j.id = r.int64(row, 0);

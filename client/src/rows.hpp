@@ -33,6 +33,8 @@ std::optional<TimePoint> opt_time_at(const Result& r, int row, int col);
 std::string array_literal(const std::vector<std::optional<std::string>>& values);
 
 Job read_job(const Result& r, int row);
+// A hopper.taken_job row: id, queue, kind, payload, attempt, run_at, created_at (no lease).
+Job read_taken_job(const Result& r, int row);
 JobInfo read_job_info(const Result& r, int row);
 QueueStat read_queue_stat(const Result& r, int row);
 

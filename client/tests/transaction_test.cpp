@@ -1,4 +1,5 @@
-// Pushing inside the caller's own transaction: the job exists exactly when the caller's rows do.
+// Pushing inside the caller's own transaction: the job exists exactly when the caller's rows do;
+// taking inside it: the job is finished exactly when they commit.
 #include <gtest/gtest.h>
 
 #include "hopper/client.hpp"
@@ -167,6 +168,65 @@ TEST_F(TransactionTest, FailWithUpdatesOwnRowKnowingTheNewState) {
     bool ran = false;
     EXPECT_FALSE(stale.fail_with("late", {}, [&](Client&, JobState) { ran = true; }));
     EXPECT_FALSE(ran);
+}
+
+// Taking in the caller's transaction: the job is completed exactly when the caller's rows commit.
+TEST_F(TransactionTest, TakeCompletesWithTheCommit) {
+    std::string q = unique_queue("take");
+    int64_t id = c.push(q, R"({"video": 7})");
+    {
+        Transaction tx(c);
+        TakeOptions o;
+        o.n = 5;
+        o.worker = "take-test";
+        std::vector<Job> jobs = c.take(q, o);
+        ASSERT_EQ(jobs.size(), 1u);
+        EXPECT_EQ(jobs[0].id, id);
+        EXPECT_EQ(jobs[0].queue, q);
+        EXPECT_EQ(jobs[0].payload, R"({"video": 7})");
+        EXPECT_EQ(jobs[0].attempt, 1);
+        EXPECT_EQ(jobs[0].lease_token, 0);
+        c.exec("INSERT INTO videos (path, status, job_id) VALUES ($1, 'done', $2)", "take.mp4", id);
+        tx.commit();
+    }
+    EXPECT_EQ(videos_with("take.mp4"), 1);
+    JobInfo info = c.job_status(id);
+    EXPECT_EQ(info.state, JobState::Completed);
+    EXPECT_EQ(info.worker, std::optional<std::string>("take-test"));
+    EXPECT_TRUE(c.take(q).empty());
+}
+
+TEST_F(TransactionTest, TakeRolledBackLeavesTheJobUntouched) {
+    std::string q = unique_queue("take");
+    int64_t id = c.push(q, "{}");
+    {
+        Transaction tx(c);
+        ASSERT_EQ(c.take(q).size(), 1u);
+        c.exec("INSERT INTO videos (path) VALUES ($1)", "take-rollback.mp4");
+        tx.rollback();
+    }
+    EXPECT_EQ(videos_with("take-rollback.mp4"), 0);
+    JobInfo info = c.job_status(id);
+    EXPECT_EQ(info.state, JobState::Available);
+    EXPECT_EQ(info.attempt, 0);
+    // Another worker takes it next, as if nothing had happened.
+    Client other(conninfo());
+    std::vector<Job> again = other.take(q);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].id, id);
+}
+
+TEST_F(TransactionTest, TakeFromALimitedQueueIsRefused) {
+    std::string q = unique_queue("take");
+    c.push(q, "{}");
+    c.exec("SELECT hopper.queue_set_concurrency($1, 1, NULL)", q);
+    try {
+        c.take(q);
+        ADD_FAILURE() << "take from a limited queue succeeded";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "0A000");
+    }
+    EXPECT_EQ(c.stats(q).at(0).available, 1);
 }
 
 }  // namespace

@@ -70,6 +70,14 @@ struct PullOptions {
     bool session_bound = false;
 };
 
+// Client::take: the pull's choices, without a lease.
+struct TakeOptions {
+    int n = 1;
+    std::optional<std::string> worker;
+    std::vector<std::string> kinds;  // empty: any kind
+    std::optional<TimePoint> at;     // pretend "now" is this (tests)
+};
+
 struct FailOptions {
     std::optional<Duration> retry_in;  // unset: the queue's exponential backoff
     bool permanent = false;            // straight to dead, no more attempts
