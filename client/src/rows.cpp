@@ -42,13 +42,21 @@ std::string array_literal(const std::vector<std::optional<std::string>>& values)
     return out;
 }
 
-Job read_job(const Result& r, int row) {
+namespace {
+// Columns 0-4, which leased and taken jobs share: id, queue, kind, payload, attempt.
+Job read_job_head(const Result& r, int row) {
     Job j;
     j.id = r.int64(row, 0);
     j.queue = std::string(r.text(row, 1));
     j.kind = r.opt_text(row, 2);
     j.payload = std::string(r.text(row, 3));
     j.attempt = static_cast<int>(r.int64(row, 4));
+    return j;
+}
+}  // namespace
+
+Job read_job(const Result& r, int row) {
+    Job j = read_job_head(r, row);
     j.lease_token = r.int64(row, 5);
     j.lease_until = time_at(r, row, 6);
     j.run_at = time_at(r, row, 7);
@@ -57,12 +65,7 @@ Job read_job(const Result& r, int row) {
 }
 
 Job read_taken_job(const Result& r, int row) {
-    Job j;
-    j.id = r.int64(row, 0);
-    j.queue = std::string(r.text(row, 1));
-    j.kind = r.opt_text(row, 2);
-    j.payload = std::string(r.text(row, 3));
-    j.attempt = static_cast<int>(r.int64(row, 4));
+    Job j = read_job_head(r, row);
     j.run_at = time_at(r, row, 5);
     j.created_at = time_at(r, row, 6);
     return j;
