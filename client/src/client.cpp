@@ -102,8 +102,7 @@ std::vector<int64_t> Client::push_batch(const std::string& queue,
 }
 
 std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
-    Param kinds;
-    if (!o.kinds.empty()) kinds = rows::array_literal({o.kinds.begin(), o.kinds.end()});
+    Param kinds = rows::kinds_param(o.kinds);
     auto r = call("hopper_pull",
                   "SELECT id, queue, kind, payload, attempt, lease_token, " HOPPER_US(
                       "lease_until") ", " HOPPER_US("run_at") ", " HOPPER_US("created_at")
@@ -118,8 +117,7 @@ std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
 }
 
 std::vector<Job> Client::take(const std::string& queue, const TakeOptions& o) {
-    Param kinds;
-    if (!o.kinds.empty()) kinds = rows::array_literal({o.kinds.begin(), o.kinds.end()});
+    Param kinds = rows::kinds_param(o.kinds);
     auto r = call("hopper_take",
                   "SELECT id, queue, kind, payload, attempt, " HOPPER_US("run_at") ", " HOPPER_US(
                       "created_at") " FROM hopper.queue_take($1, $2::int, $3, $4::text[], "
@@ -189,8 +187,7 @@ std::vector<Job> Client::complete_many_and_pull(
     const std::vector<std::optional<std::string>>& results, const std::string& queue,
     const PullOptions& o, std::vector<int64_t>& completed) {
     std::vector<Param> params = completion_params(ids, tokens, results);
-    Param kinds;
-    if (!o.kinds.empty()) kinds = rows::array_literal({o.kinds.begin(), o.kinds.end()});
+    Param kinds = rows::kinds_param(o.kinds);
     for (Param p : {Param(queue), Param(std::to_string(o.n)), rows::micros(o.lease),
                     Param(o.worker), kinds, rows::micros(o.at), detail::to_param(o.session_bound)})
         params.push_back(std::move(p));

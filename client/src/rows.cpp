@@ -42,6 +42,11 @@ std::string array_literal(const std::vector<std::optional<std::string>>& values)
     return out;
 }
 
+Param kinds_param(const std::vector<std::string>& kinds) {
+    if (kinds.empty()) return std::nullopt;
+    return array_literal({kinds.begin(), kinds.end()});
+}
+
 namespace {
 // Columns 0-4, which leased and taken jobs share: id, queue, kind, payload, attempt.
 Job read_job_head(const Result& r, int row) {

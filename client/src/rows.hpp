@@ -31,6 +31,8 @@ std::optional<TimePoint> opt_time_at(const Result& r, int row, int col);
 
 // A PostgreSQL array literal ({"a","b",NULL}) of text values, for text[] and jsonb[] parameters.
 std::string array_literal(const std::vector<std::optional<std::string>>& values);
+// The kinds filter of a pull or take as a text[] parameter: NULL (any kind) when empty.
+Param kinds_param(const std::vector<std::string>& kinds);
 
 Job read_job(const Result& r, int row);
 // A hopper.taken_job row: id, queue, kind, payload, attempt, run_at, created_at (no lease).

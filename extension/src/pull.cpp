@@ -4,7 +4,6 @@
 #include "hopper/args.hpp"
 #include "hopper/claim_commit.hpp"
 #include "hopper/claim_hint.hpp"
-#include "hopper/guc.hpp"
 #include "hopper/limits.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"

@@ -53,13 +53,11 @@ namespace {
     "   (SELECT notify_done FROM q) FROM taken t ORDER BY t.priority, t.run_at, t.id)"
 // clang-format on
 
-#define HOPPER_TAKE_PARAM_TYPES \
-    { TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID }
-
 // Planned once, walking jobs_pull_idx, for the reasons given at queue_pull's claim statement.
 spi::Statement& take_statement() {
-    static spi::Statement st(HOPPER_TAKE_SQL(""), HOPPER_TAKE_PARAM_TYPES, CURSOR_OPT_GENERIC_PLAN,
-                             spi::Planning::kWalkIndexes);
+    static spi::Statement st(HOPPER_TAKE_SQL(""),
+                             {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID},
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
@@ -73,7 +71,6 @@ spi::Statement& resumed_take_statement() {
 }
 
 #undef HOPPER_TAKE_SQL
-#undef HOPPER_TAKE_PARAM_TYPES
 
 }  // namespace
 

@@ -89,8 +89,7 @@ class Client {
     bool release(int64_t id, int64_t lease_token);
     // Takes jobs in the open Transaction (queue_take): they are completed when it commits and
     // untouched if it rolls back. No lease: lease_token is 0 and lease_until left at its default.
-    // Outside a
-    // Transaction each call commits at once, so a crash after it loses the jobs.
+    // Outside a Transaction each call commits at once, so a crash after it loses the jobs.
     std::vector<Job> take(const std::string& queue, const TakeOptions& options = {});
 
     // Operators.
