@@ -700,3 +700,19 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
 REVOKE ALL ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz)
 TO hopper_worker;
+
+-- The failed attempt of a job whose take was rolled back (README "Taking jobs in your
+-- transaction"): counted, with its error, and the job retried with backoff or buried, as
+-- queue_fail does for a leased job. Returns the new state, or NULL when the job is no longer
+-- available (another taker finished it meanwhile).
+CREATE FUNCTION hopper.queue_fail_taken(
+    id bigint,
+    error text,
+    retry_in interval DEFAULT NULL,
+    permanent boolean DEFAULT false,
+    worker text DEFAULT NULL)
+RETURNS text AS 'MODULE_PATHNAME', 'hopper_queue_fail_taken' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION hopper.queue_fail_taken(bigint, text, interval, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.queue_fail_taken(bigint, text, interval, boolean, text)
+TO hopper_worker;

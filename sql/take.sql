@@ -69,6 +69,42 @@ SELECT count(*) AS taken FROM hopper.queue_take('take');
 SELECT hopper.queue_push('take', '{"n": 10}', dedup_key => 'k') <> :keyed AS new_job;
 SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10);
 
+-- A failed take: roll back (here to a savepoint made before the take), then record the failure.
+-- The attempt counts and the retry waits for the queue's backoff; attempts used up: dead.
+SELECT hopper.queue_create('take-fail', max_attempts => 2) AS created;
+SELECT hopper.queue_push('take-fail', '{"n": 1}') AS failing \gset
+BEGIN;
+SAVEPOINT take;
+SELECT payload->>'n' AS n, attempt FROM hopper.queue_take('take-fail');
+ROLLBACK TO SAVEPOINT take;
+SELECT hopper.queue_fail_taken(:failing, 'smtp timeout', worker => 'taker-2') AS first_failure;
+COMMIT;
+SELECT state, attempt, worker, last_error, run_at > now() AS waits,
+       errors->0->>'error' AS error, errors->0->>'attempt' AS error_attempt,
+       errors->0->>'worker' AS error_worker
+FROM hopper.jobs WHERE id = :failing;
+SELECT count(*) AS while_backing_off FROM hopper.queue_take('take-fail');
+-- retry_in overrides the backoff; the last attempt's failure buries the job.
+SELECT hopper.queue_fail_taken(:failing, 'smtp timeout again', retry_in => '0') AS second_failure;
+SELECT state, attempt, last_error, jsonb_array_length(errors) AS errors
+FROM hopper.job_history WHERE id = :failing;
+-- permanent buries at once. A job no longer available (finished) gives NULL.
+SELECT hopper.queue_push('take-fail', '{"n": 2}') AS bad_input \gset
+SELECT hopper.queue_fail_taken(:bad_input, 'unparseable', permanent => true) AS permanent;
+SELECT state, attempt FROM hopper.job_history WHERE id = :bad_input;
+SELECT hopper.queue_fail_taken(:bad_input, 'late') IS NULL AS finished_gives_null;
+-- A running job belongs to its lease: queue_fail_taken leaves it alone.
+SELECT hopper.queue_push('take-fail', '{"n": 3}') AS leased \gset
+SELECT count(*) AS pulled FROM hopper.queue_pull('take-fail');
+SELECT hopper.queue_fail_taken(:leased, 'not mine') IS NULL AS leased_gives_null;
+SELECT state, attempt, last_error FROM hopper.jobs WHERE id = :leased;
+-- With retention 0 a buried job is deleted, as any finished job of that queue.
+SELECT hopper.queue_create('take-fail-forget', retention => '0') AS created;
+SELECT hopper.queue_push('take-fail-forget', '{"n": 1}') AS unkept \gset
+SELECT hopper.queue_fail_taken(:unkept, 'gone', permanent => true) AS unkept_state;
+SELECT (SELECT count(*) FROM hopper.jobs WHERE id = :unkept) AS live,
+       (SELECT count(*) FROM hopper.job_history WHERE id = :unkept) AS kept;
+
 -- A queue that keeps no history deletes taken jobs outright.
 SELECT hopper.queue_create('take-forget', retention => '0') AS created;
 SELECT hopper.queue_push('take-forget', '{"n": 1}') AS forgotten \gset
@@ -91,6 +127,11 @@ SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 0)$$) AS zero_n;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 100000)$$) AS above_cap;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 1, worker => '')$$) AS empty_worker;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take', 1, at => 'infinity')$$) AS inf_at;
+SELECT pg_temp.try($$SELECT hopper.queue_fail_taken(NULL, 'e')$$) AS fail_null_id;
+SELECT pg_temp.try($$SELECT hopper.queue_fail_taken(987654321, 'e')$$) AS fail_unknown_id;
+SELECT pg_temp.try($$SELECT hopper.queue_fail_taken(1, 'e', retry_in => '-1 second')$$)
+    AS fail_negative_retry;
+SELECT pg_temp.try($$SELECT hopper.queue_fail_taken(1, 'e', worker => '')$$) AS fail_empty_worker;
 SELECT count(*) AS unknown_queue FROM hopper.queue_take('no-such-queue');
 SELECT count(*) AS created_by_mistake FROM hopper.queues WHERE name = 'no-such-queue';
 
@@ -103,6 +144,7 @@ GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO regress_hopper_taker, regress_hop
 SELECT hopper.queue_push('take', '{"n": 11}') AS for_worker \gset
 SET ROLE regress_hopper_take_app;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take')$$) AS producer_takes;
+SELECT pg_temp.try($$SELECT hopper.queue_fail_taken(1, 'e')$$) AS producer_fails;
 SET ROLE regress_hopper_taker;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take')$$) AS worker_takes;
 RESET ROLE;

@@ -1,0 +1,81 @@
+// Workers: queue_fail_taken records the failed attempt of a job whose take was rolled back.
+//
+// A take that rolls back leaves its jobs exactly as they were, attempt count included, so a job
+// whose work keeps failing would be taken again at once, forever. After rolling back (the whole
+// transaction, or to a savepoint made before the take), the worker calls this to count the attempt
+// and keep the error: the job is retried after the queue's backoff, or buried once its attempts are
+// used up, just as queue_fail does for a leased job.
+#include "hopper/args.hpp"
+#include "hopper/claim_hint.hpp"
+#include "hopper/jobs.hpp"
+#include "hopper/notify.hpp"
+#include "hopper/sql.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+}
+
+using namespace hopper;
+
+// queue_fail_taken(id, error, retry_in, permanent, worker) -> text
+HOPPER_FUNCTION(hopper_queue_fail_taken) {
+    int64_t id = args::job_id(fcinfo, 0);
+    bool error_null = args::is_null(fcinfo, 1);
+    constexpr int64_t kMaxRetryIn = int64_t(366) * 86400 * 1000000;
+    args::interval_us(fcinfo, 2, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
+    bool permanent = !args::is_null(fcinfo, 3) && PG_GETARG_BOOL(3);
+    auto worker = args::optional_text(fcinfo, 4, "worker", args::kMaxWorker);
+
+    spi::Arg error = spi::arg_datum(error_null ? (Datum)0 : PG_GETARG_DATUM(1), error_null);
+    spi::Arg retry_in = spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2));
+    spi::Arg worker_arg = spi::arg_text(worker);
+
+    // The job must be available: a taker that still holds it makes this wait for its end, and if
+    // that taker commits, the job is finished and not ours to fail. `f` is the job as the failed
+    // attempt leaves it: attempt counted, this worker recorded.
+    static spi::Statement retry(
+        "WITH f AS (SELECT j.id, j.queue, j.attempt + 1 AS attempt, j.max_attempts, j.errors, "
+        "    $5::text AS worker FROM hopper.jobs j WHERE j.id = $1 AND j.state = 'available' "
+        "    FOR UPDATE OF j) "
+        "UPDATE hopper.jobs j SET attempt = f.attempt, worker = f.worker, "
+        "  run_at = pg_catalog.now() + COALESCE($3, " HOPPER_BACKOFF("f", "q") "), "
+        "  last_error = $2, errors = " HOPPER_ERRORS_APPEND("f", "$2", "pg_catalog.now()") " "
+        "FROM f, hopper.queues q "
+        "WHERE j.id = f.id AND q.name = f.queue AND NOT $4 AND f.attempt < f.max_attempts "
+        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at",
+        {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID}, spi::Planning::kWalkIndexes);
+    // Dead: to history with the error, as the attempt that failed (started when it was taken).
+    static spi::Statement bury(
+        "WITH g AS (DELETE FROM hopper.jobs WHERE id = $1 AND state = 'available' "
+        "  RETURNING id, queue, priority, run_at, attempt + 1 AS attempt, max_attempts, created_at, "
+        "    pg_catalog.now() AS started_at, kind, $3::text AS worker, dedup_key, concurrency_key, "
+        "    progress, errors, progress_detail, payload), "
+        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "g.progress, $2, " HOPPER_ERRORS_APPEND("g", "$2", "pg_catalog.now()")
+        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM g WHERE "
+        HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
+        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM g",
+        {INT8OID, TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
+
+    spi::Connection conn;
+    const char* state = nullptr;
+    spi::Result r =
+        conn.exec(retry, {spi::arg(id), error, retry_in, spi::arg_bool(permanent), worker_arg});
+    if (!r.empty()) {
+        state = r.get_bool(0, 1) ? "scheduled" : "available";
+        claim_hint::made_available(
+            r.get_text(0, 2), {r.get_int16(0, 3), r.get_timestamptz(0, 4), id}, r.get_bool(0, 1));
+    } else {
+        spi::Result d = conn.exec(bury, {spi::arg(id), error, worker_arg});
+        if (!d.empty()) {
+            state = "dead";
+            notify::job_done(id, d.get_text(0, 1), "dead", d.get_bool(0, 2));
+        } else {
+            jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise not available
+        }
+    }
+    conn.finish();
+    if (state == nullptr) PG_RETURN_NULL();
+    PG_RETURN_TEXT_P(pg_guard([&] { return cstring_to_text(state); }));
+}
