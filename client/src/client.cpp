@@ -221,6 +221,18 @@ std::optional<JobState> Client::fail(int64_t id, int64_t token, const std::strin
     return parse_job_state(r.text(0, 0));
 }
 
+std::optional<JobState> Client::fail_taken(int64_t id, const std::string& error,
+                                           const FailOptions& o,
+                                           const std::optional<std::string>& worker) {
+    auto r = call(
+        "hopper_fail_taken",
+        "SELECT hopper.queue_fail_taken($1::int8, $2, " HOPPER_INTERVAL_PARAM(
+            "$3") ", $4::bool, $5)",
+        {id_param(id), error, rows::micros(o.retry_in), detail::to_param(o.permanent), worker});
+    if (r.is_null(0, 0)) return std::nullopt;
+    return parse_job_state(r.text(0, 0));
+}
+
 bool Client::heartbeat(int64_t id, int64_t token, std::optional<Duration> extend) {
     return call(
                "hopper_heartbeat",

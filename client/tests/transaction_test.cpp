@@ -216,6 +216,40 @@ TEST_F(TransactionTest, TakeRolledBackLeavesTheJobUntouched) {
     EXPECT_EQ(again[0].id, id);
 }
 
+// The work fails: the transaction rolls back (the job is available again, attempt not yet
+// counted) and the failure is recorded, so the job waits out its backoff, then dies.
+TEST_F(TransactionTest, FailedTakeCountsTheAttempt) {
+    std::string q = unique_queue("take");
+    QueueOptions qo;
+    qo.max_attempts = 2;
+    c.queue_create(q, qo);
+    int64_t id = c.push(q, "{}");
+    auto attempt = [&]() -> std::optional<JobState> {
+        std::vector<Job> jobs;
+        try {
+            Transaction tx(c);
+            jobs = c.take(q);
+            if (jobs.empty()) return std::nullopt;
+            c.exec("INSERT INTO videos (path) VALUES ($1)", "take-fail.mp4");
+            throw std::runtime_error("transcoder crashed");
+        } catch (const std::runtime_error& e) {
+            FailOptions fo;
+            fo.retry_in = std::chrono::seconds(0);
+            return c.fail_taken(jobs.at(0).id, e.what(), fo, std::string("take-test"));
+        }
+    };
+    EXPECT_EQ(attempt(), JobState::Available);
+    JobInfo info = c.job_status(id);
+    EXPECT_EQ(info.attempt, 1);
+    EXPECT_EQ(info.last_error, std::optional<std::string>("transcoder crashed"));
+    EXPECT_EQ(attempt(), JobState::Dead);
+    EXPECT_EQ(c.job_status(id).state, JobState::Dead);
+    EXPECT_EQ(c.job_status(id).attempt, 2);
+    EXPECT_EQ(videos_with("take-fail.mp4"), 0);
+    // Finished: nothing to fail any more.
+    EXPECT_EQ(c.fail_taken(id, "late"), std::nullopt);
+}
+
 TEST_F(TransactionTest, TakeFromALimitedQueueIsRefused) {
     std::string q = unique_queue("take");
     c.push(q, "{}");
