@@ -5,5 +5,6 @@
 #include "hopper/connection.hpp"
 #include "hopper/error.hpp"
 #include "hopper/json.hpp"
+#include "hopper/take_worker.hpp"
 #include "hopper/types.hpp"
 #include "hopper/worker.hpp"

@@ -1,0 +1,82 @@
+// A worker whose handlers run inside the transaction that takes their jobs (queue_take): the
+// handler's SQL and the job's completion commit together, with no lease, heartbeat or completion
+// call. For short jobs whose work is SQL in the same database:
+//
+//   hopper::TakeWorkerOptions opt;
+//   opt.queue = "invoices";
+//   opt.concurrency = 4;
+//   hopper::TakeWorker worker(opt);
+//   worker.on("send", [](const hopper::Job& job, hopper::Client& db) {
+//       db.exec("UPDATE invoices SET sent = now() WHERE id = ($1::jsonb->>'invoice')::int",
+//               job.payload);
+//   });
+//   worker.run();  // until SIGINT/SIGTERM or worker.stop()
+//
+// A handler that returns has its job completed by the commit. One that throws rolls the
+// transaction back (its SQL undone) and the failure is recorded with queue_fail_taken: retried
+// after the queue's backoff, or dead after max_attempts; RetryIn and PermanentFailure say how, as
+// for hopper::Worker. A process that dies mid-job loses nothing and counts no attempt: the
+// transaction rolls back and the job is taken again. Work that runs long, leaves the database or
+// may kill its process belongs in hopper::Worker, whose jobs are leased.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "hopper/client.hpp"
+#include "hopper/types.hpp"
+#include "hopper/worker.hpp"
+
+namespace hopper {
+
+struct TakeWorkerOptions {
+    std::string conninfo;  // empty: PG* environment
+    std::string queue = "default";
+    int concurrency = 1;  // transactions at once, each on its own thread and connection
+    // Jobs taken per transaction. Above 1, the jobs of one take commit together; when one
+    // handler throws, the whole take rolls back, that job's failure is recorded and the others
+    // are taken again.
+    int batch = 1;
+    std::string name;                                  // recorded as the job's worker; host:pid
+    Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
+    double poll_jitter = 0.25;
+    Duration min_backoff = std::chrono::milliseconds(100);  // after database errors, doubling
+    Duration max_backoff = std::chrono::seconds(10);
+    bool handle_signals = true;  // SIGINT/SIGTERM start a graceful shutdown during run()
+    // Where the worker reports failures and database errors; default: stderr. Called from
+    // several threads.
+    std::function<void(const std::string&)> log;
+};
+
+// The job (lease_token 0: there is no lease) and the connection whose transaction holds it.
+using TakeHandler = std::function<void(const Job&, Client&)>;
+
+class TakeWorker {
+  public:
+    explicit TakeWorker(TakeWorkerOptions options);
+    ~TakeWorker();
+    TakeWorker(const TakeWorker&) = delete;
+    TakeWorker& operator=(const TakeWorker&) = delete;
+
+    // Registers the handler for one job kind; only these kinds are taken. Register before run().
+    TakeWorker& on(const std::string& kind, TakeHandler handler);
+    // Takes jobs of every kind; those without a handler of their own (and jobs without a kind)
+    // run here.
+    TakeWorker& on_any(TakeHandler handler);
+
+    // Runs until stop() or a signal; then lets each thread finish the transaction it is in and
+    // returns. Throws std::logic_error when no handler is registered.
+    void run();
+    // Starts the graceful shutdown; safe from any thread.
+    void stop();
+
+    // completed and failed count jobs; pulls counts takes that returned at least one job.
+    WorkerStats stats() const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hopper

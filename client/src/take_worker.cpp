@@ -1,0 +1,259 @@
+// TakeWorker: N threads, each taking jobs in a transaction of its own connection and running
+// their handlers inside it; the calling thread LISTENs and wakes idle threads when jobs arrive.
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backoff.hpp"
+#include "hopper/take_worker.hpp"
+#include "signals.hpp"
+#include "wakeup.hpp"
+
+namespace hopper {
+
+using internal::Backoff;
+
+struct TakeWorker::Impl {
+    TakeWorkerOptions opt;
+    std::map<std::string, TakeHandler> handlers;
+    TakeHandler fallback;
+    TakeOptions take;  // what every take asks for
+
+    std::atomic<bool> stop_requested{false};
+    std::atomic<bool> running{false};
+    internal::Wakeup wake;
+
+    std::mutex m;
+    std::condition_variable arrived;  // jobs may have arrived, or the worker is stopping
+    uint64_t generation = 0;          // bumped by each wake-up; guarded by m
+
+    std::atomic<uint64_t> completed{0}, failed{0}, takes{0};
+
+    explicit Impl(TakeWorkerOptions o) : opt(std::move(o)) {
+        if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
+        if (opt.batch < 1) throw std::invalid_argument("batch must be at least 1");
+        if (opt.name.empty()) {
+            char host[256] = "";
+            ::gethostname(host, sizeof host - 1);
+            opt.name = fmt::format("{}:{}", host, ::getpid());
+        }
+        if (!opt.log)
+            opt.log = [](const std::string& msg) {
+                std::cerr << "hopper take worker: " << msg << std::endl;
+            };
+    }
+
+    bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
+
+    void log_line(const std::string& msg) const { opt.log(msg); }
+
+    void wake_all() {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            ++generation;
+        }
+        arrived.notify_all();
+    }
+
+    // Sleeps until a wake-up newer than `seen`, stop(), or `timeout`.
+    void idle(uint64_t seen, Duration timeout) {
+        std::unique_lock<std::mutex> lock(m);
+        arrived.wait_for(lock, timeout, [&] { return stopping() || generation != seen; });
+    }
+
+    uint64_t current_generation() {
+        std::lock_guard<std::mutex> lock(m);
+        return generation;
+    }
+
+    const TakeHandler& handler_for(const Job& job) const {
+        if (job.kind) {
+            auto it = handlers.find(*job.kind);
+            if (it != handlers.end()) return it->second;
+        }
+        return fallback;  // set: without it, only the handlers' kinds are taken
+    }
+
+    void listen_loop();
+    void take_loop();
+    size_t take_once(Client& client);
+    void record_failure(Client& client, const Job& job, const std::string& error,
+                        const FailOptions& fo);
+};
+
+TakeWorker::TakeWorker(TakeWorkerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+TakeWorker::~TakeWorker() = default;
+
+TakeWorker& TakeWorker::on(const std::string& kind, TakeHandler handler) {
+    impl_->handlers[kind] = std::move(handler);
+    return *this;
+}
+
+TakeWorker& TakeWorker::on_any(TakeHandler handler) {
+    impl_->fallback = std::move(handler);
+    return *this;
+}
+
+void TakeWorker::stop() {
+    impl_->stop_requested.store(true);
+    impl_->wake.notify();
+    impl_->wake_all();
+}
+
+WorkerStats TakeWorker::stats() const {
+    return {impl_->completed.load(), impl_->failed.load(), 0, 0, impl_->takes.load()};
+}
+
+void TakeWorker::run() {
+    Impl& w = *impl_;
+    if (w.handlers.empty() && !w.fallback)
+        throw std::logic_error("TakeWorker::run: no handler registered");
+    if (w.running.exchange(true)) throw std::logic_error("TakeWorker::run is already running");
+    w.take = TakeOptions{};
+    w.take.n = w.opt.batch;
+    w.take.worker = w.opt.name;
+    if (!w.fallback)
+        for (const auto& [kind, _] : w.handlers) w.take.kinds.push_back(kind);
+    std::optional<internal::SignalWatch> signals;
+    if (w.opt.handle_signals) signals.emplace(w.wake);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < w.opt.concurrency; ++i) threads.emplace_back([&w] { w.take_loop(); });
+    w.listen_loop();
+    w.wake_all();  // the takers see stopping() and end after their current transaction
+    for (auto& t : threads) t.join();
+    w.running.store(false);
+}
+
+// Turns NOTIFYs on "hopper:<queue>" (and poll ticks) into wake-ups of idle takers.
+void TakeWorker::Impl::listen_loop() {
+    const std::string channel = "hopper:" + opt.queue;
+    Backoff backoff(opt.min_backoff, opt.max_backoff);
+    std::unique_ptr<Client> conn;
+    while (!stopping()) {
+        try {
+            if (!conn) {
+                conn = std::make_unique<Client>(opt.conninfo);
+                conn->connection().listen(channel);
+                wake_all();  // jobs may have arrived while nobody listened
+            } else if (!conn->connection().ok()) {
+                conn->reconnect();
+                conn->connection().listen(channel);
+                wake_all();
+            }
+            Duration wait = internal::jittered(opt.poll_interval, opt.poll_jitter);
+            bool woke = conn->connection().wait(
+                std::chrono::duration_cast<std::chrono::milliseconds>(wait), wake.fd());
+            wake.drain();
+            bool notified = !conn->connection().notifications().empty();
+            if (notified || !woke) wake_all();
+            backoff.reset();
+        } catch (const std::exception& ex) {
+            Duration d = backoff.next();
+            log_line(fmt::format("listening on {} failed (retrying in {} ms): {}", channel,
+                                 d.count() / 1000, ex.what()));
+            wake_all();  // the takers poll meanwhile
+            idle(current_generation(), d);
+        }
+    }
+}
+
+void TakeWorker::Impl::take_loop() {
+    Backoff backoff(opt.min_backoff, opt.max_backoff);
+    std::unique_ptr<Client> client;
+    while (!stopping()) {
+        uint64_t seen = current_generation();
+        try {
+            if (!client)
+                client = std::make_unique<Client>(opt.conninfo);
+            else if (!client->connection().ok())
+                client->reconnect();
+            size_t got = take_once(*client);
+            backoff.reset();
+            if (got > 0) continue;  // probably more where these came from
+            idle(seen, internal::jittered(opt.poll_interval, opt.poll_jitter));
+        } catch (const std::exception& ex) {
+            // A lost connection or a refused take (a queue with limits): nothing was taken, or
+            // the transaction rolled back and its jobs are available again.
+            Duration d = backoff.next();
+            log_line(fmt::format("taking from queue {} failed (retrying in {} ms): {}", opt.queue,
+                                 d.count() / 1000, ex.what()));
+            idle(seen, d);
+        }
+    }
+}
+
+// One transaction: take, run the handlers, commit. Returns how many jobs it took.
+size_t TakeWorker::Impl::take_once(Client& client) {
+    std::vector<Job> jobs;
+    const Job* failing = nullptr;
+    std::string error;
+    FailOptions fo;
+    {
+        Transaction tx(client);
+        jobs = client.take(opt.queue, take);
+        if (jobs.empty()) {
+            tx.commit();
+            return 0;
+        }
+        ++takes;
+        for (const Job& job : jobs) {
+            try {
+                handler_for(job)(job, client);
+                continue;
+            } catch (const RetryIn& e) {
+                error = e.what();
+                fo.retry_in = e.delay();
+            } catch (const PermanentFailure& e) {
+                error = e.what();
+                fo.permanent = true;
+            } catch (const ConnectionError&) {
+                throw;  // nothing can be recorded; the server rolled the take back
+            } catch (const std::exception& e) {
+                error = e.what();
+                if (error.empty()) error = "handler failed";
+            } catch (...) {
+                error = "handler threw a non-standard exception";
+            }
+            failing = &job;
+            break;
+        }
+        if (!failing) {
+            try {
+                tx.commit();
+            } catch (const ConnectionError&) {
+                throw;
+            } catch (const std::exception& e) {
+                // The handlers' SQL could not commit (a deferred constraint, a serialization
+                // failure): every job of the take failed with it.
+                for (const Job& job : jobs)
+                    record_failure(client, job, std::string("commit failed: ") + e.what(), {});
+                return jobs.size();
+            }
+            completed += jobs.size();
+            return jobs.size();
+        }
+    }  // rolled back: the jobs are available again and the handlers' SQL is undone
+    record_failure(client, *failing, error, fo);
+    return jobs.size();
+}
+
+void TakeWorker::Impl::record_failure(Client& client, const Job& job, const std::string& error,
+                                      const FailOptions& fo) {
+    std::optional<JobState> now = client.fail_taken(job.id, error, fo, opt.name);
+    if (!now) return;  // another taker finished it meanwhile
+    ++failed;
+    log_line(fmt::format("job {} ({}) failed, now {}: {}", job.id, job.kind.value_or("no kind"),
+                         to_string(*now), error));
+}
+
+}  // namespace hopper

@@ -1,0 +1,153 @@
+// TakeWorker against a real server: handlers run in the transaction that takes their jobs, so
+// their SQL and the completion commit together, and a failure undoes the SQL and counts the
+// attempt.
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "hopper/take_worker.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using hopper::test::conninfo;
+using hopper::test::eventually;
+using hopper::test::unique_queue;
+
+namespace hopper {
+namespace {
+
+TakeWorkerOptions options(const std::string& queue, int concurrency = 2, int batch = 1) {
+    TakeWorkerOptions o;
+    o.conninfo = conninfo();
+    o.queue = queue;
+    o.concurrency = concurrency;
+    o.batch = batch;
+    o.name = "take-worker-test";
+    o.handle_signals = false;
+    o.poll_interval = 500ms;
+    o.log = [](const std::string&) {};
+    return o;
+}
+
+class Running {
+  public:
+    explicit Running(TakeWorker& w) : w_(w), t_([this] { w_.run(); }) {}
+    ~Running() { stop(); }
+    void stop() {
+        if (!t_.joinable()) return;
+        w_.stop();
+        t_.join();
+    }
+
+  private:
+    TakeWorker& w_;
+    std::thread t_;
+};
+
+class TakeWorkerTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        c.exec("CREATE TABLE IF NOT EXISTS take_marks (job_id bigint PRIMARY KEY, queue text)");
+    }
+    int64_t marks(const std::string& queue) {
+        return std::stoll(
+            std::string(c.exec("SELECT count(*) FROM take_marks WHERE queue = $1", queue).text(0, 0)));
+    }
+    // A handler that writes its job's row and then does what `then` says.
+    TakeHandler marking(std::function<void(const Job&)> then = {}) {
+        return [then](const Job& job, Client& db) {
+            db.exec("INSERT INTO take_marks (job_id, queue) VALUES ($1, $2)", job.id, job.queue);
+            if (then) then(job);
+        };
+    }
+    Client c{conninfo()};
+};
+
+TEST_F(TakeWorkerTest, CompletesJobsTogetherWithTheHandlersSql) {
+    std::string q = unique_queue("take");
+    std::vector<std::string> payloads(12, "{}");
+    std::vector<int64_t> ids = c.push_batch(q, payloads);
+    TakeWorker w(options(q, 3, 2));
+    w.on_any(marking());
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 12; }, 60s));
+    r.stop();
+    EXPECT_EQ(marks(q), 12);
+    EXPECT_EQ(w.stats().completed, 12u);
+    EXPECT_EQ(w.stats().failed, 0u);
+    JobInfo info = c.job_status(ids[5]);
+    EXPECT_EQ(info.state, JobState::Completed);
+    EXPECT_EQ(info.attempt, 1);
+    EXPECT_EQ(info.worker, std::optional<std::string>("take-worker-test"));
+}
+
+TEST_F(TakeWorkerTest, AFailingHandlerIsUndoneAndCountsTheAttempt) {
+    std::string q = unique_queue("take");
+    QueueOptions qo;
+    qo.max_attempts = 2;
+    c.queue_create(q, qo);
+    PushOptions retry, hopeless;
+    retry.kind = "retry";
+    hopeless.kind = "hopeless";
+    int64_t retried = c.push(q, "{}", retry);
+    int64_t buried = c.push(q, "{}", hopeless);
+    std::atomic<int> runs{0};
+    TakeWorker w(options(q));
+    w.on("retry", marking([&](const Job&) {
+        ++runs;
+        throw RetryIn(0ms, "upstream busy");
+    }));
+    w.on("hopeless", marking([](const Job&) { throw PermanentFailure("malformed invoice"); }));
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).dead == 2; }, 60s));
+    r.stop();
+    EXPECT_EQ(runs.load(), 2);  // attempts 1 and 2 of max_attempts 2
+    EXPECT_EQ(marks(q), 0);     // every handler's insert was rolled back
+    JobInfo a = c.job_status(retried);
+    EXPECT_EQ(a.attempt, 2);
+    EXPECT_EQ(a.last_error, std::optional<std::string>("upstream busy"));
+    JobInfo b = c.job_status(buried);
+    EXPECT_EQ(b.attempt, 1);
+    EXPECT_EQ(b.last_error, std::optional<std::string>("malformed invoice"));
+    EXPECT_EQ(w.stats().failed, 3u);
+    EXPECT_EQ(w.stats().completed, 0u);
+}
+
+TEST_F(TakeWorkerTest, TakesOnlyTheKindsItHandles) {
+    std::string q = unique_queue("take");
+    PushOptions mine, other;
+    mine.kind = "mine";
+    other.kind = "other";
+    int64_t a = c.push(q, "{}", mine);
+    int64_t b = c.push(q, "{}", other);
+    TakeWorker w(options(q));
+    w.on("mine", marking());
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.job_status(a).state == JobState::Completed; }, 60s));
+    r.stop();
+    JobInfo left = c.job_status(b);
+    EXPECT_EQ(left.state, JobState::Available);
+    EXPECT_EQ(left.attempt, 0);
+}
+
+TEST_F(TakeWorkerTest, WakesOnNotifyWithoutPolling) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorkerOptions o = options(q);
+    o.poll_interval = 120s;  // only a NOTIFY can wake it within the test
+    TakeWorker w(o);
+    w.on_any(marking());
+    Running r(w);
+    std::this_thread::sleep_for(500ms);  // the takers found nothing and sleep
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 30s));
+}
+
+TEST(TakeWorker, RefusesToRunWithoutHandlers) {
+    TakeWorker w(options(unique_queue("take")));
+    EXPECT_THROW(w.run(), std::logic_error);
+}
+
+}  // namespace
+}  // namespace hopper
