@@ -7,7 +7,8 @@
 //
 //   worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [COMPLETIONS]]
 // COMPLETIONS is "batched" (the default: WorkerOptions::batch_completions) or "each" (every job
-// completed on its handler's connection, one commit per job).
+// completed on its handler's connection, one commit per job), or "take": hopper::TakeWorker
+// instead, each thread taking TAKE_BATCH jobs (environment, default 1) per transaction.
 // prints one line:
 //   completed=N seconds=S rate=R pulls=P failed=F lost=L
 // where rate = completed / seconds, and seconds runs from the start of Worker::run() (connections
@@ -28,43 +29,16 @@ using Clock = std::chrono::steady_clock;
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [batched|each]]\n");
+                 "usage: worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [batched|each|take]]\n");
     return 2;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-    if (argc < 5 || argc > 7) return usage();
-    const int threads = std::atoi(argv[3]);
-    const double seconds = std::atof(argv[4]);
-    const long long jobs = argc >= 6 ? std::atoll(argv[5]) : 0;
-    const std::string completions = argc == 7 ? argv[6] : "batched";
-    if (threads < 1 || seconds <= 0 || jobs < 0) return usage();
-    if (completions != "batched" && completions != "each") return usage();
-
-    hopper::WorkerOptions options;
-    options.conninfo = argv[1];
-    options.queue = argv[2];
-    options.concurrency = threads;
-    options.name = "bench-runtime";
-    options.handle_signals = false;
-    options.batch_completions = completions == "batched";
-    options.prefetch = options.max_batch;
-    if (const char* prefetch = std::getenv("PREFETCH")) {
-        char* end = nullptr;
-        long v = std::strtol(prefetch, &end, 10);
-        if (*prefetch == '\0' || *end != '\0' || v < 0 || v > 1000000) {
-            std::fprintf(stderr, "PREFETCH must be a whole number of jobs >= 0, got \"%s\"\n",
-                         prefetch);
-            return 2;
-        }
-        options.prefetch = static_cast<int>(v);
-    }
+// Runs `worker` until `seconds` pass or `jobs` jobs are completed (jobs > 0), then prints the
+// summary line.
+template <typename W>
+int measure(W& worker, double seconds, long long jobs) {
     std::atomic<bool> failed{false};
-    hopper::Worker worker(options);
-    worker.on_any([](hopper::JobContext&) {});
-
     const auto start = Clock::now();
     std::thread runner([&] {
         try {
@@ -95,4 +69,58 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(s.pulls), static_cast<unsigned long long>(s.failed),
                 static_cast<unsigned long long>(s.lost));
     return 0;
+}
+
+int run_take(const char* conninfo, const char* queue, int threads, double seconds,
+             long long jobs) {
+    hopper::TakeWorkerOptions options;
+    options.conninfo = conninfo;
+    options.queue = queue;
+    options.concurrency = threads;
+    options.name = "bench-runtime";
+    options.handle_signals = false;
+    if (const char* batch = std::getenv("TAKE_BATCH")) options.batch = std::atoi(batch);
+    if (options.batch < 1) {
+        std::fprintf(stderr, "TAKE_BATCH must be a whole number of jobs >= 1\n");
+        return 2;
+    }
+    hopper::TakeWorker worker(options);
+    worker.on_any([](const hopper::Job&, hopper::Client&) {});
+    return measure(worker, seconds, jobs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 5 || argc > 7) return usage();
+    const int threads = std::atoi(argv[3]);
+    const double seconds = std::atof(argv[4]);
+    const long long jobs = argc >= 6 ? std::atoll(argv[5]) : 0;
+    const std::string completions = argc == 7 ? argv[6] : "batched";
+    if (threads < 1 || seconds <= 0 || jobs < 0) return usage();
+    if (completions != "batched" && completions != "each" && completions != "take")
+        return usage();
+    if (completions == "take") return run_take(argv[1], argv[2], threads, seconds, jobs);
+
+    hopper::WorkerOptions options;
+    options.conninfo = argv[1];
+    options.queue = argv[2];
+    options.concurrency = threads;
+    options.name = "bench-runtime";
+    options.handle_signals = false;
+    options.batch_completions = completions == "batched";
+    options.prefetch = options.max_batch;
+    if (const char* prefetch = std::getenv("PREFETCH")) {
+        char* end = nullptr;
+        long v = std::strtol(prefetch, &end, 10);
+        if (*prefetch == '\0' || *end != '\0' || v < 0 || v > 1000000) {
+            std::fprintf(stderr, "PREFETCH must be a whole number of jobs >= 0, got \"%s\"\n",
+                         prefetch);
+            return 2;
+        }
+        options.prefetch = static_cast<int>(v);
+    }
+    hopper::Worker worker(options);
+    worker.on_any([](hopper::JobContext&) {});
+    return measure(worker, seconds, jobs);
 }
