@@ -28,11 +28,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int usage() {
-    std::fprintf(stderr,
-                 "usage: worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [batched|each|take]]\n");
+    std::fprintf(
+        stderr,
+        "usage: worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [batched|each|take]]\n");
     return 2;
 }
-
 
 // Runs `worker` until `seconds` pass or `jobs` jobs are completed (jobs > 0), then prints the
 // summary line.
@@ -71,8 +71,7 @@ int measure(W& worker, double seconds, long long jobs) {
     return 0;
 }
 
-int run_take(const char* conninfo, const char* queue, int threads, double seconds,
-             long long jobs) {
+int run_take(const char* conninfo, const char* queue, int threads, double seconds, long long jobs) {
     hopper::TakeWorkerOptions options;
     options.conninfo = conninfo;
     options.queue = queue;
@@ -98,8 +97,7 @@ int main(int argc, char** argv) {
     const long long jobs = argc >= 6 ? std::atoll(argv[5]) : 0;
     const std::string completions = argc == 7 ? argv[6] : "batched";
     if (threads < 1 || seconds <= 0 || jobs < 0) return usage();
-    if (completions != "batched" && completions != "each" && completions != "take")
-        return usage();
+    if (completions != "batched" && completions != "each" && completions != "take") return usage();
     if (completions == "take") return run_take(argv[1], argv[2], threads, seconds, jobs);
 
     hopper::WorkerOptions options;

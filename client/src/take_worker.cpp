@@ -1,7 +1,5 @@
 // TakeWorker: N threads, each taking jobs in a transaction of its own connection and running
 // their handlers inside it; the calling thread LISTENs and wakes idle threads when jobs arrive.
-#include <unistd.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <iostream>
@@ -17,6 +15,7 @@
 #include "hopper/take_worker.hpp"
 #include "signals.hpp"
 #include "wakeup.hpp"
+#include "worker_name.hpp"
 
 namespace hopper {
 
@@ -41,11 +40,7 @@ struct TakeWorker::Impl {
     explicit Impl(TakeWorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
         if (opt.batch < 1) throw std::invalid_argument("batch must be at least 1");
-        if (opt.name.empty()) {
-            char host[256] = "";
-            ::gethostname(host, sizeof host - 1);
-            opt.name = fmt::format("{}:{}", host, ::getpid());
-        }
+        if (opt.name.empty()) opt.name = internal::default_worker_name();
         if (!opt.log)
             opt.log = [](const std::string& msg) {
                 std::cerr << "hopper take worker: " << msg << std::endl;

@@ -1,6 +1,5 @@
 // Worker: a fetch loop on the calling thread (LISTEN + batched, session-bound pulls), N handler
 // threads with a connection each, and the heartbeat thread.
-#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -19,6 +18,7 @@
 #include "hopper/worker.hpp"
 #include "signals.hpp"
 #include "wakeup.hpp"
+#include "worker_name.hpp"
 
 namespace hopper {
 
@@ -64,11 +64,7 @@ struct Worker::Impl {
         if (!opt.prefetch) opt.prefetch = opt.concurrency;
         if (*opt.prefetch < 0) throw std::invalid_argument("prefetch must not be negative");
         capacity = opt.concurrency + *opt.prefetch;
-        if (opt.name.empty()) {
-            char host[256] = "";
-            ::gethostname(host, sizeof host - 1);
-            opt.name = fmt::format("{}:{}", host, ::getpid());
-        }
+        if (opt.name.empty()) opt.name = internal::default_worker_name();
         if (!opt.log)
             opt.log = [](const std::string& msg) {
                 std::cerr << "hopper worker: " << msg << std::endl;

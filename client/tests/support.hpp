@@ -22,6 +22,23 @@ std::string unique_queue(const std::string& prefix);
 bool eventually(const std::function<bool()>& cond,
                 std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+// Runs a worker (hopper::Worker or hopper::TakeWorker) on a thread for the scope of the object.
+template <typename W>
+class Running {
+  public:
+    explicit Running(W& w) : w_(w), t_([this] { w_.run(); }) {}
+    ~Running() { stop(); }
+    void stop() {
+        if (!t_.joinable()) return;
+        w_.stop();
+        t_.join();
+    }
+
+  private:
+    W& w_;
+    std::thread t_;
+};
+
 // Registers the database environment with GoogleTest; call from main() of each test program.
 void register_database(const std::string& suite);
 

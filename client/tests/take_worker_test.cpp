@@ -30,20 +30,7 @@ TakeWorkerOptions options(const std::string& queue, int concurrency = 2, int bat
     return o;
 }
 
-class Running {
-  public:
-    explicit Running(TakeWorker& w) : w_(w), t_([this] { w_.run(); }) {}
-    ~Running() { stop(); }
-    void stop() {
-        if (!t_.joinable()) return;
-        w_.stop();
-        t_.join();
-    }
-
-  private:
-    TakeWorker& w_;
-    std::thread t_;
-};
+using Running = test::Running<TakeWorker>;
 
 class TakeWorkerTest : public ::testing::Test {
   protected:
@@ -51,8 +38,8 @@ class TakeWorkerTest : public ::testing::Test {
         c.exec("CREATE TABLE IF NOT EXISTS take_marks (job_id bigint PRIMARY KEY, queue text)");
     }
     int64_t marks(const std::string& queue) {
-        return std::stoll(
-            std::string(c.exec("SELECT count(*) FROM take_marks WHERE queue = $1", queue).text(0, 0)));
+        return std::stoll(std::string(
+            c.exec("SELECT count(*) FROM take_marks WHERE queue = $1", queue).text(0, 0)));
     }
     // A handler that writes its job's row and then does what `then` says.
     TakeHandler marking(std::function<void(const Job&)> then = {}) {
@@ -95,9 +82,9 @@ TEST_F(TakeWorkerTest, AFailingHandlerIsUndoneAndCountsTheAttempt) {
     std::atomic<int> runs{0};
     TakeWorker w(options(q));
     w.on("retry", marking([&](const Job&) {
-        ++runs;
-        throw RetryIn(0ms, "upstream busy");
-    }));
+             ++runs;
+             throw RetryIn(0ms, "upstream busy");
+         }));
     w.on("hopeless", marking([](const Job&) { throw PermanentFailure("malformed invoice"); }));
     Running r(w);
     ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).dead == 2; }, 60s));

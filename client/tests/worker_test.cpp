@@ -37,21 +37,7 @@ WorkerOptions options(const std::string& queue, int concurrency = 2) {
     return o;
 }
 
-// Runs a worker on a thread for the scope of the object.
-class Running {
-  public:
-    explicit Running(Worker& w) : w_(w), t_([this] { w_.run(); }) {}
-    ~Running() { stop(); }
-    void stop() {
-        if (!t_.joinable()) return;
-        w_.stop();
-        t_.join();
-    }
-
-  private:
-    Worker& w_;
-    std::thread t_;
-};
+using Running = test::Running<Worker>;
 
 bool state_is(Client& c, int64_t id, JobState s) {
     return c.job_status(id).state == s;
