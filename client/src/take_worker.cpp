@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "backoff.hpp"
+#include "handler_failure.hpp"
 #include "hopper/take_worker.hpp"
 #include "signals.hpp"
 #include "wakeup.hpp"
@@ -205,19 +206,12 @@ size_t TakeWorker::Impl::take_once(Client& client) {
             try {
                 handler_for(job)(job, client);
                 continue;
-            } catch (const RetryIn& e) {
-                error = e.what();
-                fo.retry_in = e.delay();
-            } catch (const PermanentFailure& e) {
-                error = e.what();
-                fo.permanent = true;
             } catch (const ConnectionError&) {
                 throw;  // nothing can be recorded; the server rolled the take back
-            } catch (const std::exception& e) {
-                error = e.what();
-                if (error.empty()) error = "handler failed";
             } catch (...) {
-                error = "handler threw a non-standard exception";
+                internal::HandlerFailure f = internal::handler_failure(std::current_exception());
+                error = std::move(f.error);
+                fo = f.options;
             }
             failing = &job;
             break;

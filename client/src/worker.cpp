@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "backoff.hpp"
+#include "handler_failure.hpp"
 #include "heartbeat.hpp"
 #include "hopper/worker.hpp"
 #include "signals.hpp"
@@ -356,21 +357,11 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
     if (const Handler* h = handler_for(job)) {
         try {
             (*h)(ctx);
-        } catch (const RetryIn& e) {
-            outcome = Outcome::Fail;
-            error = e.what();
-            fo.retry_in = e.delay();
-        } catch (const PermanentFailure& e) {
-            outcome = Outcome::Fail;
-            error = e.what();
-            fo.permanent = true;
-        } catch (const std::exception& e) {
-            outcome = Outcome::Fail;
-            error = e.what();
-            if (error.empty()) error = "handler failed";
         } catch (...) {
             outcome = Outcome::Fail;
-            error = "handler threw a non-standard exception";
+            internal::HandlerFailure f = internal::handler_failure(std::current_exception());
+            error = std::move(f.error);
+            fo = f.options;
         }
     } else {
         outcome = Outcome::Fail;

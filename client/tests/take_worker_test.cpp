@@ -131,6 +131,13 @@ TEST_F(TakeWorkerTest, WakesOnNotifyWithoutPolling) {
     EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 30s));
 }
 
+TEST(TakeWorker, RefusesBadOptions) {
+    TakeWorkerOptions no_threads = options("q", 0);
+    EXPECT_THROW(TakeWorker{no_threads}, std::invalid_argument);
+    TakeWorkerOptions no_batch = options("q", 1, 0);
+    EXPECT_THROW(TakeWorker{no_batch}, std::invalid_argument);
+}
+
 TEST(TakeWorker, RefusesToRunWithoutHandlers) {
     TakeWorker w(options(unique_queue("take")));
     EXPECT_THROW(w.run(), std::logic_error);

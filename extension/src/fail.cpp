@@ -1,8 +1,6 @@
 // Workers: queue_fail records an error and retries the job with backoff, or buries it (dead).
 #include "hopper/args.hpp"
-#include "hopper/claim_hint.hpp"
-#include "hopper/jobs.hpp"
-#include "hopper/notify.hpp"
+#include "hopper/failed_attempt.hpp"
 #include "hopper/sql.hpp"
 
 extern "C" {
@@ -47,22 +45,15 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         {INT8OID, INT8OID, TEXTOID}, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;
-    const char* state = nullptr;
-    spi::Result r = conn.exec(
-        retry, {spi::arg(id), spi::arg(token), error, retry_in, spi::arg_bool(permanent)});
-    if (!r.empty()) {
-        state = r.get_bool(0, 1) ? "scheduled" : "available";
-        claim_hint::made_available(
-            r.get_text(0, 2), {r.get_int16(0, 3), r.get_timestamptz(0, 4), id}, r.get_bool(0, 1));
-    } else {
-        spi::Result d = conn.exec(bury, {spi::arg(id), spi::arg(token), error});
-        if (!d.empty()) {
-            state = "dead";
-            notify::job_done(id, d.get_text(0, 1), "dead", d.get_bool(0, 2));
-        } else {
-            jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
-        }
-    }
+    const char* state = failed_attempt::settle(
+        conn, id,
+        [&] {
+            return conn.exec(
+                retry, {spi::arg(id), spi::arg(token), error, retry_in, spi::arg_bool(permanent)});
+        },
+        [&] {
+            return conn.exec(bury, {spi::arg(id), spi::arg(token), error});
+        });
     conn.finish();
     if (state == nullptr) PG_RETURN_NULL();
     PG_RETURN_TEXT_P(pg_guard([&] { return cstring_to_text(state); }));

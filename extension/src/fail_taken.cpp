@@ -6,9 +6,7 @@
 // and keep the error: the job is retried after the queue's backoff, or buried once its attempts are
 // used up, just as queue_fail does for a leased job.
 #include "hopper/args.hpp"
-#include "hopper/claim_hint.hpp"
-#include "hopper/jobs.hpp"
-#include "hopper/notify.hpp"
+#include "hopper/failed_attempt.hpp"
 #include "hopper/sql.hpp"
 
 extern "C" {
@@ -59,22 +57,15 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         {INT8OID, TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;
-    const char* state = nullptr;
-    spi::Result r =
-        conn.exec(retry, {spi::arg(id), error, retry_in, spi::arg_bool(permanent), worker_arg});
-    if (!r.empty()) {
-        state = r.get_bool(0, 1) ? "scheduled" : "available";
-        claim_hint::made_available(
-            r.get_text(0, 2), {r.get_int16(0, 3), r.get_timestamptz(0, 4), id}, r.get_bool(0, 1));
-    } else {
-        spi::Result d = conn.exec(bury, {spi::arg(id), error, worker_arg});
-        if (!d.empty()) {
-            state = "dead";
-            notify::job_done(id, d.get_text(0, 1), "dead", d.get_bool(0, 2));
-        } else {
-            jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise not available
-        }
-    }
+    const char* state = failed_attempt::settle(
+        conn, id,
+        [&] {
+            return conn.exec(retry,
+                             {spi::arg(id), error, retry_in, spi::arg_bool(permanent), worker_arg});
+        },
+        [&] {
+            return conn.exec(bury, {spi::arg(id), error, worker_arg});
+        });
     conn.finish();
     if (state == nullptr) PG_RETURN_NULL();
     PG_RETURN_TEXT_P(pg_guard([&] { return cstring_to_text(state); }));

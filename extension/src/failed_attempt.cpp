@@ -1,0 +1,28 @@
+// The outcome of a failed attempt (include/hopper/failed_attempt.hpp).
+#include "hopper/failed_attempt.hpp"
+
+#include "hopper/claim_hint.hpp"
+#include "hopper/jobs.hpp"
+#include "hopper/notify.hpp"
+
+namespace hopper::failed_attempt {
+
+const char* settle(spi::Connection& conn, int64_t id, const std::function<spi::Result()>& retry,
+                   const std::function<spi::Result()>& bury) {
+    spi::Result r = retry();
+    if (!r.empty()) {
+        bool delayed = r.get_bool(0, 1);
+        claim_hint::made_available(r.get_text(0, 2),
+                                   {r.get_int16(0, 3), r.get_timestamptz(0, 4), id}, delayed);
+        return delayed ? "scheduled" : "available";
+    }
+    spi::Result d = bury();
+    if (!d.empty()) {
+        notify::job_done(id, d.get_text(0, 1), "dead", d.get_bool(0, 2));
+        return "dead";
+    }
+    jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise not the caller's job
+    return nullptr;
+}
+
+}  // namespace hopper::failed_attempt
