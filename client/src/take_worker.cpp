@@ -1,5 +1,6 @@
 // TakeWorker: N threads, each taking jobs in a transaction of its own connection and running
-// their handlers inside it; the calling thread LISTENs and wakes idle threads when jobs arrive.
+// their handlers inside it; the calling thread LISTENs and wakes idle threads when jobs arrive, and
+// at shutdown ends the transactions that outlive the deadline.
 #include <atomic>
 #include <condition_variable>
 #include <iostream>
@@ -36,11 +37,25 @@ struct TakeWorker::Impl {
     std::condition_variable arrived;  // jobs may have arrived, or the worker is stopping
     uint64_t generation = 0;          // bumped by each wake-up; guarded by m
 
-    std::atomic<uint64_t> completed{0}, failed{0}, takes{0};
+    // The transaction each taker thread has open with jobs in it, so that a shutdown past its
+    // deadline can end it from the server. Guarded by m.
+    struct Slot {
+        int pid = 0;  // its backend; 0 while the thread holds no jobs
+        size_t jobs = 0;
+        bool ended = false;  // the shutdown deadline ended it
+    };
+    class Holding;
+    std::vector<Slot> slots;
+    int holding = 0;                  // slots with a pid; guarded by m
+    std::condition_variable settled;  // a transaction that held jobs has finished
+
+    std::atomic<uint64_t> completed{0}, failed{0}, released{0}, takes{0};
 
     explicit Impl(TakeWorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
         if (opt.batch < 1) throw std::invalid_argument("batch must be at least 1");
+        if (opt.shutdown_timeout.count() < 0)
+            throw std::invalid_argument("shutdown_timeout must not be negative");
         if (opt.name.empty()) opt.name = internal::default_worker_name();
         if (!opt.log)
             opt.log = [](const std::string& msg) {
@@ -80,10 +95,42 @@ struct TakeWorker::Impl {
     }
 
     void listen_loop();
-    void take_loop();
-    size_t take_once(Client& client);
+    void take_loop(size_t slot);
+    size_t take_once(Client& client, size_t slot);
+    bool ended_by_deadline(size_t slot);
+    void end_overdue_transactions();
     void record_failure(Client& client, const Job& job, const std::string& error,
                         const FailOptions& fo);
+};
+
+// Marks a taker's slot while its transaction holds jobs. When the shutdown deadline ended that
+// transaction before the worker could finish it, its jobs count as released.
+class TakeWorker::Impl::Holding {
+  public:
+    Holding(Impl& w, size_t slot, int pid, size_t jobs) : w_(w), slot_(slot) {
+        std::lock_guard<std::mutex> lock(w_.m);
+        w_.slots[slot_] = Slot{pid, jobs, false};
+        ++w_.holding;
+    }
+    Holding(const Holding&) = delete;
+    Holding& operator=(const Holding&) = delete;
+    ~Holding() {
+        {
+            std::lock_guard<std::mutex> lock(w_.m);
+            Slot& s = w_.slots[slot_];
+            if (s.ended && !finished_) w_.released += s.jobs;
+            s.pid = 0;  // `ended` stays set for the thread's error handling
+            --w_.holding;
+        }
+        w_.settled.notify_all();
+    }
+    // The jobs' outcome is settled: committed, or their failures recorded.
+    void finished() { finished_ = true; }
+
+  private:
+    Impl& w_;
+    size_t slot_;
+    bool finished_ = false;
 };
 
 TakeWorker::TakeWorker(TakeWorkerOptions options)
@@ -107,7 +154,8 @@ void TakeWorker::stop() {
 }
 
 WorkerStats TakeWorker::stats() const {
-    return {impl_->completed.load(), impl_->failed.load(), 0, 0, impl_->takes.load()};
+    return {impl_->completed.load(), impl_->failed.load(), 0, impl_->released.load(),
+            impl_->takes.load()};
 }
 
 void TakeWorker::run() {
@@ -122,10 +170,12 @@ void TakeWorker::run() {
         for (const auto& [kind, _] : w.handlers) w.take.kinds.push_back(kind);
     std::optional<internal::SignalWatch> signals;
     if (w.opt.handle_signals) signals.emplace(w.wake);
+    w.slots.assign(static_cast<size_t>(w.opt.concurrency), Impl::Slot{});
     std::vector<std::thread> threads;
-    for (int i = 0; i < w.opt.concurrency; ++i) threads.emplace_back([&w] { w.take_loop(); });
+    for (size_t i = 0; i < w.slots.size(); ++i) threads.emplace_back([&w, i] { w.take_loop(i); });
     w.listen_loop();
     w.wake_all();  // the takers see stopping() and end after their current transaction
+    w.end_overdue_transactions();
     for (auto& t : threads) t.join();
     w.running.store(false);
 }
@@ -163,7 +213,40 @@ void TakeWorker::Impl::listen_loop() {
     }
 }
 
-void TakeWorker::Impl::take_loop() {
+// Waits up to shutdown_timeout for the transactions holding jobs, then terminates the sessions
+// of those still open: the server rolls them back, so their jobs are available again at once
+// instead of when their handlers return.
+void TakeWorker::Impl::end_overdue_transactions() {
+    std::vector<int> pids;
+    {
+        std::unique_lock<std::mutex> lock(m);
+        if (settled.wait_for(lock, opt.shutdown_timeout, [&] { return holding == 0; })) return;
+        for (Slot& s : slots)
+            if (s.pid != 0) {
+                s.ended = true;
+                pids.push_back(s.pid);
+            }
+    }
+    try {
+        Client admin(opt.conninfo);
+        for (int pid : pids) admin.exec("SELECT pg_catalog.pg_terminate_backend($1)", pid);
+        log_line(fmt::format(
+            "shutdown deadline passed: ended {} open transaction(s), their jobs are available",
+            pids.size()));
+    } catch (const std::exception& ex) {
+        log_line(
+            fmt::format("shutdown deadline passed, but the open transactions could not be "
+                        "ended: {}",
+                        ex.what()));
+    }
+}
+
+bool TakeWorker::Impl::ended_by_deadline(size_t slot) {
+    std::lock_guard<std::mutex> lock(m);
+    return slots[slot].ended;
+}
+
+void TakeWorker::Impl::take_loop(size_t slot) {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> client;
     while (!stopping()) {
@@ -173,11 +256,12 @@ void TakeWorker::Impl::take_loop() {
                 client = std::make_unique<Client>(opt.conninfo);
             else if (!client->connection().ok())
                 client->reconnect();
-            size_t got = take_once(*client);
+            size_t got = take_once(*client, slot);
             backoff.reset();
             if (got > 0) continue;  // probably more where these came from
             idle(seen, internal::jittered(opt.poll_interval, opt.poll_jitter));
         } catch (const std::exception& ex) {
+            if (ended_by_deadline(slot)) break;  // reported when it was ended
             // A lost connection or a refused take (a queue with limits): nothing was taken, or
             // the transaction rolled back and its jobs are available again.
             Duration d = backoff.next();
@@ -189,11 +273,12 @@ void TakeWorker::Impl::take_loop() {
 }
 
 // One transaction: take, run the handlers, commit. Returns how many jobs it took.
-size_t TakeWorker::Impl::take_once(Client& client) {
+size_t TakeWorker::Impl::take_once(Client& client, size_t slot) {
     std::vector<Job> jobs;
     const Job* failing = nullptr;
     std::string error;
     FailOptions fo;
+    std::optional<Holding> holding;
     {
         Transaction tx(client);
         jobs = client.take(opt.queue, take);
@@ -201,6 +286,7 @@ size_t TakeWorker::Impl::take_once(Client& client) {
             tx.commit();
             return 0;
         }
+        holding.emplace(*this, slot, client.connection().backend_pid(), jobs.size());
         ++takes;
         for (const Job& job : jobs) {
             try {
@@ -226,13 +312,16 @@ size_t TakeWorker::Impl::take_once(Client& client) {
                 // failure): every job of the take failed with it.
                 for (const Job& job : jobs)
                     record_failure(client, job, std::string("commit failed: ") + e.what(), {});
+                holding->finished();
                 return jobs.size();
             }
+            holding->finished();
             completed += jobs.size();
             return jobs.size();
         }
     }  // rolled back: the jobs are available again and the handlers' SQL is undone
     record_failure(client, *failing, error, fo);
+    holding->finished();
     return jobs.size();
 }
 

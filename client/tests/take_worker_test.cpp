@@ -131,11 +131,67 @@ TEST_F(TakeWorkerTest, WakesOnNotifyWithoutPolling) {
     EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 30s));
 }
 
+TEST_F(TakeWorkerTest, ShutdownLetsARunningHandlerFinish) {
+    std::string q = unique_queue("take");
+    int64_t id = c.push(q, "{}");
+    std::atomic<bool> started{false};
+    TakeWorker w(options(q));
+    w.on_any(marking([&](const Job&) {
+        started = true;
+        std::this_thread::sleep_for(300ms);
+    }));
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 30s));
+    r.stop();  // within shutdown_timeout (30 s): the transaction commits
+    EXPECT_EQ(c.job_status(id).state, JobState::Completed);
+    EXPECT_EQ(marks(q), 1);
+    EXPECT_EQ(w.stats().completed, 1u);
+    EXPECT_EQ(w.stats().released, 0u);
+}
+
+TEST_F(TakeWorkerTest, ShutdownDeadlineEndsTheTransactionAndFreesItsJob) {
+    std::string q = unique_queue("take");
+    int64_t id = c.push(q, "{}");
+    std::atomic<bool> started{false}, let_go{false};
+    TakeWorkerOptions o = options(q, 1);
+    o.shutdown_timeout = 200ms;
+    TakeWorker w(o);
+    w.on_any(marking([&](const Job&) {
+        started = true;
+        // Stuck outside the database until the test lets it go.
+        while (!let_go) std::this_thread::sleep_for(10ms);
+    }));
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 30s));
+    std::thread stopper([&] { r.stop(); });
+    // While the handler is still stuck, its transaction is gone: the job row is unlocked and
+    // nothing the handler wrote is left.
+    bool freed = eventually(
+        [&] {
+            return c.exec("SELECT id FROM hopper.jobs WHERE id = $1 FOR UPDATE SKIP LOCKED", id)
+                       .rows() == 1;
+        },
+        30s);
+    let_go = true;
+    stopper.join();
+    ASSERT_TRUE(freed);
+    EXPECT_EQ(marks(q), 0);
+    JobInfo info = c.job_status(id);
+    EXPECT_EQ(info.state, JobState::Available);
+    EXPECT_EQ(info.attempt, 0);  // a shutdown is not a failed attempt
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 0u);
+    EXPECT_EQ(w.stats().failed, 0u);
+}
+
 TEST(TakeWorker, RefusesBadOptions) {
     TakeWorkerOptions no_threads = options("q", 0);
     EXPECT_THROW(TakeWorker{no_threads}, std::invalid_argument);
     TakeWorkerOptions no_batch = options("q", 1, 0);
     EXPECT_THROW(TakeWorker{no_batch}, std::invalid_argument);
+    TakeWorkerOptions negative_deadline = options("q");
+    negative_deadline.shutdown_timeout = -1ms;
+    EXPECT_THROW(TakeWorker{negative_deadline}, std::invalid_argument);
 }
 
 TEST(TakeWorker, RefusesToRunWithoutHandlers) {

@@ -41,6 +41,12 @@ struct TakeWorkerOptions {
     std::string name;                                  // recorded as the job's worker; host:pid
     Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
     double poll_jitter = 0.25;
+    // How long a shutdown waits for open transactions to finish. Then the worker ends them from
+    // the server (pg_terminate_backend on their sessions, which needs no more rights than the
+    // worker's own role): their handlers' SQL is undone and their jobs are free for other
+    // workers at once, with no attempt counted. A handler still running outside the database
+    // keeps its thread, and run() returns when it returns.
+    Duration shutdown_timeout = std::chrono::seconds(30);
     Duration min_backoff = std::chrono::milliseconds(100);  // after database errors, doubling
     Duration max_backoff = std::chrono::seconds(10);
     bool handle_signals = true;  // SIGINT/SIGTERM start a graceful shutdown during run()
@@ -65,13 +71,15 @@ class TakeWorker {
     // run here.
     TakeWorker& on_any(TakeHandler handler);
 
-    // Runs until stop() or a signal; then lets each thread finish the transaction it is in and
-    // returns. Throws std::logic_error when no handler is registered.
+    // Runs until stop() or a signal; then lets each thread finish the transaction it is in, up
+    // to shutdown_timeout, ends those still open, and returns when every thread has stopped.
+    // Throws std::logic_error when no handler is registered.
     void run();
     // Starts the graceful shutdown; safe from any thread.
     void stop();
 
-    // completed and failed count jobs; pulls counts takes that returned at least one job.
+    // completed, failed and released (by the shutdown deadline) count jobs; pulls counts takes
+    // that returned at least one job.
     WorkerStats stats() const;
 
   private:
