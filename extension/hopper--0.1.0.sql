@@ -701,10 +701,11 @@ REVOKE ALL ON FUNCTION hopper.queue_take(text, integer, text, text[], timestampt
 GRANT EXECUTE ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz)
 TO hopper_worker;
 
--- The failed attempt of a job whose take was rolled back (README "Taking jobs in your
--- transaction"): counted, with its error, and the job retried with backoff or buried, as
--- queue_fail does for a leased job. Returns the new state, or NULL when the job is no longer
--- available (another taker finished it meanwhile).
+-- The failed attempt of a taken job (README "Taking jobs in your transaction"): counted, with its
+-- error, and the job retried with backoff or buried, as queue_fail does for a leased job. Called in
+-- the taking transaction after rolling back to a savepoint made after the take, it puts the job
+-- back first, so it never leaves the taker's hands. Returns the new state, or NULL when the job is
+-- no longer available (another taker finished it meanwhile).
 CREATE FUNCTION hopper.queue_fail_taken(
     id bigint,
     error text,
@@ -716,3 +717,7 @@ RETURNS text AS 'MODULE_PATHNAME', 'hopper_queue_fail_taken' LANGUAGE C VOLATILE
 REVOKE ALL ON FUNCTION hopper.queue_fail_taken(bigint, text, interval, boolean, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION hopper.queue_fail_taken(bigint, text, interval, boolean, text)
 TO hopper_worker;
+-- Failing a job in the transaction that took it puts the job back first: its row into hopper.jobs,
+-- and the take's history row out.
+GRANT INSERT ON hopper.jobs TO hopper_worker;
+GRANT DELETE ON hopper.job_history TO hopper_worker;

@@ -105,6 +105,58 @@ SELECT hopper.queue_fail_taken(:unkept, 'gone', permanent => true) AS unkept_sta
 SELECT (SELECT count(*) FROM hopper.jobs WHERE id = :unkept) AS live,
        (SELECT count(*) FROM hopper.job_history WHERE id = :unkept) AS kept;
 
+-- Failing in the taking transaction: roll back to a savepoint made after the take (the work is
+-- undone, the take is not) and record the failure there. The job goes back with its attempt
+-- counted and never leaves the taker's hands; the other jobs of the take commit as completed.
+SELECT hopper.queue_create('take-here') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('take-here',
+    ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[]);
+CREATE TABLE take_work (n int);
+BEGIN;
+SELECT payload->>'n' AS n, attempt FROM hopper.queue_take('take-here', 3);
+INSERT INTO take_work VALUES (1);
+SAVEPOINT work;
+INSERT INTO take_work VALUES (2);
+ROLLBACK TO SAVEPOINT work;
+SELECT hopper.queue_fail_taken(id, 'job 2 broke', worker => 'taker-3') AS failed_here
+FROM hopper.job_history WHERE queue = 'take-here' AND payload->>'n' = '2';
+INSERT INTO take_work VALUES (3);
+COMMIT;
+SELECT n FROM take_work ORDER BY n;
+SELECT payload->>'n' AS n, state, attempt, last_error, worker, run_at > now() AS waits
+FROM hopper.jobs WHERE queue = 'take-here';
+SELECT payload->>'n' AS n, state, attempt FROM hopper.job_history WHERE queue = 'take-here'
+ORDER BY n;
+-- A waiting job is failed as before (here to skip its backoff); then taken and failed twice in
+-- one transaction, the newest version comes back each time.
+SELECT id AS here FROM hopper.jobs WHERE queue = 'take-here' \gset
+BEGIN;
+SELECT hopper.queue_fail_taken(:here, 'backoff skipped', retry_in => '0') AS made_available;
+SELECT attempt AS taken_attempt FROM hopper.queue_take('take-here');
+SAVEPOINT work;
+ROLLBACK TO SAVEPOINT work;
+SELECT hopper.queue_fail_taken(:here, 'third', retry_in => '0') AS third;
+SELECT attempt AS taken_again FROM hopper.queue_take('take-here');
+SELECT hopper.queue_fail_taken(:here, 'fourth', permanent => true) AS fourth;
+COMMIT;
+SELECT state, attempt, last_error, jsonb_array_length(errors) AS errors
+FROM hopper.job_history WHERE id = :here;
+SELECT count(*) AS live FROM hopper.jobs WHERE id = :here;
+-- Retention 0: no history row to remove; the job still comes back.
+SELECT hopper.queue_push('take-fail-forget', '{"n": 2}') AS unkept_here \gset
+BEGIN;
+SELECT count(*) AS taken FROM hopper.queue_take('take-fail-forget');
+SELECT hopper.queue_fail_taken(:unkept_here, 'no history', retry_in => '0') AS unkept_here_state;
+COMMIT;
+SELECT state, attempt, last_error FROM hopper.jobs WHERE id = :unkept_here;
+-- A job this transaction finished through its lease is not put back.
+SELECT hopper.queue_push('take-here', '{"n": 4}') AS lease_done \gset
+BEGIN;
+SELECT hopper.queue_complete(id, lease_token) AS completed FROM hopper.queue_pull('take-here');
+SELECT hopper.queue_fail_taken(:lease_done, 'not taken') IS NULL AS lease_finished_gives_null;
+COMMIT;
+SELECT state, attempt FROM hopper.job_history WHERE id = :lease_done;
+
 -- A queue that keeps no history deletes taken jobs outright.
 SELECT hopper.queue_create('take-forget', retention => '0') AS created;
 SELECT hopper.queue_push('take-forget', '{"n": 1}') AS forgotten \gset
@@ -142,12 +194,19 @@ CREATE ROLE regress_hopper_take_app;
 GRANT hopper_producer TO regress_hopper_take_app;
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO regress_hopper_taker, regress_hopper_take_app;
 SELECT hopper.queue_push('take', '{"n": 11}') AS for_worker \gset
+SELECT hopper.queue_push('take', '{"n": 12}') AS worker_fails \gset
 SET ROLE regress_hopper_take_app;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take')$$) AS producer_takes;
 SELECT pg_temp.try($$SELECT hopper.queue_fail_taken(1, 'e')$$) AS producer_fails;
 SET ROLE regress_hopper_taker;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('take')$$) AS worker_takes;
+-- and fail in the taking transaction.
+BEGIN;
+SELECT count(*) AS taken FROM hopper.queue_take('take');
+SELECT hopper.queue_fail_taken(:worker_fails, 'worker failed it') AS worker_failed;
+COMMIT;
 RESET ROLE;
+SELECT state, attempt, last_error FROM hopper.jobs WHERE id = :worker_fails;
 SELECT state FROM hopper.job_history WHERE id = :for_worker;
 REVOKE EXECUTE ON FUNCTION pg_temp.try(text) FROM regress_hopper_taker, regress_hopper_take_app;
 DROP ROLE regress_hopper_taker;

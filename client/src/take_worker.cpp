@@ -272,56 +272,56 @@ void TakeWorker::Impl::take_loop(size_t slot) {
     }
 }
 
-// One transaction: take, run the handlers, commit. Returns how many jobs it took.
+// One transaction: take, run each handler under a savepoint of its own, commit. A handler that
+// throws has its work rolled back to its savepoint and its failure recorded right there, in the
+// taking transaction, so the job never leaves this worker's hands before the attempt counts; the
+// other jobs of the take go on and commit. Returns how many jobs it took.
 size_t TakeWorker::Impl::take_once(Client& client, size_t slot) {
-    std::vector<Job> jobs;
-    const Job* failing = nullptr;
-    std::string error;
-    FailOptions fo;
     std::optional<Holding> holding;
-    {
-        Transaction tx(client);
-        jobs = client.take(opt.queue, take);
-        if (jobs.empty()) {
-            tx.commit();
-            return 0;
+    Transaction tx(client);
+    std::vector<Job> jobs = client.take(opt.queue, take);
+    if (jobs.empty()) {
+        tx.commit();
+        return 0;
+    }
+    holding.emplace(*this, slot, client.connection().backend_pid(), jobs.size());
+    ++takes;
+    std::vector<std::pair<const Job*, std::string>> failures;
+    for (const Job& job : jobs) {
+        client.exec("SAVEPOINT hopper_job");
+        std::optional<internal::HandlerFailure> failure;
+        try {
+            handler_for(job)(job, client);
+        } catch (const ConnectionError&) {
+            throw;  // nothing can be recorded; the server rolled the take back
+        } catch (...) {
+            failure = internal::handler_failure(std::current_exception());
         }
-        holding.emplace(*this, slot, client.connection().backend_pid(), jobs.size());
-        ++takes;
-        for (const Job& job : jobs) {
-            try {
-                handler_for(job)(job, client);
-                continue;
-            } catch (const ConnectionError&) {
-                throw;  // nothing can be recorded; the server rolled the take back
-            } catch (...) {
-                internal::HandlerFailure f = internal::handler_failure(std::current_exception());
-                error = std::move(f.error);
-                fo = f.options;
-            }
-            failing = &job;
-            break;
-        }
-        if (!failing) {
-            try {
-                tx.commit();
-            } catch (const ConnectionError&) {
-                throw;
-            } catch (const std::exception& e) {
-                // The handlers' SQL could not commit (a deferred constraint, a serialization
-                // failure): every job of the take failed with it.
-                for (const Job& job : jobs)
-                    record_failure(client, job, std::string("commit failed: ") + e.what(), {});
-                holding->finished();
-                return jobs.size();
-            }
-            holding->finished();
-            completed += jobs.size();
-            return jobs.size();
-        }
-    }  // rolled back: the jobs are available again and the handlers' SQL is undone
-    record_failure(client, *failing, error, fo);
+        if (!failure) continue;
+        client.exec("ROLLBACK TO SAVEPOINT hopper_job");
+        std::optional<JobState> now =
+            client.fail_taken(job.id, failure->error, failure->options, opt.name);
+        if (now)
+            failures.emplace_back(&job, fmt::format("now {}: {}", to_string(*now), failure->error));
+    }
+    try {
+        tx.commit();
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const std::exception& e) {
+        // The handlers' SQL could not commit (a deferred constraint, a serialization failure):
+        // every job of the take failed with it, and is available again.
+        for (const Job& job : jobs)
+            record_failure(client, job, std::string("commit failed: ") + e.what(), {});
+        holding->finished();
+        return jobs.size();
+    }
     holding->finished();
+    completed += jobs.size() - failures.size();
+    failed += failures.size();
+    for (const auto& [job, what] : failures)
+        log_line(
+            fmt::format("job {} ({}) failed, {}", job->id, job->kind.value_or("no kind"), what));
     return jobs.size();
 }
 

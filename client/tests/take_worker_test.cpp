@@ -101,6 +101,35 @@ TEST_F(TakeWorkerTest, AFailingHandlerIsUndoneAndCountsTheAttempt) {
     EXPECT_EQ(w.stats().completed, 0u);
 }
 
+TEST_F(TakeWorkerTest, AFailingJobLeavesTheOthersOfItsTakeDone) {
+    std::string q = unique_queue("take");
+    PushOptions good, bad;
+    good.kind = "good";
+    bad.kind = "bad";
+    QueueOptions qo;
+    qo.backoff_base = std::chrono::hours(1);  // the failed job stays scheduled through the test
+    c.queue_create(q, qo);
+    int64_t first = c.push(q, "{}", good);
+    int64_t failing = c.push(q, "{}", bad);
+    int64_t last = c.push(q, "{}", good);
+    TakeWorker w(options(q, 1, 3));
+    w.on("good", marking());
+    w.on("bad", marking([](const Job&) { throw std::runtime_error("bad input"); }));
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 2; }, 60s));
+    ASSERT_TRUE(eventually([&] { return c.job_status(failing).attempt == 1; }, 30s));
+    r.stop();
+    EXPECT_EQ(w.stats().pulls, 1u);  // all three in one take
+    EXPECT_EQ(marks(q), 2);          // the failed job's insert alone was undone
+    EXPECT_EQ(c.job_status(first).state, JobState::Completed);
+    EXPECT_EQ(c.job_status(last).state, JobState::Completed);
+    JobInfo f = c.job_status(failing);
+    EXPECT_EQ(f.state, JobState::Scheduled);  // the queue's backoff
+    EXPECT_EQ(f.last_error, std::optional<std::string>("bad input"));
+    EXPECT_EQ(w.stats().completed, 2u);
+    EXPECT_EQ(w.stats().failed, 1u);
+}
+
 TEST_F(TakeWorkerTest, TakesOnlyTheKindsItHandles) {
     std::string q = unique_queue("take");
     PushOptions mine, other;

@@ -1,13 +1,16 @@
-// Workers: queue_fail_taken records the failed attempt of a job whose take was rolled back.
+// Workers: queue_fail_taken records the failed attempt of a taken job (queue_take).
 //
 // A take that rolls back leaves its jobs exactly as they were, attempt count included, so a job
-// whose work keeps failing would be taken again at once, forever. After rolling back (the whole
-// transaction, or to a savepoint made before the take), the worker calls this to count the attempt
-// and keep the error: the job is retried after the queue's backoff, or buried once its attempts are
-// used up, just as queue_fail does for a leased job.
+// whose work keeps failing would be taken again at once, forever. This counts the attempt and keeps
+// the error: the job is retried after the queue's backoff, or buried once its attempts are used up,
+// just as queue_fail does for a leased job. Called in the transaction that took the job, after
+// rolling back to a savepoint made after the take, it first puts the job back (taken_here), so no
+// other worker can take it before the failure is recorded. Called after the take itself rolled
+// back, it fails the job if it is still available.
 #include "hopper/args.hpp"
 #include "hopper/failed_attempt.hpp"
 #include "hopper/sql.hpp"
+#include "hopper/taken_here.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -57,6 +60,7 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         {INT8OID, TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;
+    taken_here::restore(conn, id);
     const char* state = failed_attempt::settle(
         conn, id,
         [&] {

@@ -51,6 +51,8 @@ Statement::Statement(const char* sql, std::initializer_list<Oid> types, int curs
       nargs_(static_cast<int>(types.size())),
       cursor_options_(cursor_options),
       planning_(planning) {
+    if (types.size() > kMaxArgs)
+        throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: too many statement parameters");
     std::copy(types.begin(), types.end(), types_.begin());
 }
 
@@ -146,16 +148,16 @@ void Connection::finish() {
 
 Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long limit) {
     SPIPlanPtr plan = st.plan();
-    std::array<Datum, 16> values{};
-    std::array<char, 17> nulls{};
+    if (args.size() != static_cast<size_t>(st.nargs()))
+        throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
+    std::array<Datum, kMaxArgs> values{};
+    std::array<char, kMaxArgs + 1> nulls{};
     int i = 0;
     for (const Arg& a : args) {
         values[i] = a.value;
         nulls[i] = a.isnull ? 'n' : ' ';
         ++i;
     }
-    if (i != st.nargs())
-        throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
     std::optional<WalkIndexPlanning> walk;
     if (st.planning() == Planning::kWalkIndexes) walk.emplace();
     int rc =

@@ -13,6 +13,7 @@
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
+#include "hopper/taken_here.hpp"
 #include "hopper/sql.hpp"
 
 extern "C" {
@@ -114,6 +115,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
                           "Pull from this queue with queue_pull.");
         for (uint64_t i = 0; i < r.rows(); ++i) {
             out.add_row(r, i);
+            taken_here::remember(r.get_int64(i, 1));
             notify::job_done(r.get_int64(i, 1), queue, "completed", r.get_bool(i, 9));
         }
         if (!r.empty() && may_raise) {

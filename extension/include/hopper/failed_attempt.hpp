@@ -1,5 +1,5 @@
-// What a failed attempt leaves behind, for queue_fail (leased jobs) and queue_fail_taken (jobs
-// whose take rolled back): each has its own statements to retry or bury the job; this runs them in
+// What a failed attempt leaves behind, for queue_fail (leased jobs) and queue_fail_taken (taken
+// jobs, put back by then): each has its own statements to retry or bury the job; this runs them in
 // order and keeps the claim hints and "hopper:done" in step with the outcome.
 #pragma once
 

@@ -19,6 +19,9 @@ extern "C" {
 
 namespace hopper::spi {
 
+// Parameters one statement may take.
+constexpr size_t kMaxArgs = 20;
+
 // How a statement's plans are made. kWalkIndexes is for statements on the hot tables whose cached
 // plan must walk an index however the statistics looked when it was made (see Statement).
 enum class Planning { kDefault, kWalkIndexes };
@@ -48,7 +51,7 @@ class Statement {
 
   private:
     const char* sql_;
-    std::array<Oid, 16> types_{};
+    std::array<Oid, kMaxArgs> types_{};
     int nargs_;
     int cursor_options_;
     Planning planning_;

@@ -1,0 +1,25 @@
+// Jobs that queue_take removed in the current transaction, so that queue_fail_taken can put one
+// back when its work failed but the transaction goes on.
+//
+// The pattern: take, SAVEPOINT, work; on failure ROLLBACK TO the savepoint (the work is undone,
+// the take is not) and call queue_fail_taken in the same transaction. The job never leaves the
+// taker's hands: its row version, deleted by this transaction, is read back and inserted again,
+// the history row the take wrote is removed, and the failure is then recorded on it as usual.
+// Rolling back the take itself instead frees the job, and another worker may take and run it
+// before the failure is recorded.
+#pragma once
+
+#include <cstdint>
+
+#include "hopper/spi.hpp"
+
+namespace hopper::taken_here {
+
+// By queue_take, for every job it returns.
+void remember(int64_t id);
+
+// Puts job `id` back into hopper.jobs, available and as it was before the take, if this
+// transaction took it and still has it out. Returns false (and changes nothing) otherwise.
+bool restore(spi::Connection& conn, int64_t id);
+
+}  // namespace hopper::taken_here

@@ -1,0 +1,141 @@
+// Jobs taken in the current transaction (include/hopper/taken_here.hpp).
+#include "hopper/taken_here.hpp"
+
+#include <array>
+#include <unordered_set>
+
+extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "storage/bufmgr.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/snapmgr.h"
+}
+
+namespace hopper::taken_here {
+
+namespace {
+
+// Ids queue_take returned in the current top-level transaction. A take inside a subtransaction
+// that rolled back stays listed; restore() checks the row itself, so that is harmless.
+std::unordered_set<int64_t> taken;
+bool callback_registered = false;
+
+void on_transaction_event(XactEvent event, void*) {
+    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
+        event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+        taken.clear();
+}
+
+// The columns a restored job gets back; the rest (state, lease, claimed_*) take their defaults,
+// which is what an available job has.
+constexpr std::array<const char*, 17> kColumns = {
+    "id",       "queue",           "priority",   "run_at",    "attempt",
+    "max_attempts", "created_at",  "started_at", "kind",      "worker",
+    "dedup_key", "concurrency_key", "progress",  "last_error", "errors",
+    "progress_detail", "payload"};
+
+struct Row {
+    bool found = false;
+    std::array<Datum, kColumns.size()> values{};
+    std::array<bool, kColumns.size()> nulls{};
+};
+
+// The newest version of job `id` that the current transaction deleted (not updated, not just
+// locked), with kColumns read from a copy of it. Plain C inside: runs under pg_guard.
+void read_deleted_version(int64_t id, Row* out) {
+    Oid relid = get_relname_relid("jobs", get_namespace_oid("hopper", false));
+    if (!OidIsValid(relid)) elog(ERROR, "hopper: table hopper.jobs not found");
+    Relation rel = table_open(relid, AccessShareLock);
+    Relation idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(id));
+    // Every version the index points at, dead or alive: the one this transaction deleted is
+    // invisible to any MVCC snapshot of its own.
+    IndexScanDesc scan = index_beginscan(rel, idx, SnapshotAny, 1, 0);
+    index_rescan(scan, &key, 1, NULL, 0);
+    TupleTableSlot* slot = table_slot_create(rel, NULL);
+    HeapTuple best = NULL;
+    CommandId best_cmax = InvalidCommandId;
+    while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+        Buffer buf = ((BufferHeapTupleTableSlot*)slot)->buffer;
+        bool should_free;
+        HeapTuple tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+        LockBuffer(buf, BUFFER_LOCK_SHARE);
+        HeapTupleHeader h = tup->t_data;
+        bool deleted_here = !(h->t_infomask & HEAP_XMAX_INVALID) &&
+                            !HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask) &&
+                            ItemPointerEquals(&tup->t_self, &h->t_ctid) &&
+                            TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(h));
+        if (deleted_here) {
+            CommandId cmax = HeapTupleHeaderGetCmax(h);
+            if (best == NULL || cmax > best_cmax) {
+                if (best != NULL) heap_freetuple(best);
+                best = heap_copytuple(tup);
+                best_cmax = cmax;
+            }
+        }
+        LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+        if (should_free) heap_freetuple(tup);
+    }
+    if (best != NULL) {
+        TupleDesc desc = RelationGetDescr(rel);
+        for (size_t i = 0; i < kColumns.size(); ++i) {
+            int attnum = SPI_fnumber(desc, kColumns[i]);
+            if (attnum <= 0) elog(ERROR, "hopper: hopper.jobs has no column %s", kColumns[i]);
+            out->values[i] = heap_getattr(best, attnum, desc, &out->nulls[i]);
+        }
+        out->found = true;
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+    index_close(idx, AccessShareLock);
+    table_close(rel, AccessShareLock);
+}
+
+}  // namespace
+
+void remember(int64_t id) {
+    if (!callback_registered) {
+        pg_guard([] { RegisterXactCallback(on_transaction_event, nullptr); });
+        callback_registered = true;
+    }
+    taken.insert(id);
+}
+
+bool restore(spi::Connection& conn, int64_t id) {
+    if (taken.count(id) == 0) return false;
+    static spi::Statement visible("SELECT 1 FROM hopper.jobs WHERE id = $1", {INT8OID},
+                                  spi::Planning::kWalkIndexes);
+    if (!conn.exec(visible, {spi::arg(id)}).empty()) return false;  // back already, or never out
+    Row row;
+    pg_guard([&] { read_deleted_version(id, &row); });
+    if (!row.found) return false;  // the take rolled back and someone else finished the job since
+
+    static spi::Statement reinsert(
+        "INSERT INTO hopper.jobs (id, queue, priority, run_at, attempt, max_attempts, created_at, "
+        "started_at, kind, worker, dedup_key, concurrency_key, progress, last_error, errors, "
+        "progress_detail, payload) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        {INT8OID, TEXTOID, INT2OID, TIMESTAMPTZOID, INT4OID, INT4OID, TIMESTAMPTZOID,
+         TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, FLOAT4OID, TEXTOID, JSONBOID, JSONBOID,
+         JSONBOID});
+    auto a = [&](size_t i) { return spi::arg_datum(row.values[i], row.nulls[i]); };
+    conn.exec(reinsert, {a(0), a(1), a(2), a(3), a(4), a(5), a(6), a(7), a(8), a(9), a(10), a(11),
+                         a(12), a(13), a(14), a(15), a(16)});
+    // The take wrote the job to history as completed; a job is in one table at a time.
+    static spi::Statement unrecord("DELETE FROM hopper.job_history WHERE id = $1", {INT8OID});
+    conn.exec(unrecord, {spi::arg(id)});
+    return true;
+}
+
+}  // namespace hopper::taken_here
