@@ -272,10 +272,12 @@ void TakeWorker::Impl::take_loop(size_t slot) {
     }
 }
 
-// One transaction: take, run each handler under a savepoint of its own, commit. A handler that
-// throws has its work rolled back to its savepoint and its failure recorded right there, in the
-// taking transaction, so the job never leaves this worker's hands before the attempt counts; the
-// other jobs of the take go on and commit. Returns how many jobs it took.
+// One transaction: take, run the handlers after a savepoint, commit. When a handler throws, the
+// work of the take is rolled back to the savepoint and that job's failure recorded right there, in
+// the taking transaction, so the job never leaves this worker's hands before its attempt counts;
+// then the other jobs' handlers run again from the start. One savepoint per take (and one more
+// per failure) instead of one per job: a savepoint costs a round trip, which the jobs of a batch
+// would otherwise each pay. Returns how many jobs it took.
 size_t TakeWorker::Impl::take_once(Client& client, size_t slot) {
     std::optional<Holding> holding;
     Transaction tx(client);
@@ -286,23 +288,33 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot) {
     }
     holding.emplace(*this, slot, client.connection().backend_pid(), jobs.size());
     ++takes;
-    std::vector<std::pair<const Job*, std::string>> failures;
-    for (const Job& job : jobs) {
-        client.exec("SAVEPOINT hopper_job");
-        std::optional<internal::HandlerFailure> failure;
-        try {
-            handler_for(job)(job, client);
-        } catch (const ConnectionError&) {
-            throw;  // nothing can be recorded; the server rolled the take back
-        } catch (...) {
-            failure = internal::handler_failure(std::current_exception());
+    std::vector<bool> is_failed(jobs.size(), false);
+    std::vector<std::string> failures;
+    for (;;) {
+        client.exec("SAVEPOINT hopper_take");  // nested after each failure, which it keeps
+        std::optional<size_t> failing;
+        internal::HandlerFailure failure;
+        for (size_t i = 0; i < jobs.size() && !failing; ++i) {
+            if (is_failed[i]) continue;
+            try {
+                handler_for(jobs[i])(jobs[i], client);
+            } catch (const ConnectionError&) {
+                throw;  // nothing can be recorded; the server rolled the take back
+            } catch (...) {
+                failure = internal::handler_failure(std::current_exception());
+                failing = i;
+            }
         }
-        if (!failure) continue;
-        client.exec("ROLLBACK TO SAVEPOINT hopper_job");
+        if (!failing) break;
+        const Job& job = jobs[*failing];
+        client.exec("ROLLBACK TO SAVEPOINT hopper_take");
         std::optional<JobState> now =
-            client.fail_taken(job.id, failure->error, failure->options, opt.name);
+            client.fail_taken(job.id, failure.error, failure.options, opt.name);
+        is_failed[*failing] = true;
         if (now)
-            failures.emplace_back(&job, fmt::format("now {}: {}", to_string(*now), failure->error));
+            failures.push_back(fmt::format("job {} ({}) failed, now {}: {}", job.id,
+                                           job.kind.value_or("no kind"), to_string(*now),
+                                           failure.error));
     }
     try {
         tx.commit();
@@ -319,9 +331,7 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot) {
     holding->finished();
     completed += jobs.size() - failures.size();
     failed += failures.size();
-    for (const auto& [job, what] : failures)
-        log_line(
-            fmt::format("job {} ({}) failed, {}", job->id, job->kind.value_or("no kind"), what));
+    for (const std::string& line : failures) log_line(line);
     return jobs.size();
 }
 

@@ -39,10 +39,9 @@ void on_transaction_event(XactEvent event, void*) {
 // The columns a restored job gets back; the rest (state, lease, claimed_*) take their defaults,
 // which is what an available job has.
 constexpr std::array<const char*, 17> kColumns = {
-    "id",       "queue",           "priority",   "run_at",    "attempt",
-    "max_attempts", "created_at",  "started_at", "kind",      "worker",
-    "dedup_key", "concurrency_key", "progress",  "last_error", "errors",
-    "progress_detail", "payload"};
+    "id",         "queue",      "priority", "run_at",          "attempt",   "max_attempts",
+    "created_at", "started_at", "kind",     "worker",          "dedup_key", "concurrency_key",
+    "progress",   "last_error", "errors",   "progress_detail", "payload"};
 
 struct Row {
     bool found = false;

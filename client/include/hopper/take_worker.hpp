@@ -12,13 +12,13 @@
 //   });
 //   worker.run();  // until SIGINT/SIGTERM or worker.stop()
 //
-// Each handler runs under a savepoint of its own. A handler that returns has its job completed by
-// the commit. One that throws has its SQL rolled back to that savepoint and its failure recorded
-// with queue_fail_taken in the same transaction: retried after the queue's backoff, or dead after
+// A handler that returns has its job completed by the commit. When one throws, the take's work is
+// rolled back to a savepoint made after the take and that job's failure recorded with
+// queue_fail_taken in the same transaction: retried after the queue's backoff, or dead after
 // max_attempts; RetryIn and PermanentFailure say how, as for hopper::Worker. The job never leaves
-// the worker's hands before its attempt counts, and the other jobs of the take still commit. A
-// process that dies mid-job loses nothing and counts no attempt: the transaction rolls back and
-// the job is taken again. Work that runs long, leaves the database or
+// the worker's hands before its attempt counts; the other jobs of the take have their handlers
+// run again and commit. A process that dies mid-job loses nothing and counts no attempt: the
+// transaction rolls back and the job is taken again. Work that runs long, leaves the database or
 // may kill its process belongs in hopper::Worker, whose jobs are leased.
 #pragma once
 
@@ -37,8 +37,6 @@ struct TakeWorkerOptions {
     std::string queue = "default";
     int concurrency = 1;  // transactions at once, each on its own thread and connection
     // Jobs taken per transaction; they commit together, a failed one with its failure recorded.
-    // PostgreSQL tracks 64 subtransactions per transaction cheaply: with handlers that write,
-    // keep it at 64 or below (each handler's savepoint is one).
     int batch = 1;
     std::string name;                                  // recorded as the job's worker; host:pid
     Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
