@@ -91,10 +91,12 @@ class Client {
     // untouched if it rolls back. No lease: lease_token is 0 and lease_until left at its default.
     // Outside a Transaction each call commits at once, so a crash after it loses the jobs.
     std::vector<Job> take(const std::string& queue, const TakeOptions& options = {});
-    // After a take was rolled back because the work failed: counts the attempt and keeps the
-    // error (queue_fail_taken), so the job is retried with backoff or dies after its last
-    // attempt instead of being taken again at once. The job's new state, or nullopt when it is no
-    // longer available (another taker finished it meanwhile).
+    // The work of a taken job failed: counts the attempt and keeps the error (queue_fail_taken),
+    // so the job is retried with backoff or dies after its last attempt instead of being taken
+    // again at once. Best in the taking Transaction, after rolling the work back to a savepoint
+    // made after the take: the job is put back and never leaves your hands. After the take
+    // itself rolled back it works too, but another taker may run the job in between. The job's
+    // new state, or nullopt when it is no longer available (another taker finished it meanwhile).
     std::optional<JobState> fail_taken(int64_t id, const std::string& error,
                                        const FailOptions& options = {},
                                        const std::optional<std::string>& worker = {});
