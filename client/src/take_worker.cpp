@@ -1,6 +1,7 @@
 // TakeWorker: N threads, each taking jobs in a transaction of its own connection and running
 // their handlers inside it; the calling thread LISTENs and wakes idle threads when jobs arrive, and
 // at shutdown ends the transactions that outlive the deadline.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <iostream>
@@ -46,7 +47,6 @@ struct TakeWorker::Impl {
     };
     class Holding;
     std::vector<Slot> slots;
-    int holding = 0;                  // slots with a pid; guarded by m
     std::condition_variable settled;  // a transaction that held jobs has finished
 
     std::atomic<uint64_t> completed{0}, failed{0}, released{0}, takes{0};
@@ -110,7 +110,6 @@ class TakeWorker::Impl::Holding {
     Holding(Impl& w, size_t slot, int pid, size_t jobs) : w_(w), slot_(slot) {
         std::lock_guard<std::mutex> lock(w_.m);
         w_.slots[slot_] = Slot{pid, jobs, false};
-        ++w_.holding;
     }
     Holding(const Holding&) = delete;
     Holding& operator=(const Holding&) = delete;
@@ -120,7 +119,6 @@ class TakeWorker::Impl::Holding {
             Slot& s = w_.slots[slot_];
             if (s.ended && !finished_) w_.released += s.jobs;
             s.pid = 0;  // `ended` stays set for the thread's error handling
-            --w_.holding;
         }
         w_.settled.notify_all();
     }
@@ -220,7 +218,11 @@ void TakeWorker::Impl::end_overdue_transactions() {
     std::vector<int> pids;
     {
         std::unique_lock<std::mutex> lock(m);
-        if (settled.wait_for(lock, opt.shutdown_timeout, [&] { return holding == 0; })) return;
+        auto none_open = [&] {
+            return std::none_of(slots.begin(), slots.end(),
+                                [](const Slot& s) { return s.pid != 0; });
+        };
+        if (settled.wait_for(lock, opt.shutdown_timeout, none_open)) return;
         for (Slot& s : slots)
             if (s.pid != 0) {
                 s.ended = true;

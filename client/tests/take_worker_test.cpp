@@ -41,6 +41,11 @@ class TakeWorkerTest : public ::testing::Test {
         return std::stoll(std::string(
             c.exec("SELECT count(*) FROM take_marks WHERE queue = $1", queue).text(0, 0)));
     }
+    int64_t push_kind(const std::string& queue, const std::string& kind) {
+        PushOptions po;
+        po.kind = kind;
+        return c.push(queue, "{}", po);
+    }
     // A handler that writes its job's row and then does what `then` says.
     TakeHandler marking(std::function<void(const Job&)> then = {}) {
         return [then](const Job& job, Client& db) {
@@ -74,11 +79,8 @@ TEST_F(TakeWorkerTest, AFailingHandlerIsUndoneAndCountsTheAttempt) {
     QueueOptions qo;
     qo.max_attempts = 2;
     c.queue_create(q, qo);
-    PushOptions retry, hopeless;
-    retry.kind = "retry";
-    hopeless.kind = "hopeless";
-    int64_t retried = c.push(q, "{}", retry);
-    int64_t buried = c.push(q, "{}", hopeless);
+    int64_t retried = push_kind(q, "retry");
+    int64_t buried = push_kind(q, "hopeless");
     std::atomic<int> runs{0};
     TakeWorker w(options(q));
     w.on("retry", marking([&](const Job&) {
@@ -103,15 +105,12 @@ TEST_F(TakeWorkerTest, AFailingHandlerIsUndoneAndCountsTheAttempt) {
 
 TEST_F(TakeWorkerTest, AFailingJobLeavesTheOthersOfItsTakeDone) {
     std::string q = unique_queue("take");
-    PushOptions good, bad;
-    good.kind = "good";
-    bad.kind = "bad";
     QueueOptions qo;
     qo.backoff_base = std::chrono::hours(1);  // the failed job stays scheduled through the test
     c.queue_create(q, qo);
-    int64_t first = c.push(q, "{}", good);
-    int64_t failing = c.push(q, "{}", bad);
-    int64_t last = c.push(q, "{}", good);
+    int64_t first = push_kind(q, "good");
+    int64_t failing = push_kind(q, "bad");
+    int64_t last = push_kind(q, "good");
     TakeWorker w(options(q, 1, 3));
     w.on("good", marking());
     w.on("bad", marking([](const Job&) { throw std::runtime_error("bad input"); }));
@@ -132,11 +131,8 @@ TEST_F(TakeWorkerTest, AFailingJobLeavesTheOthersOfItsTakeDone) {
 
 TEST_F(TakeWorkerTest, TakesOnlyTheKindsItHandles) {
     std::string q = unique_queue("take");
-    PushOptions mine, other;
-    mine.kind = "mine";
-    other.kind = "other";
-    int64_t a = c.push(q, "{}", mine);
-    int64_t b = c.push(q, "{}", other);
+    int64_t a = push_kind(q, "mine");
+    int64_t b = push_kind(q, "other");
     TakeWorker w(options(q));
     w.on("mine", marking());
     Running r(w);

@@ -4,10 +4,19 @@
 #include "hopper/sql.hpp"
 
 extern "C" {
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "utils/lsyscache.h"
 }
 
 namespace hopper::jobs {
+
+Oid relation() {
+    return pg_guard([] {
+        Oid ns = get_namespace_oid("hopper", true);
+        return OidIsValid(ns) ? get_relname_relid("jobs", ns) : InvalidOid;
+    });
+}
 
 PgError unknown_job(int64_t id) {
     return PgError(

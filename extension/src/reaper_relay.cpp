@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/reaper_relay.hpp"
 #include "hopper/worker_txn.hpp"
@@ -55,14 +56,6 @@ int64_t last_job_id(spi::Connection& conn) {
     return r.empty() ? 0 : r.get_int64(0, 1);
 }
 
-// hopper.jobs, or InvalidOid once the extension is gone (the next pass notices and exits).
-Oid jobs_relation() {
-    return pg_guard([] {
-        Oid ns = get_namespace_oid("hopper", true);
-        return OidIsValid(ns) ? get_relname_relid("jobs", ns) : InvalidOid;
-    });
-}
-
 // The transactions, other than this one, that hold a lock on hopper.jobs that a writer takes.
 // VACUUM and autovacuum hold one too but never insert jobs: they are left out.
 std::vector<VirtualTransactionId> writers_of_jobs(Oid rel) {
@@ -95,7 +88,7 @@ void relay_prime() {
     std::vector<VirtualTransactionId> holders;
     bool present = true;
     worker::in_transaction([&] {
-        Oid rel = jobs_relation();
+        Oid rel = jobs::relation();  // InvalidOid: the next pass notices and exits
         present = OidIsValid(rel);
         if (!present) return;
         spi::Connection conn;
@@ -137,7 +130,7 @@ void relay_step() {
             (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET,
                                     PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
         });
-        Oid rel = jobs_relation();
+        Oid rel = jobs::relation();  // InvalidOid: the next pass notices and exits
         if (!OidIsValid(rel)) return;
         at = GetCurrentTimestamp();
         for (const Pending& p : state.pending) {

@@ -1,6 +1,8 @@
 // Jobs taken in the current transaction (include/hopper/taken_here.hpp).
 #include "hopper/taken_here.hpp"
 
+#include "hopper/jobs.hpp"
+
 #include <array>
 #include <unordered_set>
 
@@ -10,12 +12,10 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "storage/bufmgr.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
@@ -51,9 +51,7 @@ struct Row {
 
 // The newest version of job `id` that the current transaction deleted (not updated, not just
 // locked), with kColumns read from a copy of it. Plain C inside: runs under pg_guard.
-void read_deleted_version(int64_t id, Row* out) {
-    Oid relid = get_relname_relid("jobs", get_namespace_oid("hopper", false));
-    if (!OidIsValid(relid)) elog(ERROR, "hopper: table hopper.jobs not found");
+void read_deleted_version(Oid relid, int64_t id, Row* out) {
     Relation rel = table_open(relid, AccessShareLock);
     Relation idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
     ScanKeyData key;
@@ -116,8 +114,9 @@ bool restore(spi::Connection& conn, int64_t id) {
     static spi::Statement visible("SELECT 1 FROM hopper.jobs WHERE id = $1", {INT8OID},
                                   spi::Planning::kWalkIndexes);
     if (!conn.exec(visible, {spi::arg(id)}).empty()) return false;  // back already, or never out
+    Oid relid = jobs::relation();  // valid: the statement above just read the table
     Row row;
-    pg_guard([&] { read_deleted_version(id, &row); });
+    pg_guard([&] { read_deleted_version(relid, id, &row); });
     if (!row.found) return false;  // the take rolled back and someone else finished the job since
 
     static spi::Statement reinsert(

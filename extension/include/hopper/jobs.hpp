@@ -1,4 +1,4 @@
-// Job lookups for the paths where a call matched no running job.
+// Job lookups for the paths where a call matched no running job, and the table itself.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,9 @@
 #include "hopper/spi.hpp"
 
 namespace hopper::jobs {
+
+// hopper.jobs, or InvalidOid once the extension is gone.
+Oid relation();
 
 // The job's state wherever it is ("available", "running", "completed", ...); raises P0002 when no
 // job with this id exists (never did, or was pruned from history).
