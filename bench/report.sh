@@ -148,13 +148,16 @@ echo "| pressure: snapshot held vs clean at $BENCH_PRESSURE_RATE jobs/s offered 
 rt_st=$(med on.rt.steady.batched); rt_st_b=$(med on.rt.steady.base)
 r=$(awk -v a="$rt_st" -v b="$rt_st_b" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| steady 4+4 vs baseline (C++ worker runtime consumers, 4 threads) | hopper $(num "$rt_st")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_st" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.batched on.rt.steady.base) |"
+rt_tk=$(med on.rt.steady.take)
+r=$(awk -v a="$rt_tk" -v b="$rt_st_b" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
+echo "| steady 4+4 vs baseline (C++ TakeWorker consumers, 4 threads, 16 jobs per transaction) | hopper $(num "$rt_tk")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_tk" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.take on.rt.steady.base) |"
 echo "| reaper: rescue $(num "$(med reaper.jobs)") expired leases | $(secs "$(med reaper.total_s)") ($(num "$(med reaper.rate)") jobs/s) in transactions of $(num "$(med reaper.batch_size)") | | measured | |"
 echo
 echo "The ratios above divide medians. Repetition by repetition (each hopper run over the baseline run"
 echo "interleaved with it), median (min–max): enqueue single $(pratio on.enq.hop.single.c4 on.enq.raw.single.c4),"
 echo "batch 100 $(pratio on.enq.hop.b100.c4 on.enq.base.b100.c4), drain 1 $(pratio on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1),"
 echo "drain 10 $(pratio on.drain.hop.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10), steady (SQL) $(pratio on.steady.hop.hop_complete_pull on.steady.base.base_pull_complete),"
-echo "steady (runtime) $(pratio on.rt.steady.batched on.rt.steady.base); with no history: drain 1"
+echo "steady (runtime) $(pratio on.rt.steady.batched on.rt.steady.base), steady (TakeWorker) $(pratio on.rt.steady.take on.rt.steady.base); with no history: drain 1"
 echo "$(pratio on.drain.hopk.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1), drain 10 $(pratio on.drain.hopk.hop_complete_many_pull.n10 on.drain.base.base_pull_complete.n10),"
 echo "steady $(pratio on.steady.hopk.hop_complete_pull on.steady.base.base_pull_complete); queue_take: drain 1"
 echo "$(pratio on.drain.hop.hop_take.n1 on.drain.base.base_pull_complete.n1), drain 10 $(pratio on.drain.hop.hop_take.n10 on.drain.base.base_pull_complete.n10),"
@@ -262,20 +265,23 @@ echo "for short jobs) and the runtime's defaults otherwise (LISTEN/NOTIFY wake-u
 echo "session-bound jobs, heartbeats on a control connection). \"batched\" is the default: the"
 echo "fetch loop completes the jobs whose handlers returned in the same statement as its next pull"
 echo "(\`queue_complete_many\` + \`queue_pull\`, one commit for the batch); \"each\" is \`batch_completions = false\`:"
-echo "every job completed by \`queue_complete\` on its handler's connection, one commit per job. The rate counts"
+echo "every job completed by \`queue_complete\` on its handler's connection, one commit per job. \"TakeWorker\" is"
+echo "\`hopper::TakeWorker\`: each thread takes up to 16 jobs per transaction with \`queue_take\` and runs their"
+echo "handlers inside it (no lease; the commit completes them). The rate counts"
 echo "from the start of \`Worker::run()\`, connections included. Drain: a preloaded backlog until empty or"
 echo "${BENCH_SECS} s. Steady: 4 pgbench producers (\`hop_push.sql\`, wake-ups relayed) with the runtime consuming; the"
 echo "baseline's 4+4 runs interleaved with it in the same loop."
 echo
-echo "| workload | runtime, batched | runtime, each | batched / each | hopper SQL consumers (pgbench, same run) | baseline | batched / baseline |"
-echo "|---|---|---|---|---|---|---|"
-echo "| drain a preloaded backlog | $(cell on.rt.drain.batched) | $(cell on.rt.drain.each) | $(ratio "$(med on.rt.drain.batched)" "$(med on.rt.drain.each)") | $(cell on.drain.hop.hop_complete_pull.n1) (queue_complete_pull) | $(cell on.drain.base.base_pull_complete.n1) (pulling 1) | $(ratio "$(med on.rt.drain.batched)" "$b_d1") |"
-echo "| steady 4+4 | $(cell on.rt.steady.batched) | $(cell on.rt.steady.each) | $(ratio "$rt_st" "$(med on.rt.steady.each)") | $(cell on.steady.hop.hop_complete_pull) (queue_complete_pull) | $(cell on.rt.steady.base) | $(ratio "$rt_st" "$rt_st_b") |"
+echo "| workload | runtime, batched | runtime, each | batched / each | TakeWorker | hopper SQL consumers (pgbench, same run) | baseline | batched / baseline | TakeWorker / baseline |"
+echo "|---|---|---|---|---|---|---|---|---|"
+echo "| drain a preloaded backlog | $(cell on.rt.drain.batched) | $(cell on.rt.drain.each) | $(ratio "$(med on.rt.drain.batched)" "$(med on.rt.drain.each)") | $(cell on.rt.drain.take) | $(cell on.drain.hop.hop_complete_pull.n1) (queue_complete_pull) | $(cell on.drain.base.base_pull_complete.n1) (pulling 1) | $(ratio "$(med on.rt.drain.batched)" "$b_d1") | $(ratio "$(med on.rt.drain.take)" "$b_d1") |"
+echo "| steady 4+4 | $(cell on.rt.steady.batched) | $(cell on.rt.steady.each) | $(ratio "$rt_st" "$(med on.rt.steady.each)") | $(cell on.rt.steady.take) | $(cell on.steady.hop.hop_complete_pull) (queue_complete_pull) | $(cell on.rt.steady.base) | $(ratio "$rt_st" "$rt_st_b") | $(ratio "$(med on.rt.steady.take)" "$rt_st_b") |"
 echo
 echo "Jobs pushed by the producers during the steady runs: $(cell on.rt.steady.batched.pushed)/s (batched),"
-echo "$(cell on.rt.steady.each.pushed)/s (each). The consumers can complete no more than the producers push."
+echo "$(cell on.rt.steady.each.pushed)/s (each), $(cell on.rt.steady.take.pushed)/s (TakeWorker). The consumers can"
+echo "complete no more than the producers push."
 echo
-for mode in batched each; do
+for mode in batched each take; do
     f="$TMP/waits.rt.steady.$mode"
     [ -s "$f" ] || continue
     echo "Wait events of active client backends during the first steady run with the runtime, $mode (share of samples):"

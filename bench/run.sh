@@ -513,18 +513,23 @@ build_runtime_consumer() {
 # runtime_field OUTPUT NAME: a "name=value" field of worker_consumer's summary line.
 runtime_field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | tail -1; }
 
-# Drains a preloaded backlog with the runtime until it is empty or SECS have passed, once with its
-# completions batched (the default) and once completing each job on its own (batch_completions off).
+# TakeWorker (jobs finished in the worker's transaction) takes this many jobs per transaction in the
+# runtime rows: the batch its README example uses.
+RUNTIME_TAKE_BATCH=16
+
+# Drains a preloaded backlog with the runtime until it is empty or SECS have passed: Worker with its
+# completions batched (the default) and completing each job on its own (batch_completions off), and
+# TakeWorker.
 runtime_drain() {  # prefix
     local pfx=$1 rep backlog out mode
     for rep in $(seq "$REPS"); do
-        for mode in batched each; do
+        for mode in batched each take; do
             backlog=$(drain_backlog 10)
             reset_hopper
             preload_hopper drain "$backlog"
             checkpoint
-            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" drain "$RUNTIME_THREADS" "$SECS" \
-                "$backlog" "$mode" 2>"$TMP/$pfx.rt.drain.$mode.$rep.err") || true
+            out=$(TAKE_BATCH=$RUNTIME_TAKE_BATCH timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" \
+                drain "$RUNTIME_THREADS" "$SECS" "$backlog" "$mode" 2>"$TMP/$pfx.rt.drain.$mode.$rep.err") || true
             echo "$out" >"$TMP/$pfx.rt.drain.$mode.$rep.log"
             rec "$pfx.rt.drain.$mode" "$rep" "$(runtime_field "$out" rate)"
             rec "$pfx.rt.drain.$mode.left" "$rep" "$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")"
@@ -532,9 +537,9 @@ runtime_drain() {  # prefix
     done
 }
 
-# Steady state: 4 pgbench producers (hop_push.sql, as in steady()) with the runtime consuming,
-# completions batched and each on its own. The baseline queue's 4+4 runs in the same loop,
-# interleaved, so the ratio compares like with like.
+# Steady state: 4 pgbench producers (hop_push.sql, as in steady()) with the runtime consuming:
+# Worker with completions batched and each on its own, and TakeWorker. The baseline queue's 4+4 runs
+# in the same loop, interleaved, so the ratio compares like with like.
 runtime_steady() {  # prefix
     local pfx=$1 rep ppid out rp r done_jobs mode
     for rep in $(seq "$REPS"); do
@@ -549,7 +554,7 @@ runtime_steady() {  # prefix
         done_jobs=$(($(echo "$rp" | awk '{print $1}') - $(baseline_left)))
         rec "$pfx.rt.steady.base" "$rep" "$(rate "$done_jobs" "$r")"
 
-        for mode in batched each; do
+        for mode in batched each take; do
             reset_hopper
             reset_baseline
             checkpoint
@@ -557,8 +562,8 @@ runtime_steady() {  # prefix
             pgb "$TMP/$pfx.rt.steady.$mode.prod.$rep.log" 4 "$SECS" hop_push.sql -D q=steady >"$TMP/prod.out" &
             ppid=$!
             if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.rt.steady.$mode" & fi
-            out=$(timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$conninfo" steady "$RUNTIME_THREADS" "$SECS" \
-                0 "$completions" 2>"$TMP/$pfx.rt.steady.$mode.$rep.err") || true
+            out=$(TAKE_BATCH=$RUNTIME_TAKE_BATCH timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$conninfo" \
+                steady "$RUNTIME_THREADS" "$SECS" 0 "$completions" 2>"$TMP/$pfx.rt.steady.$mode.$rep.err") || true
             wait "$ppid" || true
             wait || true
             echo "$out" >"$TMP/$pfx.rt.steady.$mode.$rep.log"
