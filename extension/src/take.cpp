@@ -9,7 +9,6 @@
 
 #include "hopper/args.hpp"
 #include "hopper/claim_hint.hpp"
-#include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
@@ -115,8 +114,8 @@ HOPPER_FUNCTION(hopper_queue_take) {
                           "Pull from this queue with queue_pull.");
         for (uint64_t i = 0; i < r.rows(); ++i) {
             out.add_row(r, i);
-            taken_here::remember(r.get_int64(i, 1));
-            notify::job_done(r.get_int64(i, 1), queue, "completed", r.get_bool(i, 9));
+            // Its "hopper:done", if any, goes out at commit (include/hopper/taken_here.hpp).
+            taken_here::remember(r.get_int64(i, 1), queue, r.get_bool(i, 9));
         }
         if (!r.empty() && may_raise) {
             uint64_t last = r.rows() - 1;

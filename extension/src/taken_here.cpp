@@ -1,10 +1,15 @@
 // Jobs taken in the current transaction (include/hopper/taken_here.hpp).
 #include "hopper/taken_here.hpp"
 
+#include "hopper/guc.hpp"
 #include "hopper/jobs.hpp"
+#include "hopper/notify.hpp"
 
 #include <array>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 extern "C" {
 #include "access/genam.h"
@@ -28,12 +33,85 @@ namespace {
 // Ids queue_take returned in the current top-level transaction. A take inside a subtransaction
 // that rolled back stays listed; restore() checks the row itself, so that is harmless.
 std::unordered_set<int64_t> taken;
-bool callback_registered = false;
+bool callbacks_registered = false;
+
+// "hopper:done" of the taken jobs of queues that announce finished jobs, sent just before commit
+// rather than by the take: a job put back by restore() was not completed, and a NOTIFY cannot be
+// withdrawn once queued. Takes and put-backs are logged in order with the subtransaction that
+// made them, so that a savepoint rolled back drops its own (as it drops its NOTIFYs).
+struct DoneEvent {
+    int64_t id;
+    std::string queue;  // empty: restore() put the job back
+    SubTransactionId subxact;
+};
+std::vector<DoneEvent> done_events;
+
+// The jobs still taken at the end of the log, in the order of their (last) take.
+void announce_done() {
+    struct Pending {
+        int64_t id;
+        const std::string* queue;
+        bool put_back;
+    };
+    std::vector<Pending> pending;
+    std::unordered_map<int64_t, size_t> at;
+    for (const DoneEvent& e : done_events) {
+        auto it = at.find(e.id);
+        if (e.queue.empty()) {
+            if (it != at.end()) {
+                pending[it->second].put_back = true;
+                at.erase(it);
+            }
+        } else if (it == at.end()) {
+            at.emplace(e.id, pending.size());
+            pending.push_back({e.id, &e.queue, false});
+        }
+    }
+    for (const Pending& p : pending)
+        if (!p.put_back) notify::job_done(p.id, *p.queue, "completed", true);
+}
 
 void on_transaction_event(XactEvent event, void*) {
-    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
-        event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
-        taken.clear();
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PRE_PREPARE:  // where PostgreSQL refuses a transaction that notifies
+            if (done_events.empty()) return;
+            // Before commit an ERROR still aborts the transaction cleanly.
+            if (!detail::capture_errors(announce_done)) {
+                done_events.clear();
+                detail::raise_saved_error();
+            }
+            done_events.clear();
+            return;
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PREPARE:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            taken.clear();
+            done_events.clear();
+            return;
+        default:
+            return;
+    }
+}
+
+void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
+                             void*) {
+    if (done_events.empty()) return;
+    if (event == SUBXACT_EVENT_ABORT_SUB) {
+        std::vector<DoneEvent> kept;
+        for (DoneEvent& e : done_events)
+            if (e.subxact != mine) kept.push_back(std::move(e));
+        done_events.swap(kept);
+    } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        for (DoneEvent& e : done_events)
+            if (e.subxact == mine) e.subxact = parent;
+    }
+}
+
+void log_done_event(int64_t id, const std::string& queue) {
+    done_events.push_back({id, queue, GetCurrentSubTransactionId()});
 }
 
 // The columns a restored job gets back; the rest (state, lease, claimed_*) take their defaults,
@@ -101,12 +179,16 @@ void read_deleted_version(Oid relid, int64_t id, Row* out) {
 
 }  // namespace
 
-void remember(int64_t id) {
-    if (!callback_registered) {
-        pg_guard([] { RegisterXactCallback(on_transaction_event, nullptr); });
-        callback_registered = true;
+void remember(int64_t id, const std::string& queue, bool queue_notifies_done) {
+    if (!callbacks_registered) {
+        pg_guard([] {
+            RegisterXactCallback(on_transaction_event, nullptr);
+            RegisterSubXactCallback(on_subtransaction_event, nullptr);
+        });
+        callbacks_registered = true;
     }
     taken.insert(id);
+    if (queue_notifies_done && guc::notify) log_done_event(id, queue);
 }
 
 bool restore(spi::Connection& conn, int64_t id) {
@@ -133,6 +215,7 @@ bool restore(spi::Connection& conn, int64_t id) {
     // The take wrote the job to history as completed; a job is in one table at a time.
     static spi::Statement unrecord("DELETE FROM hopper.job_history WHERE id = $1", {INT8OID});
     conn.exec(unrecord, {spi::arg(id)});
+    if (!done_events.empty()) log_done_event(id, std::string());
     return true;
 }
 

@@ -7,16 +7,22 @@
 // the history row the take wrote is removed, and the failure is then recorded on it as usual.
 // Rolling back the take itself instead frees the job, and another worker may take and run it
 // before the failure is recorded.
+//
+// The take's "hopper:done" notices wait here too, until just before commit: a job put back is
+// not announced as completed.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "hopper/spi.hpp"
 
 namespace hopper::taken_here {
 
-// By queue_take, for every job it returns.
-void remember(int64_t id);
+// By queue_take, for every job it returns. If the queue announces finished jobs, "hopper:done"
+// says it completed when the transaction commits, unless restore() put it back meanwhile (in a
+// part of the transaction that was not rolled back).
+void remember(int64_t id, const std::string& queue, bool queue_notifies_done);
 
 // Puts job `id` back into hopper.jobs, available and as it was before the take, if this
 // transaction took it and still has it out. Returns false (and changes nothing) otherwise.
