@@ -122,13 +122,9 @@ void relay_step() {
     worker::in_transaction([&] {
         // The NOTIFY lock is held across this commit: do not make it wait for the disk. Losing
         // this transaction in a crash loses nothing but a wake-up.
-        // And plan the scan once: its custom plans (the planner's choice, as the id range varies)
-        // made planning most of a step's cost.
         pg_guard([] {
             (void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
                                     GUC_ACTION_LOCAL, true, 0, false);
-            (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET,
-                                    PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
         });
         Oid rel = jobs::relation();  // InvalidOid: the next pass notices and exits
         if (!OidIsValid(rel)) return;
@@ -142,12 +138,16 @@ void relay_step() {
         seq = last_job_id(conn);
         holders = writers_of_jobs(rel);
         // This statement's snapshot is taken now, after the reads above: it sees every job at or
-        // below the new settled mark that committed. Ids up to seq only, so that the planner
-        // estimates a narrow range of the primary key whatever the parameters.
+        // below the new settled mark that committed. The id range walks the primary key, and
+        // nothing else: offered "state = 'available'" beside it, the planner took the partial
+        // pull index, whose id is its last column, and read every waiting job on every step.
+        // Planned once (generic): custom plans, as the id range moves, made planning most of a
+        // step's cost.
         static spi::Statement scan(
-            "SELECT DISTINCT queue FROM hopper.jobs WHERE id > $1 AND id <= $2 "
-            "AND state = 'available' AND run_at <= pg_catalog.clock_timestamp()",
-            {INT8OID, INT8OID});
+            "SELECT DISTINCT queue FROM (SELECT queue, state, run_at FROM hopper.jobs "
+            "  WHERE id > $1 AND id <= $2 OFFSET 0) j "
+            "WHERE state = 'available' AND run_at <= pg_catalog.clock_timestamp()",
+            {INT8OID, INT8OID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
         spi::Result r = conn.exec(scan, {spi::arg(state.settled), spi::arg(seq)});
         for (uint64_t i = 0; i < r.rows(); ++i) notify::queue_ready(r.get_text(i, 1));
         conn.finish();
