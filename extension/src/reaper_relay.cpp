@@ -1,4 +1,5 @@
 // See include/hopper/reaper_relay.hpp.
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -138,18 +139,24 @@ void relay_step() {
         seq = last_job_id(conn);
         holders = writers_of_jobs(rel);
         // This statement's snapshot is taken now, after the reads above: it sees every job at or
-        // below the new settled mark that committed. The id range walks the primary key, and
-        // nothing else: offered "state = 'available'" beside it, the planner took the partial
-        // pull index, whose id is its last column, and read every waiting job on every step.
-        // Planned once (generic): custom plans, as the id range moves, made planning most of a
-        // step's cost.
+        // below the new settled mark that committed. The id range is its only condition, so it
+        // walks the primary key and nothing else: offered "state = 'available'" beside it, the
+        // planner took the partial pull index, whose id is its last column, and read every
+        // waiting job on every step. One plan node, planned once (custom plans, as the id range
+        // moves, made planning most of a step's cost); a step sees a few jobs.
         static spi::Statement scan(
-            "SELECT DISTINCT queue FROM (SELECT queue, state, run_at FROM hopper.jobs "
-            "  WHERE id > $1 AND id <= $2 OFFSET 0) j "
-            "WHERE state = 'available' AND run_at <= pg_catalog.clock_timestamp()",
+            "SELECT queue, state = 'available' AND run_at <= pg_catalog.clock_timestamp() "
+            "FROM hopper.jobs WHERE id > $1 AND id <= $2",
             {INT8OID, INT8OID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
         spi::Result r = conn.exec(scan, {spi::arg(state.settled), spi::arg(seq)});
-        for (uint64_t i = 0; i < r.rows(); ++i) notify::queue_ready(r.get_text(i, 1));
+        std::vector<std::string> ready;
+        for (uint64_t i = 0; i < r.rows(); ++i) {
+            if (!r.get_bool(i, 2)) continue;
+            std::string queue = r.get_text(i, 1);
+            if (std::find(ready.begin(), ready.end(), queue) == ready.end())
+                ready.push_back(std::move(queue));
+        }
+        for (const std::string& queue : ready) notify::queue_ready(queue);
         conn.finish();
     });
     // Committed: only now move the mark.
