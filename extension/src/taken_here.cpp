@@ -5,6 +5,7 @@
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <unordered_map>
@@ -100,10 +101,10 @@ void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTrans
                              void*) {
     if (done_events.empty()) return;
     if (event == SUBXACT_EVENT_ABORT_SUB) {
-        std::vector<DoneEvent> kept;
-        for (DoneEvent& e : done_events)
-            if (e.subxact != mine) kept.push_back(std::move(e));
-        done_events.swap(kept);
+        // In place: nothing here may throw into PostgreSQL's abort path.
+        done_events.erase(std::remove_if(done_events.begin(), done_events.end(),
+                                         [&](const DoneEvent& e) { return e.subxact == mine; }),
+                          done_events.end());
     } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
         for (DoneEvent& e : done_events)
             if (e.subxact == mine) e.subxact = parent;
