@@ -522,6 +522,7 @@ RUNTIME_TAKE_BATCH=16
 # TakeWorker.
 runtime_drain() {  # prefix
     local pfx=$1 rep backlog out mode
+    rec runtime.take_batch 1 "$RUNTIME_TAKE_BATCH"
     for rep in $(seq "$REPS"); do
         for mode in batched each take; do
             backlog=$(drain_backlog 10)
