@@ -66,9 +66,16 @@ struct Slot {
 constexpr Key kLowest{std::numeric_limits<int16_t>::min(), std::numeric_limits<int64_t>::min(),
                       std::numeric_limits<int64_t>::min()};
 
+// A slot's wake-up count (claim_hint.hpp): the slot's generation in the high half, so that a push
+// cannot count for a queue that took the slot after it found it, and the count in the low half.
+constexpr int kGenShift = 32;
+constexpr uint64 kCountMask = (uint64{1} << kGenShift) - 1;
+
 struct Shared {
     slock_t alloc;  // taking a free slot
     Slot slots[kSlots];
+    // Apart from the slots, so that the reaper reads them all in a few cache lines.
+    pg_atomic_uint64 wakeups[kSlots];
 };
 
 Shared* shared = nullptr;
@@ -93,7 +100,7 @@ void attach() {
         bool found = false;
         LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
         auto* anchor = static_cast<Anchor*>(
-            ShmemInitStruct("hopper claim hint segment", sizeof(Anchor), &found));
+            ShmemInitStruct("hopper claim hint segment v2", sizeof(Anchor), &found));
         if (!found) anchor->handle = DSM_HANDLE_INVALID;
         dsm_segment* seg = nullptr;
         if (anchor->handle != DSM_HANDLE_INVALID) {
@@ -109,6 +116,7 @@ void attach() {
                     pg_atomic_init_u32(&slot.gen, 0);
                     pg_atomic_init_u64(&slot.last_used, 0);
                 }
+                for (pg_atomic_uint64& w : s->wakeups) pg_atomic_init_u64(&w, 0);
                 dsm_pin_segment(seg);
                 anchor->handle = dsm_segment_handle(seg);
             }
@@ -181,6 +189,7 @@ Found lend(int at, const std::string& queue, TimestampTz now) {
     std::memset(slot.recent, 0, sizeof slot.recent);
     slot.front_at = 0;
     slot.delayed_urgent = kNoDelayed;
+    pg_atomic_write_u64(&shared->wakeups[at], static_cast<uint64>(gen + 2) << kGenShift);
     pg_write_barrier();
     slot.in_use = true;
     pg_atomic_write_u32(&slot.gen, gen + 2);
@@ -444,6 +453,55 @@ std::vector<Position> positions() {
         if (!mine) continue;
         p.queue = name;
         out.push_back(std::move(p));
+    }
+    return out;
+}
+
+bool can_count_wakeup(const std::string& queue) {
+    return slot_of(queue).slot >= 0;
+}
+
+bool count_wakeup(const std::string& queue) noexcept {
+    if (shared == nullptr) return false;
+    Found f = find(queue);
+    if (f.slot < 0) return false;
+    pg_atomic_uint64& w = shared->wakeups[f.slot];
+    uint64 v = pg_atomic_read_u64(&w);
+    for (;;) {
+        if ((v >> kGenShift) != f.gen) return false;
+        uint64 next = (v & ~kCountMask) | ((v + 1) & kCountMask);
+        if (pg_atomic_compare_exchange_u64(&w, &v, next)) return true;
+    }
+}
+
+void read_wakeups(WakeupCounts& counts) {
+    counts.seen.assign(kSlots, 0);
+    if (!attached()) return;
+    for (int i = 0; i < kSlots; ++i) counts.seen[i] = pg_atomic_read_u64(&shared->wakeups[i]);
+}
+
+std::vector<std::string> woken_queues(WakeupCounts& counts) {
+    std::vector<std::string> out;
+    if (!attached()) return out;
+    counts.seen.resize(kSlots, 0);
+    for (int i = 0; i < kSlots; ++i) {
+        uint64 v = pg_atomic_read_u64(&shared->wakeups[i]);
+        if (v == counts.seen[i]) continue;
+        counts.seen[i] = v;
+        Slot& slot = shared->slots[i];
+        char name[kMaxName + 1];
+        bool mine = false;
+        // Under the mutex db and name are whole; the generation says whether the count is theirs
+        // (a count made before the slot passed to another queue is lost with the slot, see
+        // push_wakeup.cpp).
+        SpinLockAcquire(&slot.mutex);
+        if (slot.in_use && slot.db == MyDatabaseId &&
+            pg_atomic_read_u32(&slot.gen) == (v >> kGenShift) && (v & kCountMask) != 0) {
+            mine = true;
+            std::memcpy(name, slot.name, sizeof name);
+        }
+        SpinLockRelease(&slot.mutex);
+        if (mine) out.emplace_back(name);
     }
     return out;
 }

@@ -117,12 +117,14 @@ ArrayView deconstruct(Datum array_datum, Oid elemtype) {
     return v;
 }
 
-// Tells the queue's claim hint that a job appears at this key when the push commits.
+// Tells the queue's claim hint that a job appears at this key when the push commits, and the
+// queue's workers, if the job is due by then.
 void made_available(const std::string& queue, int16_t priority, std::optional<TimestampTz> run_at,
                     int64_t id) {
     TimestampTz now = GetCurrentTransactionStartTimestamp();
     TimestampTz at = run_at.value_or(now);
     claim_hint::made_available(queue, {priority, at, id}, at > now);
+    notify::queue_pushed(queue, at);
 }
 
 }  // namespace
@@ -160,7 +162,6 @@ Pushed one(spi::Connection& conn, const Job& job) {
                     break;
                 }
             }
-            notify::queue_pushed(job.queue);
             made_available(job.queue, job.priority, job.run_at, *id);
             break;
         }
@@ -351,7 +352,6 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         kept -= original.size();
     }
     if (kept > 0) {
-        notify::queue_pushed(queue);
         // The batch's lowest key: one priority and run_at, ids ascending.
         made_available(queue, priority, run_at, inserted.front().id);
     }

@@ -2,55 +2,65 @@
 // instead of a NOTIFY in the pushing transaction. See include/hopper/notify.hpp.
 //
 // A transaction callback, registered once per backend, does the work:
-//  - at pre-commit (errors may still abort the transaction) it decides: relay if a reaper is known
-//    to run and the first push of the transaction is recent, else NOTIFY each pushed queue itself,
-//    as PostgreSQL still allows then;
-//  - at commit (the jobs are visible; nothing may raise any more) it sets the reaper's latch. The
-//    reaper then looks for new jobs and notifies their queues (reaper_relay.cpp), so a listener
-//    can never hear of a job before it is visible.
-// A push whose transaction stays open for long notifies directly: the reaper stops waiting for
-// transactions that hold hopper.jobs for longer than a few seconds (kRelayGiveUpUs in
-// reaper_relay.cpp), and such a push might commit after it stopped.
+//  - at pre-commit (errors may still abort the transaction) it decides, for each queue that got
+//    due jobs: relay if hopper.notify_relay is on, a reaper is known to run and the queue holds a
+//    claim-hint slot to count the wake-up in; else NOTIFY the queue itself, as PostgreSQL still
+//    allows then;
+//  - at commit (the jobs are visible; nothing may raise any more) it counts the relayed wake-ups
+//    in their slots and sets the reaper's latch. The reaper then notifies the queues whose counts
+//    moved (reaper_relay.cpp), so a listener can never hear of a job before it is visible.
+// A slot only passes to another queue after ten idle seconds, and the pre-commit look marks it
+// used, so a count is lost only if the commit itself takes that long (a synchronous standby that
+// does not answer, say); workers poll anyway. A prepared transaction's pushes wake nobody: no
+// NOTIFY may be prepared, and COMMIT PREPARED runs no callback of the session that prepared.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
 
 extern "C" {
 #include "access/xact.h"
-#include "commands/async.h"
 #include "utils/timestamp.h"
 }
 
 namespace hopper::notify {
 namespace {
 
-// A push older than this at commit time notifies directly (see the comment at the top).
-constexpr int64_t kRelayWithinUs = 1 * USECS_PER_SEC;
+// A queue the current transaction pushed to, and the earliest run_at of its jobs.
+struct Pushed {
+    std::string queue;
+    TimestampTz run_at;
+};
 
 bool callback_registered = false;
-// The current transaction's pushes that owe a wake-up; reset at every transaction end.
+// The current transaction's pushes; reset at every transaction end.
 bool pending = false;
-bool relay_at_commit = false;
-TimestampTz first_push = 0;
-std::vector<std::string> pushed_queues;
+std::vector<Pushed> pushed_queues;
+std::vector<std::string> relayed_queues;  // decided at pre-commit, counted at commit
 
 void reset() noexcept {
     pending = false;
-    relay_at_commit = false;
     pushed_queues.clear();
+    relayed_queues.clear();
 }
 
 void decide_at_pre_commit() {
-    bool recent = GetCurrentTimestamp() - first_push < kRelayWithinUs;
-    if (guc::notify_relay && recent && reaper::still_running()) {
-        relay_at_commit = true;
-        return;
+    // Jobs that are not due when their push commits are announced by the reaper's pass in which
+    // they fall due (reaper_pass.cpp); judged now, not at the push, for a transaction that stays
+    // open past its jobs' run_at.
+    TimestampTz now = GetCurrentTimestamp();
+    bool relay = guc::notify_relay && reaper::still_running();
+    for (const Pushed& p : pushed_queues) {
+        if (p.run_at > now) continue;
+        if (relay && claim_hint::can_count_wakeup(p.queue))
+            relayed_queues.push_back(p.queue);
+        else
+            queue_ready(p.queue);
     }
-    for (const std::string& queue : pushed_queues) queue_ready(queue);
 }
 
 void on_transaction_event(XactEvent event, void*) {
@@ -64,14 +74,14 @@ void on_transaction_event(XactEvent event, void*) {
             }
             return;
         }
-        case XACT_EVENT_COMMIT:
-            if (relay_at_commit) reaper::wake_known();
+        case XACT_EVENT_COMMIT: {
+            bool counted = false;
+            for (const std::string& queue : relayed_queues)
+                counted = claim_hint::count_wakeup(queue) || counted;
+            if (counted) reaper::wake_known();
             reset();
             return;
-        case XACT_EVENT_PRE_PREPARE:
-            // The jobs become visible at COMMIT PREPARED, in whatever session runs it; the relay
-            // finds them as soon as anything wakes the reaper after that.
-            return;
+        }
         default:  // abort, prepare, and the parallel-worker events (pushes never run there)
             reset();
             return;
@@ -80,9 +90,8 @@ void on_transaction_event(XactEvent event, void*) {
 
 }  // namespace
 
-void queue_pushed(const std::string& queue) {
+void queue_pushed(const std::string& queue, TimestampTz run_at) {
     if (!guc::notify) return;
-    if (!guc::notify_relay) return queue_ready(queue);
     if (!callback_registered) {
         pg_guard([] { RegisterXactCallback(on_transaction_event, nullptr); });
         callback_registered = true;
@@ -90,10 +99,13 @@ void queue_pushed(const std::string& queue) {
     if (!pending) {
         reset();
         pending = true;
-        first_push = GetCurrentStatementStartTimestamp();
     }
-    if (std::find(pushed_queues.begin(), pushed_queues.end(), queue) == pushed_queues.end())
-        pushed_queues.push_back(queue);
+    auto same = [&](const Pushed& p) { return p.queue == queue; };
+    auto it = std::find_if(pushed_queues.begin(), pushed_queues.end(), same);
+    if (it == pushed_queues.end())
+        pushed_queues.push_back({queue, run_at});
+    else if (run_at < it->run_at)
+        it->run_at = run_at;
 }
 
 }  // namespace hopper::notify

@@ -92,8 +92,7 @@ my $t_kill9 = check_rescued_from_gone_backend(
 	session_query($l, 'LISTEN "hopper:wake"');
 	$node->safe_psql('app',
 		"SELECT hopper.queue_push('wake', '{}', run_at => now() + interval '2 seconds')");
-	# A job pushed for later is announced when it comes due (a direct NOTIFY also announces its
-	# push; the relay does not): drain whatever the push sent.
+	# A job pushed for later is announced when it comes due, not at its push.
 	session_query($l, 'SELECT 1');
 	my ($heard, $t0) = ('', time);
 	while (time - $t0 < 6 && $heard !~ /notification/)

@@ -1,8 +1,9 @@
 # Push wake-ups relayed by the reaper: a LISTENing session hears "hopper:<queue>" from the reaper
 # promptly after a push commits (the push's own commit takes no NOTIFY lock), never for a push that
-# rolled back, also for a push that committed after a later one, and from the pushing backend
-# itself when no reaper runs, when hopper.notify_relay is off, or when the push's transaction was
-# long. "hopper:done" only for queues that turned it on.
+# rolled back, also for a push that committed after a later one or whose transaction was long, and
+# from the pushing backend itself when no reaper runs or when hopper.notify_relay is off. A job
+# pushed for later is announced when it falls due, not at its push. "hopper:done" only for queues
+# that turned it on.
 use strict;
 use warnings;
 
@@ -57,8 +58,8 @@ my $relay_count = () = $heard =~ /"hopper:relay"/g;
 ok($relay_count <= 1, 'the first queue is announced once');
 
 # Commit order differs from id order: the job with the lower id commits last and is still
-# announced (the relay's settled mark waits for the transaction that held it). The higher job is
-# pulled before, so that only the lower one can be the reason for the second wake-up.
+# announced (its commit counts the wake-up). The higher job is pulled before, so that only the
+# lower one can be the reason for the second wake-up.
 {
 	session_query($l, 'LISTEN "hopper:order"');
 	# (Created first: a push that creates a queue holds its row until it commits.)
@@ -80,10 +81,36 @@ ok($relay_count <= 1, 'the first queue is announced once');
 	$early->{run}->finish;
 }
 
-# A push whose transaction stays open for over a second notifies by itself.
+# A push whose transaction stays open for seconds is relayed like any other.
 session_query($p, "BEGIN; SELECT hopper.queue_push('relay', '{}'); SELECT pg_sleep(1.2); COMMIT");
 my (undef, $from_long) = wait_notification($l, 'hopper:relay', 5);
-is($from_long, $producer, 'a long push transaction sends its NOTIFY itself');
+is($from_long, $reaper, 'a long push transaction is relayed too');
+
+# A job pushed for later wakes nobody at its push (a worker would find nothing to do), relayed or
+# direct; the reaper announces it when it falls due. A transaction that stays open past its job's
+# run_at announces it at its commit.
+{
+	session_query($l, 'LISTEN "hopper:later"');
+	for my $relay ('on', 'off')
+	{
+		session_query($p,
+			"SET hopper.notify_relay = $relay; SELECT hopper.queue_push('later', '{}', run_at => now() + interval '3 seconds')"
+		);
+		my $t0 = time;
+		ok(!scalar(wait_notification($l, 'hopper:later', 1.5)),
+			"notify_relay $relay: a job due in 3 s is not announced at its push");
+		my ($took, $from) = wait_notification($l, 'hopper:later', 6);
+		is($from, $reaper, "notify_relay $relay: the reaper announces it when it falls due");
+		ok(time - $t0 >= 2.5, "notify_relay $relay: not before");
+		session_query($p, "SELECT hopper.queue_pull('later')");
+	}
+	session_query($p,
+		"BEGIN; SELECT hopper.queue_push('later', '{}', run_at => clock_timestamp() + interval '0.2 seconds'); SELECT pg_sleep(0.5); COMMIT"
+	);
+	my (undef, $from) = wait_notification($l, 'hopper:later', 0.9);
+	is($from, $producer, 'due by its commit: announced at once (relay off: by the pushing session)');
+	session_query($p, "RESET hopper.notify_relay");
+}
 
 # hopper.notify_relay = off: direct.
 session_query($p, "SET hopper.notify_relay = off; SELECT hopper.queue_push('relay', '{}')");

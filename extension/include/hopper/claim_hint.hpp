@@ -80,4 +80,22 @@ struct Position {
 };
 std::vector<Position> positions();
 
+// The same slots count the push wake-ups that the reaper relays (push_wakeup.cpp,
+// reaper_relay.cpp): a push that committed due jobs bumps its queue's count and sets the reaper's
+// latch, and the reaper notifies every queue of its database whose count moved. Nothing is read
+// from the tables, so a relay step costs the same whatever the number of jobs.
+//
+// Before commit: whether queue holds a slot to count a wake-up in (taking one if it can).
+bool can_count_wakeup(const std::string& queue);
+// At commit (raises nothing): counts one wake-up for queue; false if it no longer holds a slot.
+bool count_wakeup(const std::string& queue) noexcept;
+// What the reaper last read of every slot's count.
+struct WakeupCounts {
+    std::vector<uint64_t> seen;
+};
+// Fills counts with the current values: wake-ups counted before are not reported.
+void read_wakeups(WakeupCounts& counts);
+// The queues of this database whose count moved since counts was filled, which it then holds.
+std::vector<std::string> woken_queues(WakeupCounts& counts);
+
 }  // namespace hopper::claim_hint

@@ -12,16 +12,23 @@
 #include <cstdint>
 #include <string>
 
+extern "C" {
+#include "postgres.h"
+#include "datatype/timestamp.h"
+}
+
 namespace hopper::notify {
 
 // NOTIFY "hopper:<queue>" in the caller's transaction (release, retry, resume, rescues, the
 // reaper's relay). Nothing when hopper.notify is off.
 void queue_ready(const std::string& queue);
 
-// The wake-up for jobs a push inserted into `queue`. With hopper.notify_relay on, it is decided at
-// commit: relayed by this database's reaper if one is known to run (the commit sets its latch and
-// takes no NOTIFY lock), sent directly otherwise. Nothing when hopper.notify is off.
-void queue_pushed(const std::string& queue);
+// The wake-up for jobs a push inserted into `queue`, the earliest due at run_at. Decided at commit,
+// and only if one is due then (the reaper announces the others when they fall due): with
+// hopper.notify_relay on it is relayed by this database's reaper if one is known to run (the
+// commit sets its latch and takes no NOTIFY lock), else sent directly. Nothing when hopper.notify
+// is off.
+void queue_pushed(const std::string& queue, TimestampTz run_at);
 
 // NOTIFY "hopper:done" for a finished job, if its queue has notify_done on.
 void job_done(int64_t id, const std::string& queue, const char* state, bool queue_notifies_done);
