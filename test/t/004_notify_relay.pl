@@ -166,6 +166,18 @@ while (time - $t0 < 15 && $from_again ne $reaper)
 is($from_again, $reaper, 'the new reaper relays again');
 note sprintf('relay resumed %.1f s after reaper_start()', time - $t0);
 
+# The server counts relayed wake-ups in 256 slots lent to queues. A queue that finds none free (here
+# 300 queues pushed to at once take them all) notifies by itself; its wake-up is never lost. Last in
+# this file: the slots stay taken for 10 s.
+{
+	session_query($l, 'LISTEN "hopper:slot_300"');
+	session_query($p,
+		"SELECT count(hopper.queue_push('slot_' || i, '{}')) FROM generate_series(1, 299) i");
+	session_query($p, "SELECT hopper.queue_push('slot_300', '{}')");
+	my (undef, $from_full) = wait_notification($l, 'hopper:slot_300', 5);
+	is($from_full, $producer, 'no slot free: the push sends its NOTIFY itself');
+}
+
 for my $s ($l, $p)
 {
 	$s->{in} .= "\\q\n";
