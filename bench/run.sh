@@ -342,6 +342,11 @@ scaling() {
             label=$size
         fi
         q "VACUUM ANALYZE hopper.jobs" >/dev/null
+        # One untimed second first: in the full runs of 2026-11-22 09:04 and 09:24 the first timed
+        # repetition of every size ran 10-27% below the two after it, the 10,000-job size too, so
+        # the median measured the change of size as much as the size.
+        checkpoint
+        pgb "$TMP/scale.$label.warmup.log" 4 1 hop_scale.sql -D q=scale -D n=10 -D 'ids={}' -D 'toks={}' >/dev/null
         for rep in $(seq "$REPS"); do
             checkpoint
             before=$(hopper_completed scale)
