@@ -314,7 +314,6 @@ echo "## Backlog scaling: pull + complete at a constant backlog, completed jobs/
 echo
 echo "4 clients; each transaction completes the 10 jobs it held, pushes 10 new ones and pulls the next 10"
 echo "(\`hop_scale.sql\`), so the backlog stays at its size. The last row adds finished jobs to history."
-echo "Each size gets one untimed second of the same load before its timed repetitions."
 echo
 echo "| jobs waiting | completed jobs/s | vs first |"
 echo "|---|---|---|"

@@ -151,14 +151,15 @@ baseline_left() { q "SELECT pg_catalog.count(*) FROM bench.baseline_queue"; }
 
 # Samples the wait events of client backends every 50 ms for SECONDS into FILE (background).
 sample_waits() {  # seconds file
-    local end=$(($(date +%s) + $1))
-    while [ "$(date +%s)" -lt "$end" ]; do
-        psql -XAtq -c "SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU (no wait event)')
+    # One connection for the whole run, a sample every 50 ms: a new psql and backend per sample
+    # took enough of the two cores to slow the repetition being sampled by 10-30%.
+    local n=$(($1 * 20)) i
+    for ((i = 0; i < n; i++)); do
+        echo "SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU (no wait event)')
             FROM pg_catalog.pg_stat_activity
-            WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_catalog.pg_backend_pid()" \
-            >>"$2" 2>/dev/null || true
-        sleep 0.05
-    done
+            WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_catalog.pg_backend_pid();"
+        echo "SELECT 1 FROM pg_catalog.pg_sleep(0.05) WHERE false;"
+    done | psql -XAtq >>"$2" 2>/dev/null || true
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -342,11 +343,6 @@ scaling() {
             label=$size
         fi
         q "VACUUM ANALYZE hopper.jobs" >/dev/null
-        # One untimed second first: in the full runs of 2026-11-22 09:04 and 09:24 the first timed
-        # repetition of every size ran 10-27% below the two after it, the 10,000-job size too, so
-        # the median measured the change of size as much as the size.
-        checkpoint
-        pgb "$TMP/scale.$label.warmup.log" 4 1 hop_scale.sql -D q=scale -D n=10 -D 'ids={}' -D 'toks={}' >/dev/null
         for rep in $(seq "$REPS"); do
             checkpoint
             before=$(hopper_completed scale)
