@@ -152,7 +152,7 @@ baseline_left() { q "SELECT pg_catalog.count(*) FROM bench.baseline_queue"; }
 # Samples the wait events of client backends every 50 ms for SECONDS into FILE (background).
 sample_waits() {  # seconds file
     # One connection for the whole run, a sample every 50 ms: a new psql and backend per sample
-    # took enough of the two cores to slow the repetition being sampled by 10-30%.
+    # took enough of the two cores to slow the repetition being sampled by 8-27%.
     local n=$(($1 * 20)) i
     for ((i = 0; i < n; i++)); do
         echo "SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU (no wait event)')

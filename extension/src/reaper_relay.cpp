@@ -24,7 +24,8 @@ claim_hint::WakeupCounts counts;
 }  // namespace
 
 void relay_prime() {
-    // In a transaction: attaching the hints' segment may create it, which takes a lock.
+    // In a transaction, as in the backends that use the hints' segment: attaching (or creating) it
+    // maps it under the transaction's resource owner, and the mapping is then pinned for good.
     worker::in_transaction([] { claim_hint::read_wakeups(counts); });
     primed = true;
 }
