@@ -251,7 +251,8 @@ CREATE FUNCTION hopper.queue_pull(
     worker text DEFAULT NULL,
     kinds text[] DEFAULT NULL,
     at timestamptz DEFAULT NULL,
-    session_bound boolean DEFAULT false)
+    session_bound boolean DEFAULT false,
+    wait interval DEFAULT NULL)
 RETURNS SETOF hopper.leased_job AS 'MODULE_PATHNAME', 'hopper_queue_pull'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
 
@@ -308,7 +309,7 @@ GRANT SELECT ON hopper.job_history TO hopper_producer;
 GRANT USAGE ON SEQUENCE hopper.job_id_seq TO hopper_producer;
 
 GRANT EXECUTE ON FUNCTION
-    hopper.queue_pull(text, integer, interval, text, text[], timestamptz, boolean),
+    hopper.queue_pull(text, integer, interval, text, text[], timestamptz, boolean, interval),
     hopper.queue_complete(bigint, bigint, jsonb),
     hopper.queue_fail(bigint, bigint, text, interval, boolean),
     hopper.queue_heartbeat(bigint, bigint, interval),

@@ -107,9 +107,10 @@ std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
                   "SELECT id, queue, kind, payload, attempt, lease_token, " HOPPER_US(
                       "lease_until") ", " HOPPER_US("run_at") ", " HOPPER_US("created_at")
                   " FROM hopper.queue_pull($1, $2::int, " HOPPER_INTERVAL_PARAM("$3")
-                  ", $4, $5::text[], " HOPPER_TS_PARAM("$6") ", $7::bool)",
+                  ", $4, $5::text[], " HOPPER_TS_PARAM("$6") ", $7::bool, "
+                  HOPPER_INTERVAL_PARAM("$8") ")",
                   {queue, std::to_string(o.n), rows::micros(o.lease), o.worker, kinds,
-                   rows::micros(o.at), detail::to_param(o.session_bound)});
+                   rows::micros(o.at), detail::to_param(o.session_bound), rows::micros(o.wait)});
     std::vector<Job> jobs;
     jobs.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) jobs.push_back(rows::read_job(r, i));

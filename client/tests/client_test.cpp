@@ -1,6 +1,8 @@
 // Every Client call against a real server: typed results, NULLs, and errors with their SQLSTATE.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "hopper/client.hpp"
 #include "support.hpp"
 
@@ -320,6 +322,34 @@ TEST_F(ClientTest, ReleaseGivesTheJobBack) {
     auto again = c.pull(q);
     ASSERT_EQ(again.size(), 1u);
     EXPECT_EQ(again[0].id, id);
+}
+
+TEST_F(ClientTest, PullWaitsForAPush) {
+    std::string q = unique_queue("wait");
+    c.queue_create(q);
+    PullOptions po;
+    po.wait = 200ms;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(c.pull(q, po).empty());
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms)
+        << "an empty queue: the pull waits the whole interval";
+
+    // A push from another connection while the pull waits: it returns with that job, long
+    // before its wait runs out.
+    po.wait = 30s;
+    int64_t pushed = 0;
+    std::thread producer([&] {
+        Client other{conninfo()};
+        std::this_thread::sleep_for(300ms);
+        pushed = other.push(q, R"({"late": true})");
+    });
+    t0 = std::chrono::steady_clock::now();
+    auto jobs = c.pull(q, po);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    producer.join();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, pushed);
+    EXPECT_LT(waited, 10s);
 }
 
 TEST_F(ClientTest, CancelAndRetry) {

@@ -12,6 +12,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "access/xact.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/dsm.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -32,6 +33,8 @@ constexpr int64_t kIdleUs = 10 * USECS_PER_SEC;
 // A claim starts at the front at least this often per queue (see the header).
 constexpr int64_t kFrontEveryUs = 1 * USECS_PER_SEC;
 constexpr int16_t kNoDelayed = std::numeric_limits<int16_t>::max();
+// A commit that made more jobs available than this wakes every waiting pull of their queue.
+constexpr int64_t kMaxSignals = 64;
 
 // The last lowerings of a queue, so that a claim can tell which happened while it ran: it may
 // raise the hint to what it claimed, but not above any of them. A claim that saw more than this
@@ -61,6 +64,8 @@ struct Slot {
     Lowering recent[kRecent];
     TimestampTz front_at;    // when a claim last started at the front
     int16_t delayed_urgent;  // most urgent priority ever pushed to run later
+    // Pulls waiting for the queue's jobs (pull_wait.cpp) sleep on it; wake-ups signal it.
+    ConditionVariable waiting;
 };
 
 constexpr Key kLowest{std::numeric_limits<int16_t>::min(), std::numeric_limits<int64_t>::min(),
@@ -100,7 +105,7 @@ void attach() {
         bool found = false;
         LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
         auto* anchor = static_cast<Anchor*>(
-            ShmemInitStruct("hopper claim hint segment v2", sizeof(Anchor), &found));
+            ShmemInitStruct("hopper claim hint segment v3", sizeof(Anchor), &found));
         if (!found) anchor->handle = DSM_HANDLE_INVALID;
         dsm_segment* seg = nullptr;
         if (anchor->handle != DSM_HANDLE_INVALID) {
@@ -115,6 +120,7 @@ void attach() {
                     SpinLockInit(&slot.mutex);
                     pg_atomic_init_u32(&slot.gen, 0);
                     pg_atomic_init_u64(&slot.last_used, 0);
+                    ConditionVariableInit(&slot.waiting);
                 }
                 for (pg_atomic_uint64& w : s->wakeups) pg_atomic_init_u64(&w, 0);
                 dsm_pin_segment(seg);
@@ -504,6 +510,27 @@ std::vector<std::string> woken_queues(WakeupCounts& counts) {
         if (mine) out.emplace_back(name);
     }
     return out;
+}
+
+bool can_wake(const std::string& queue) {
+    return kept(queue);
+}
+
+ConditionVariable* waiting_pulls(const std::string& queue) {
+    Found f = slot_of(queue);
+    return f.slot < 0 ? nullptr : &shared->slots[f.slot].waiting;
+}
+
+void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept {
+    if (shared == nullptr) return;
+    Found f = find(queue);
+    if (f.slot < 0) return;
+    ConditionVariable& cv = shared->slots[f.slot].waiting;
+    if (jobs <= 0 || jobs > kMaxSignals) {
+        ConditionVariableBroadcast(&cv);
+        return;
+    }
+    for (int64_t i = 0; i < jobs; ++i) ConditionVariableSignal(&cv);
 }
 
 }  // namespace hopper::claim_hint

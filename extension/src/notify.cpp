@@ -9,10 +9,15 @@ extern "C" {
 
 namespace hopper::notify {
 
-void queue_ready(const std::string& queue) {
+void tell_listeners(const std::string& queue) {
     if (!guc::notify) return;
     std::string channel = "hopper:" + queue;
     pg_guard([&] { Async_Notify(channel.c_str(), ""); });
+}
+
+void queue_ready(const std::string& queue) {
+    tell_listeners(queue);
+    wake_pulls_at_commit(queue, 0);
 }
 
 void job_done(int64_t id, const std::string& queue, const char* state, bool queue_notifies_done) {

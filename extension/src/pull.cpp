@@ -5,6 +5,7 @@
 #include "hopper/claim_commit.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/limits.hpp"
+#include "hopper/pull_wait.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
@@ -79,18 +80,29 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
     auto worker = args::optional_text(fcinfo, 3, "worker", args::kMaxWorker);
     bool kinds_null = args::is_null(fcinfo, 4);
+    bool own_clock = !args::is_null(fcinfo, 5);
     TimestampTz at = args::clock(fcinfo, 5, "at");
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
+    int64_t wait_us =
+        args::interval_us(fcinfo, 7, "wait", 0, args::kMaxWaitUs, /*allow_zero=*/true).value_or(0);
+    if (wait_us > 0 && IsolationUsesXactSnapshot())
+        throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                      "queue_pull can only wait in a READ COMMITTED transaction",
+                      "A transaction snapshot would never see the jobs pushed while it waits.",
+                      "Pull with wait in a READ COMMITTED transaction (the default isolation "
+                      "level), or without wait.");
+    // A waiting pull judges "due" by the clock at each attempt: jobs pushed after its transaction
+    // began are due for it.
+    if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
 
     // Everything this call writes counts as the claim's: a page pruned on the way, say.
     claim_commit::before_claim();
     result::SetResult out(fcinfo);
     spi::Connection conn;
     reaper::ensure_running(conn);
-    // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
-    claim_hint::Start hint = claim_hint::begin(queue);
+    claim_hint::Start hint;
     bool limited = false;
-    bool resume = hint.resume;
+    bool resume = false;
     auto claim = [&](int64_t limit) {
         spi::Arg queue_arg = spi::arg_text(queue);
         spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
@@ -118,7 +130,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     // the hint where the claim ended. Only a claim that saw everything due, in a snapshot taken
     // after the hint was read, may raise it: no kinds filter, no clock of its own, and a snapshot
     // per statement.
-    bool may_raise = kinds_null && args::is_null(fcinfo, 5) && !IsolationUsesXactSnapshot();
+    bool may_raise = false;
     auto add = [&](const spi::Result& r) {
         uint64_t added = 0;
         for (uint64_t i = 0; i < r.rows(); ++i) {
@@ -135,18 +147,37 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         return added;
     };
 
-    spi::Result r = claim(n);
-    if (!r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
-        limited = true;
-        r = claim(n);
-    }
-    uint64_t got = add(r);
+    auto attempt = [&]() -> uint64_t {
+        // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
+        hint = claim_hint::begin(queue);
+        resume = hint.resume;
+        may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
+        spi::Result r = claim(n);
+        if (!limited && !r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
+            limited = true;
+            r = claim(n);
+        }
+        uint64_t got = add(r);
+        // Short of n: take over expired leases too.
+        if (rescue::for_short_claim(conn, queue, at, n, got)) {
+            resume = false;
+            may_raise = false;
+            got += add(claim(n - static_cast<int64_t>(got)));
+        }
+        return got;
+    };
 
-    // Short of n: take over expired leases too.
-    if (rescue::for_short_claim(conn, queue, at, n, got)) {
-        resume = false;
-        may_raise = false;
-        add(claim(n - static_cast<int64_t>(got)));
+    if (wait_us == 0) {
+        attempt();
+    } else {
+        pull_wait::Waiter waiter(queue, wait_us);
+        for (;;) {
+            waiter.arm();
+            // A queue with limits claims under a lock held to the end of the transaction: waiting
+            // with it would hold up every other pull of the queue, so such a pull does not wait.
+            if (attempt() > 0 || limited || !waiter.sleep()) break;
+            if (!own_clock) at = GetCurrentTimestamp();
+        }
     }
     conn.finish();
     claim_commit::after_claim();

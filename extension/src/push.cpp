@@ -117,14 +117,14 @@ ArrayView deconstruct(Datum array_datum, Oid elemtype) {
     return v;
 }
 
-// Tells the queue's claim hint that a job appears at this key when the push commits, and the
-// queue's workers, if the job is due by then.
+// Tells the queue's claim hint that jobs appear from this key on when the push commits, and the
+// queue's workers, if they are due by then.
 void made_available(const std::string& queue, int16_t priority, std::optional<TimestampTz> run_at,
-                    int64_t id) {
+                    int64_t id, int64_t jobs) {
     TimestampTz now = GetCurrentTransactionStartTimestamp();
     TimestampTz at = run_at.value_or(now);
     claim_hint::made_available(queue, {priority, at, id}, at > now);
-    notify::queue_pushed(queue, at);
+    notify::queue_pushed(queue, at, jobs);
 }
 
 }  // namespace
@@ -162,7 +162,7 @@ Pushed one(spi::Connection& conn, const Job& job) {
                     break;
                 }
             }
-            made_available(job.queue, job.priority, job.run_at, *id);
+            made_available(job.queue, job.priority, job.run_at, *id, 1);
             break;
         }
         if (job.dedup_key && (id = find_unfinished(conn, job.queue, *job.dedup_key))) break;
@@ -353,7 +353,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     }
     if (kept > 0) {
         // The batch's lowest key: one priority and run_at, ids ascending.
-        made_available(queue, priority, run_at, inserted.front().id);
+        made_available(queue, priority, run_at, inserted.front().id, static_cast<int64_t>(kept));
     }
     conn.finish();
 

@@ -1,19 +1,22 @@
-// notify::queue_pushed: the wake-up of a push, handed to this database's reaper after commit
-// instead of a NOTIFY in the pushing transaction. See include/hopper/notify.hpp.
+// notify::queue_pushed: the wake-ups of a push, made after commit: the pulls waiting on its queue
+// (pull_wait.hpp), and the listeners, through this database's reaper instead of a NOTIFY in the
+// pushing transaction. See include/hopper/notify.hpp.
 //
 // A transaction callback, registered once per backend, does the work:
 //  - at pre-commit (errors may still abort the transaction) it decides, for each queue that got
 //    due jobs: relay if hopper.notify_relay is on, a reaper is known to run and the queue holds a
 //    claim-hint slot to count the wake-up in; else NOTIFY the queue itself, as PostgreSQL still
 //    allows then;
-//  - at commit (the jobs are visible; nothing may raise any more) it counts the relayed wake-ups
-//    in their slots and sets the reaper's latch. The reaper then notifies the queues whose counts
-//    moved (reaper_relay.cpp), so a listener can never hear of a job before it is visible.
+//  - at commit (the jobs are visible; nothing may raise any more) it signals one waiting pull per
+//    job, counts the relayed wake-ups in their slots and sets the reaper's latch. The reaper then
+//    notifies the queues whose counts moved (reaper_relay.cpp), so a listener can never hear of a
+//    job before it is visible.
 // A slot only passes to another queue after ten idle seconds, and the pre-commit look marks it
 // used, so a count is lost only if the commit itself takes that long (a synchronous standby that
 // does not answer, say); workers poll anyway. A prepared transaction's pushes wake nobody: no
 // NOTIFY may be prepared, and COMMIT PREPARED runs no callback of the session that prepared.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,22 +33,33 @@ extern "C" {
 namespace hopper::notify {
 namespace {
 
-// A queue the current transaction pushed to, and the earliest run_at of its jobs.
+// A queue the current transaction pushed to: how many jobs, the earliest run_at among them, and
+// whether a push asked for a NOTIFY (hopper.notify as it was then).
 struct Pushed {
     std::string queue;
     TimestampTz run_at;
+    int64_t jobs;
+    bool notify;
+};
+
+// Pulls to wake on a queue at commit: how many (0: all).
+struct Wake {
+    std::string queue;
+    int64_t jobs;
 };
 
 bool callback_registered = false;
-// The current transaction's pushes; reset at every transaction end.
+// The current transaction's pushes and wake-ups; reset at every transaction end.
 bool pending = false;
 std::vector<Pushed> pushed_queues;
 std::vector<std::string> relayed_queues;  // decided at pre-commit, counted at commit
+std::vector<Wake> pulls_to_wake;
 
 void reset() noexcept {
     pending = false;
     pushed_queues.clear();
     relayed_queues.clear();
+    pulls_to_wake.clear();
 }
 
 void decide_at_pre_commit() {
@@ -53,13 +67,29 @@ void decide_at_pre_commit() {
     // they fall due (reaper_pass.cpp); judged now, not at the push, for a transaction that stays
     // open past its jobs' run_at.
     TimestampTz now = GetCurrentTimestamp();
-    bool relay = guc::notify_relay && reaper::still_running();
+    std::optional<bool> relay;  // asked once, and only if a job is due
     for (const Pushed& p : pushed_queues) {
         if (p.run_at > now) continue;
-        if (relay && claim_hint::can_count_wakeup(p.queue))
+        wake_pulls_at_commit(p.queue, p.jobs);
+        if (!p.notify) continue;
+        if (!relay) relay = guc::notify_relay && reaper::still_running();
+        if (*relay && claim_hint::can_count_wakeup(p.queue))
             relayed_queues.push_back(p.queue);
         else
-            queue_ready(p.queue);
+            tell_listeners(p.queue);
+    }
+}
+
+void on_transaction_event(XactEvent event, void*);
+
+void register_callback() {
+    if (!callback_registered) {
+        pg_guard([] { RegisterXactCallback(on_transaction_event, nullptr); });
+        callback_registered = true;
+    }
+    if (!pending) {
+        reset();
+        pending = true;
     }
 }
 
@@ -75,6 +105,7 @@ void on_transaction_event(XactEvent event, void*) {
             return;
         }
         case XACT_EVENT_COMMIT: {
+            for (const Wake& w : pulls_to_wake) claim_hint::wake_waiting_pulls(w.queue, w.jobs);
             bool counted = false;
             for (const std::string& queue : relayed_queues)
                 counted = claim_hint::count_wakeup(queue) || counted;
@@ -90,22 +121,29 @@ void on_transaction_event(XactEvent event, void*) {
 
 }  // namespace
 
-void queue_pushed(const std::string& queue, TimestampTz run_at) {
-    if (!guc::notify) return;
-    if (!callback_registered) {
-        pg_guard([] { RegisterXactCallback(on_transaction_event, nullptr); });
-        callback_registered = true;
-    }
-    if (!pending) {
-        reset();
-        pending = true;
-    }
+void queue_pushed(const std::string& queue, TimestampTz run_at, int64_t jobs) {
+    register_callback();
     auto same = [&](const Pushed& p) { return p.queue == queue; };
     auto it = std::find_if(pushed_queues.begin(), pushed_queues.end(), same);
-    if (it == pushed_queues.end())
-        pushed_queues.push_back({queue, run_at});
-    else if (run_at < it->run_at)
-        it->run_at = run_at;
+    if (it == pushed_queues.end()) {
+        pushed_queues.push_back({queue, run_at, jobs, guc::notify});
+    } else {
+        it->run_at = std::min(it->run_at, run_at);
+        it->jobs += jobs;
+        it->notify = it->notify || guc::notify;
+    }
+}
+
+void wake_pulls_at_commit(const std::string& queue, int64_t jobs) {
+    // Attaches the shared slots now, while that may still raise: the commit cannot.
+    if (!claim_hint::can_wake(queue)) return;
+    register_callback();
+    auto same = [&](const Wake& w) { return w.queue == queue; };
+    auto it = std::find_if(pulls_to_wake.begin(), pulls_to_wake.end(), same);
+    if (it == pulls_to_wake.end())
+        pulls_to_wake.push_back({queue, std::max<int64_t>(jobs, 0)});
+    else if (it->jobs > 0)
+        it->jobs = jobs > 0 ? it->jobs + jobs : 0;
 }
 
 }  // namespace hopper::notify

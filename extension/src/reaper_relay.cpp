@@ -42,7 +42,7 @@ void relay_step() {
             (void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
                                     GUC_ACTION_LOCAL, true, 0, false);
         });
-        for (const std::string& queue : queues) notify::queue_ready(queue);
+        for (const std::string& queue : queues) notify::tell_listeners(queue);
     });
     // Sent: only now take the counts as seen (a failed step reports them again next time).
     counts = std::move(next);

@@ -10,8 +10,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 use Exporter 'import';
-our @EXPORT = qw(wait_until reaper_of session_query start_session session_backend_pid
-  session_client_pid rescued_after wait_notification);
+our @EXPORT = qw(wait_until reaper_of session_query session_send session_result start_session
+  session_backend_pid session_client_pid rescued_after wait_notification);
 
 # Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
 # Returns the seconds it took, or undef on timeout.
@@ -66,13 +66,30 @@ sub start_session
 sub session_query
 {
 	my ($s, $sql) = @_;
-	my $mark = "__hopper_done_" . ++$s->{n} . "__";
+	session_send($s, $sql);
+	return session_result($s);
+}
+
+# Sends $sql without waiting for it (a statement that blocks, say); session_result collects it.
+sub session_send
+{
+	my ($s, $sql) = @_;
+	$s->{mark} = "__hopper_done_" . ++$s->{n} . "__";
 	$s->{out} = '';
+	$s->{in} .= "$sql;\n\\echo $s->{mark}\n";
+	$s->{sql} = $sql;
+	$s->{run}->pump_nb;
+}
+
+# The output of the statement session_send sent, once it has finished; dies on an error.
+sub session_result
+{
+	my ($s) = @_;
+	my $mark = $s->{mark};
 	$s->{timeout}->start($PostgreSQL::Test::Utils::timeout_default);
-	$s->{in} .= "$sql;\n\\echo $mark\n";
 	$s->{run}->pump until $s->{out} =~ /$mark\n/ || $s->{err} ne '' || $s->{timeout}->is_expired;
 	die "session query failed: $s->{err}" if $s->{err} ne '';
-	die "session query timed out: $sql" if $s->{timeout}->is_expired;
+	die "session query timed out: $s->{sql}" if $s->{timeout}->is_expired;
 	(my $out = $s->{out}) =~ s/\n?$mark\n//;
 	return $out;
 }

@@ -68,6 +68,11 @@ struct PullOptions {
     std::optional<TimePoint> at;     // pretend "now" is this (tests)
     // Ties the lease to this connection too: if it dies, the job is rescued at once.
     bool session_bound = false;
+    // With none due, wait up to this long for one to be pushed (queue_pull's wait): the call
+    // returns as soon as a job is claimed, or empty when the wait runs out. Unset: at once.
+    // Client::pull only: complete_many_and_pull never waits, as its completions would stay
+    // uncommitted meanwhile.
+    std::optional<Duration> wait;
 };
 
 // Client::take: the pull's choices, without a lease.

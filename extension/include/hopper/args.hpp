@@ -20,6 +20,7 @@ constexpr int kMaxKind = 128;
 constexpr int kMaxKey = 512;  // dedup and concurrency keys
 constexpr int kMaxWorker = 128;
 constexpr int64_t kMaxLeaseUs = int64_t(24) * 3600 * 1000000;  // 1 day; heartbeats extend it
+constexpr int64_t kMaxWaitUs = int64_t(3600) * 1000000;        // a waiting pull holds a snapshot
 constexpr int64_t kMaxRunAtAheadUs = int64_t(10) * 366 * 24 * 3600 * 1000000;  // ~10 years
 constexpr int64_t kMaxRunAtBehindUs = int64_t(366) * 24 * 3600 * 1000000;      // ~1 year
 

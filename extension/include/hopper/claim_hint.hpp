@@ -36,6 +36,7 @@
 extern "C" {
 #include "postgres.h"
 #include "datatype/timestamp.h"
+#include "storage/condition_variable.h"
 }
 
 namespace hopper::claim_hint {
@@ -97,5 +98,16 @@ struct WakeupCounts {
 void read_wakeups(WakeupCounts& counts);
 // The queues of this database whose count moved since counts was filled, which it then holds.
 std::vector<std::string> woken_queues(WakeupCounts& counts);
+
+// And each slot has a condition variable for the pulls that wait for its queue's jobs
+// (pull_wait.hpp). Every wake-up of the queue, made when its transaction commits, signals one
+// waiting pull per job made available, or all of them when the count is not known.
+//
+// Before commit: whether pulls waiting on queue can be woken (attaching the slots if need be).
+bool can_wake(const std::string& queue);
+// The queue's condition variable, taking a slot if it has none; nullptr without one.
+ConditionVariable* waiting_pulls(const std::string& queue);
+// At commit (raises nothing): wakes up to `jobs` pulls waiting on queue; every one if jobs <= 0.
+void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept;
 
 }  // namespace hopper::claim_hint

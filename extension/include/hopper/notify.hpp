@@ -20,15 +20,22 @@ extern "C" {
 namespace hopper::notify {
 
 // NOTIFY "hopper:<queue>" in the caller's transaction (release, retry, resume, rescues, the
-// reaper's relay). Nothing when hopper.notify is off.
+// reaper's pass), and wake every pull waiting on the queue when it commits (pull_wait.hpp). No
+// NOTIFY when hopper.notify is off; the waiting pulls are woken all the same.
 void queue_ready(const std::string& queue);
 
-// The wake-up for jobs a push inserted into `queue`, the earliest due at run_at. Decided at commit,
-// and only if one is due then (the reaper announces the others when they fall due): with
-// hopper.notify_relay on it is relayed by this database's reaper if one is known to run (the
-// commit sets its latch and takes no NOTIFY lock), else sent directly. Nothing when hopper.notify
-// is off.
-void queue_pushed(const std::string& queue, TimestampTz run_at);
+// The NOTIFY alone: the reaper's relay, whose pushes woke the waiting pulls at their own commit.
+void tell_listeners(const std::string& queue);
+
+// The wake-up for `jobs` jobs a push inserted into `queue`, the earliest due at run_at. Decided at
+// commit, and only if one is due then (the reaper announces the others when they fall due): the
+// commit wakes one waiting pull per job, and the NOTIFY is relayed by this database's reaper with
+// hopper.notify_relay on if one is known to run (the commit sets its latch and takes no NOTIFY
+// lock), else sent directly. No NOTIFY when hopper.notify is off.
+void queue_pushed(const std::string& queue, TimestampTz run_at, int64_t jobs);
+
+// Wakes up to `jobs` pulls waiting on queue (every one if jobs <= 0) when the transaction commits.
+void wake_pulls_at_commit(const std::string& queue, int64_t jobs);
 
 // NOTIFY "hopper:done" for a finished job, if its queue has notify_done on.
 void job_done(int64_t id, const std::string& queue, const char* state, bool queue_notifies_done);

@@ -1,0 +1,73 @@
+// See include/hopper/pull_wait.hpp.
+#include "hopper/pull_wait.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "hopper/boundary.hpp"
+#include "hopper/claim_hint.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+}
+
+namespace hopper::pull_wait {
+namespace {
+
+// The longest sleep between attempts (see the header), and the one for a queue without a slot,
+// which nothing can wake.
+constexpr int64_t kRecheckUs = USECS_PER_SEC;
+constexpr int64_t kUnannouncedUs = 100 * 1000;
+
+}  // namespace
+
+Waiter::Waiter(std::string queue, int64_t wait_us)
+    : queue_(std::move(queue)), deadline_(GetCurrentTimestamp() + wait_us) {}
+
+Waiter::~Waiter() {
+    // Leaves the wait list; a signal received meanwhile goes on to the next waiting pull.
+    if (armed_) ConditionVariableCancelSleep();
+}
+
+void Waiter::arm() {
+    // The queue may have passed its slot on since the last attempt: look it up every time.
+    cv_ = claim_hint::waiting_pulls(queue_);
+    if (cv_ != nullptr) {
+        ConditionVariablePrepareToSleep(cv_);
+        armed_ = true;
+    } else if (armed_) {
+        ConditionVariableCancelSleep();
+        armed_ = false;
+    }
+}
+
+bool Waiter::sleep() {
+    int64_t left = deadline_ - GetCurrentTimestamp();
+    if (left <= 0) return false;
+    int64_t us = std::min(left, cv_ != nullptr ? kRecheckUs : kUnannouncedUs);
+    long ms = static_cast<long>(std::max<int64_t>(1, (us + 999) / 1000));
+    if (cv_ == nullptr) {
+        pg_guard([ms] {
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms,
+                            PG_WAIT_EXTENSION);
+            ResetLatch(MyLatch);
+            CHECK_FOR_INTERRUPTS();
+        });
+        return true;
+    }
+    ConditionVariable* cv = cv_;
+    pg_guard([cv, ms] {
+        // A signal that came during the attempt has set the latch, but the attempt may have
+        // reset it (waiting for a lock, say): set it again, so that the sleep looks at the wait
+        // list first and returns at once if this pull was signaled.
+        SetLatch(MyLatch);
+        (void)ConditionVariableTimedSleep(cv, ms, PG_WAIT_EXTENSION);
+    });
+    return true;
+}
+
+}  // namespace hopper::pull_wait

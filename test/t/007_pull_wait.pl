@@ -1,0 +1,165 @@
+# queue_pull(..., wait => ...): a pull that found nothing sleeps until a job is made available on
+# its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
+# hopper.notify; so do a release and the reaper's pass when a delayed job falls due. A pull that
+# nobody wakes would still find the job at its once-a-second recheck, so "woken" is asserted as
+# "returned within 0.3 s of the push", five times in a row.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use HopperTAP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('pull_wait');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION hopper');
+$node->safe_psql('postgres', "SELECT hopper.queue_create('pw')");
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL"),
+	'the reaper runs');
+
+my $pull = "SELECT id, extract(epoch FROM pg_catalog.clock_timestamp()) "
+  . "FROM hopper.queue_pull('pw', wait => '30 s')";
+
+# Until $n pulls of this test are asleep in their wait.
+sub waiting
+{
+	my ($n) = @_;
+	return wait_until($node, 'postgres',
+		"SELECT count(*) = $n FROM pg_stat_activity "
+		  . "WHERE wait_event_type = 'Extension' AND query LIKE '%wait => %' "
+		  . "AND backend_type = 'client backend'");
+}
+
+# Pushes one job from session $p and returns the server's clock just before its commit.
+sub push_one
+{
+	my ($p, $sql) = @_;
+	$sql //= "SELECT hopper.queue_push('pw', '{}')";
+	return session_query($p,
+		"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) FROM ($sql) p");
+}
+
+# Whether the statement session_send sent to $s has finished, without waiting for it.
+sub finished
+{
+	my ($s) = @_;
+	$s->{run}->pump_nb;
+	return $s->{out} =~ /$s->{mark}\n/;
+}
+
+my $w = start_session($node, 'postgres');
+my $p = start_session($node, 'postgres');
+
+my @cases = (
+	[ 'relayed by the reaper', '' ],
+	[ 'pushed with hopper.notify = off', 'SET hopper.notify = off' ],
+	[ 'pushed with hopper.notify_relay = off', 'SET hopper.notify_relay = off' ]);
+for my $case (@cases)
+{
+	my ($name, $set) = @$case;
+	session_query($p, 'RESET ALL');
+	session_query($p, $set) if $set ne '';
+	my @took;
+	for my $i (1 .. 5)
+	{
+		session_send($w, $pull);
+		ok(defined waiting(1), "$name, push $i: the pull waits");
+		my $pushed_at = push_one($p);
+		my ($id, $returned_at) = split /\|/, session_result($w);
+		ok(defined $id && $id ne '', "$name, push $i: the waiting pull got the job");
+		push @took, ($returned_at // 99) - $pushed_at;
+	}
+	ok((grep { $_ < 0.3 } @took) == 5, "$name: every waiting pull returned within 0.3 s")
+	  or diag "took @took";
+	note sprintf('%s: returned %s s after the push', $name,
+		join(', ', map { sprintf '%.3f', $_ } @took));
+}
+session_query($p, 'RESET ALL');
+
+# One wake-up per job: a batch of two wakes two of three waiting pulls; the third sleeps on
+# until the next push.
+{
+	my @w = map { start_session($node, 'postgres') } 1 .. 3;
+	session_send($_, $pull) for @w;
+	ok(defined waiting(3), 'three pulls wait');
+	push_one($p, "SELECT count(*) FROM hopper.queue_push_batch('pw', ARRAY['{}', '{}']::jsonb[])");
+	my $t0 = time;
+	usleep(20_000) until (grep { finished($_) } @w) == 2 || time - $t0 > 5;
+	is(scalar(grep { finished($_) } @w), 2, 'a batch of two: two pulls return');
+	ok(defined waiting(1), 'the third still waits');
+	my ($third) = grep { !finished($_) } @w;
+	push_one($p);
+	my ($id) = split /\|/, session_result($third);
+	ok(defined $id && $id ne '', 'the next push wakes the third');
+	$_->{in} .= "\\q\n" for @w;
+	$_->{run}->finish for @w;
+}
+
+# A rolled-back push wakes no one to a job: the pull waits on.
+session_send($w, $pull);
+ok(defined waiting(1), 'a pull waits');
+session_query($p, "BEGIN; SELECT hopper.queue_push('pw', '{}'); ROLLBACK");
+usleep(300_000);
+ok(!finished($w), 'a rolled-back push leaves it waiting');
+
+# A job released by its worker wakes it.
+{
+	my $holder = start_session($node, 'postgres');
+	session_query($holder, "SET hopper.notify = off");
+	# Held elsewhere: claimed by $holder before the waiting pull could see it.
+	my $q2 = "SELECT hopper.queue_create('pw_held')";
+	session_query($holder, $q2);
+	session_query($holder, "SELECT hopper.queue_push('pw_held', '{}')");
+	my ($id, $tok) = split /\|/,
+	  session_query($holder, "SELECT id, lease_token FROM hopper.queue_pull('pw_held')");
+	my $wh = start_session($node, 'postgres');
+	(my $pull_held = $pull) =~ s/'pw'/'pw_held'/;
+	session_send($wh, $pull_held);
+	ok(defined waiting(2), 'a pull waits on the queue of a held job');
+	my $released_at = session_query($holder,
+		"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) "
+		  . "FROM hopper.queue_release($id, $tok)");
+	my ($got, $returned_at) = split /\|/, session_result($wh);
+	is($got, $id, 'the released job goes to the waiting pull');
+	ok($returned_at - $released_at < 0.3, 'within 0.3 s of the release')
+	  or diag sprintf('took %.3f s', $returned_at - $released_at);
+	$_->{in} .= "\\q\n" for ($holder, $wh);
+	$_->{run}->finish for ($holder, $wh);
+}
+# (The waiting pull on 'pw' from the rolled-back case is still there.)
+
+# A job pushed for later is handed to the waiting pull when it falls due.
+my $due = session_query($p,
+	"SELECT extract(epoch FROM s.t) FROM (SELECT pg_catalog.clock_timestamp() + interval '1.5 s' AS t) s, "
+	  . "LATERAL hopper.queue_push('pw', '{\"later\": true}', run_at => s.t) p");
+my ($later, $returned_at) = split /\|/, session_result($w);
+ok(defined $later && $later ne '', 'a job pushed for later reaches the waiting pull');
+ok($returned_at >= $due && $returned_at - $due < 2.5,
+	'when it falls due (within one reaper naptime and a recheck)')
+  or diag sprintf('returned %.3f s after run_at', $returned_at - $due);
+
+# The wait runs out: no rows, after the interval.
+my ($t_start) = session_query($w, "SELECT extract(epoch FROM pg_catalog.clock_timestamp())");
+my $none = session_query($w, "SELECT id FROM hopper.queue_pull('pw', wait => '0.5 s')");
+my ($t_end) = session_query($w, "SELECT extract(epoch FROM pg_catalog.clock_timestamp())");
+is($none, '', 'an empty queue: no job when the wait runs out');
+ok($t_end - $t_start >= 0.5, 'after the wait');
+
+# A waiting pull is cancelled like any statement, and the session goes on.
+session_send($w, $pull);
+ok(defined waiting(1), 'a pull waits');
+$node->safe_psql('postgres',
+	"SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+	  . "WHERE wait_event_type = 'Extension' AND query LIKE '%wait => %'");
+my $t0 = time;
+$w->{run}->pump until $w->{err} =~ /canceling statement/ || time - $t0 > 10;
+like($w->{err}, qr/canceling statement due to user request/, 'cancelled');
+
+$node->stop;
+done_testing();
