@@ -8,6 +8,10 @@
 // until the next notification. Latency = time the pull returned the job - time the push was sent.
 // Both clocks are this process's steady clock.
 //
+// HOPPER_LATENCY_WAIT=on: the consumers LISTEN to nothing; once the queue is empty they call
+// queue_pull(queue, 1, wait => 200 ms), which sleeps in the server until a push wakes it (no
+// NOTIFY involved), and go on with queue_complete_pull from the job it returns.
+//
 // HOPPER_LATENCY_RELAY=on models wakeups relayed by one server-side process instead of sent by the
 // producers: producers push with hopper.notify off (no NOTIFY in their commits), and one relay
 // connection with synchronous_commit off checks every HOPPER_LATENCY_RELAY_US microseconds (default
@@ -88,9 +92,13 @@ void prepare(PGconn* c, const char* name, const char* sql, int nparams) {
     }
 }
 
+bool env_on(const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::string(v) == "on";
+}
+
 bool relay_mode() {
-    const char* relay = std::getenv("HOPPER_LATENCY_RELAY");
-    return relay != nullptr && std::string(relay) == "on";
+    return env_on("HOPPER_LATENCY_RELAY");
 }
 
 struct Shared {
@@ -103,8 +111,9 @@ struct Shared {
 void consumer(const std::string& conninfo, const std::string& queue, Shared& shared) {
     Conn conn = connect(conninfo);
     PGconn* c = conn.get();
+    bool wait = env_on("HOPPER_LATENCY_WAIT");
     std::string listen = "LISTEN \"hopper:" + queue + "\"";
-    exec(c, listen.c_str());
+    if (!wait) exec(c, listen.c_str());
     // HOPPER_LATENCY_DONE_NOTIFY=off: the consumers send no "hopper:done" on completion.
     const char* done_notify = std::getenv("HOPPER_LATENCY_DONE_NOTIFY");
     if (done_notify != nullptr && std::string(done_notify) == "off")
@@ -113,6 +122,10 @@ void consumer(const std::string& conninfo, const std::string& queue, Shared& sha
             "SELECT id, lease_token, (payload->>'t')::bigint FROM hopper.queue_complete_pull("
             "$1::bigint, $2::bigint, NULL, $3::text, 1)",
             3);
+    prepare(c, "wait",
+            "SELECT id, lease_token, (payload->>'t')::bigint FROM hopper.queue_pull("
+            "$1::text, 1, wait => interval '200 ms')",
+            1);
     std::vector<int64_t> mine;
     std::string held_id, held_token;
     while (true) {
@@ -134,6 +147,19 @@ void consumer(const std::string& conninfo, const std::string& queue, Shared& sha
             shared.started.fetch_add(1, std::memory_order_relaxed);
         }
         if (shared.stop.load()) break;
+        if (wait) {
+            // Sleep in the server until a push wakes this pull (or 200 ms pass).
+            const char* params[1] = {queue.c_str()};
+            Result r = exec_params(c, "wait", 1, params);
+            int64_t t = now_us();
+            if (PQntuples(r.get()) > 0) {
+                held_id = PQgetvalue(r.get(), 0, 0);
+                held_token = PQgetvalue(r.get(), 0, 1);
+                mine.push_back(t - std::strtoll(PQgetvalue(r.get(), 0, 2), nullptr, 10));
+                shared.started.fetch_add(1, std::memory_order_relaxed);
+            }
+            continue;
+        }
         // Sleep until a notification arrives (or 200 ms pass, only to notice the end of the run).
         bool woke = false;
         while (!woke && !shared.stop.load()) {

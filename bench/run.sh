@@ -306,13 +306,17 @@ steady() {  # prefix configs...: each config is system:consumer_script (system b
 }
 
 latency() {  # configs...: each is name:synchronous_commit(on|off):hopper.notify_relay(on|off)
-    local rep cfg name sc relay out
+    #              :consumers (listen: LISTEN/NOTIFY; wait: queue_pull's wait, no NOTIFY at all)
+    local rep cfg name sc relay consumers out
     for rep in $(seq "$REPS"); do
         for cfg in "$@"; do
-            IFS=: read -r name sc relay <<<"$cfg"
+            IFS=: read -r name sc relay consumers <<<"$cfg"
             reset_hopper
             checkpoint
-            out=$(PGOPTIONS="-c synchronous_commit=$sc -c hopper.notify_relay=$relay" \
+            local notify=on
+            [ "$consumers" = wait ] && notify=off
+            out=$(PGOPTIONS="-c synchronous_commit=$sc -c hopper.notify_relay=$relay -c hopper.notify=$notify" \
+                HOPPER_LATENCY_WAIT=$([ "$consumers" = wait ] && echo on || echo off) \
                 timeout $((LAT_SECS * 3 + 60)) \
                 "$TMP/latency" "$CONNINFO" lat "$LAT_RATE" "$LAT_SECS" 4 4 "$TMP/lat.$name.$rep" 2>&1) || true
             echo "$out" >"$TMP/lat.$name.$rep.log"
@@ -664,7 +668,7 @@ runtime_drain on
 runtime_steady on
 
 log "push-to-start latency at $LAT_RATE jobs/s"
-latency default:on:on direct:on:off syncoff:off:on
+latency default:on:on:listen direct:on:off:listen syncoff:off:on:listen wait:on:on:wait
 
 log "backlog scaling"
 scaling
