@@ -694,12 +694,13 @@ CREATE FUNCTION hopper.queue_take(
     n integer DEFAULT 1,
     worker text DEFAULT NULL,
     kinds text[] DEFAULT NULL,
-    at timestamptz DEFAULT NULL)
+    at timestamptz DEFAULT NULL,
+    wait interval DEFAULT NULL)
 RETURNS SETOF hopper.taken_job AS 'MODULE_PATHNAME', 'hopper_queue_take'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
 
-REVOKE ALL ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz)
+REVOKE ALL ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hopper.queue_take(text, integer, text, text[], timestamptz, interval)
 TO hopper_worker;
 
 -- The failed attempt of a taken job (README "Taking jobs in your transaction"): counted, with its

@@ -1,5 +1,6 @@
--- queue_pull(..., wait => interval): a pull that finds no job waits for one, up to the interval.
--- The wake-ups from other sessions are tested in TAP t/007; here, what one session can see.
+-- queue_pull(..., wait => interval), and queue_take's: a pull that finds no job waits for one, up
+-- to the interval. The wake-ups from other sessions are tested in TAP t/007; here, what one
+-- session can see.
 SET hopper.notify = off;
 \i sql/include/try.sql
 SELECT hopper.queue_create('pw') AS created;
@@ -59,5 +60,19 @@ SELECT count(*) FROM hopper.queue_pull('pw', wait => '1 minute');
 RESET statement_timeout;
 SELECT hopper.queue_push('pw', '{"n": 4}') > 0 AS pushed;
 SELECT payload FROM hopper.queue_pull('pw', wait => '1 s');
+
+-- queue_take waits the same way, in the caller's transaction.
+BEGIN;
+SELECT pg_catalog.clock_timestamp() AS t0 \gset
+SELECT count(*) AS taken FROM hopper.queue_take('pw', wait => '0.3 s');
+SELECT pg_catalog.clock_timestamp() - :'t0'::timestamptz >= interval '0.3 s' AS waited_the_interval;
+SELECT hopper.queue_push('pw', '{"n": 5}', run_at => pg_catalog.clock_timestamp() + interval '0.3 s') > 0 AS pushed;
+SELECT payload FROM hopper.queue_take('pw', wait => '10 s');
+COMMIT;
+SELECT state FROM hopper.job_status((SELECT max(id) FROM hopper.job_history WHERE queue = 'pw'));
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_take('pw', wait => '-1 s')$$);
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_take('pw', wait => '1 s')$$);
+ROLLBACK;
 
 SELECT hopper.queue_drop('pw') AS dropped;

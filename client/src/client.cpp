@@ -122,8 +122,9 @@ std::vector<Job> Client::take(const std::string& queue, const TakeOptions& o) {
     auto r = call("hopper_take",
                   "SELECT id, queue, kind, payload, attempt, " HOPPER_US("run_at") ", " HOPPER_US(
                       "created_at") " FROM hopper.queue_take($1, $2::int, $3, $4::text[], "
-                  HOPPER_TS_PARAM("$5") ")",
-                  {queue, std::to_string(o.n), o.worker, kinds, rows::micros(o.at)});
+                  HOPPER_TS_PARAM("$5") ", " HOPPER_INTERVAL_PARAM("$6") ")",
+                  {queue, std::to_string(o.n), o.worker, kinds, rows::micros(o.at),
+                   rows::micros(o.wait)});
     std::vector<Job> jobs;
     jobs.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) jobs.push_back(rows::read_taken_job(r, i));

@@ -2,6 +2,8 @@
 // taking inside it: the job is finished exactly when they commit.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "hopper/client.hpp"
 #include "hopper/worker.hpp"
 #include "support.hpp"
@@ -194,6 +196,30 @@ TEST_F(TransactionTest, TakeCompletesWithTheCommit) {
     EXPECT_EQ(info.state, JobState::Completed);
     EXPECT_EQ(info.worker, std::optional<std::string>("take-test"));
     EXPECT_TRUE(c.take(q).empty());
+}
+
+// A take with a wait sleeps in the server until a job is pushed, inside the caller's transaction.
+TEST_F(TransactionTest, TakeWaitsForAPush) {
+    std::string q = unique_queue("takewait");
+    c.queue_create(q);
+    int64_t pushed = 0;
+    std::thread producer([&] {
+        Client other{conninfo()};
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        pushed = other.push(q, R"({"late": true})");
+    });
+    Transaction tx(c);
+    TakeOptions o;
+    o.wait = std::chrono::seconds(30);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Job> jobs = c.take(q, o);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    producer.join();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, pushed);
+    EXPECT_LT(waited, std::chrono::seconds(10));
+    tx.commit();
+    EXPECT_EQ(c.job_status(pushed).state, JobState::Completed);
 }
 
 TEST_F(TransactionTest, TakeRolledBackLeavesTheJobUntouched) {

@@ -83,14 +83,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     bool own_clock = !args::is_null(fcinfo, 5);
     TimestampTz at = args::clock(fcinfo, 5, "at");
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
-    int64_t wait_us =
-        args::interval_us(fcinfo, 7, "wait", 0, args::kMaxWaitUs, /*allow_zero=*/true).value_or(0);
-    if (wait_us > 0 && IsolationUsesXactSnapshot())
-        throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
-                      "queue_pull can only wait in a READ COMMITTED transaction",
-                      "A transaction snapshot would never see the jobs pushed while it waits.",
-                      "Pull with wait in a READ COMMITTED transaction (the default isolation "
-                      "level), or without wait.");
+    int64_t wait_us = pull_wait::wait_us(fcinfo, 7, "queue_pull");
     // A waiting pull judges "due" by the clock at each attempt: jobs pushed after its transaction
     // began are due for it.
     if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();

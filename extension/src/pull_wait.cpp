@@ -2,13 +2,16 @@
 #include "hopper/pull_wait.hpp"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
+#include "hopper/args.hpp"
 #include "hopper/boundary.hpp"
 #include "hopper/claim_hint.hpp"
 
 extern "C" {
 #include "miscadmin.h"
+#include "access/xact.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/timestamp.h"
@@ -24,6 +27,18 @@ constexpr int64_t kRecheckUs = USECS_PER_SEC;
 constexpr int64_t kUnannouncedUs = 100 * 1000;
 
 }  // namespace
+
+int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function) {
+    int64_t us =
+        args::interval_us(fcinfo, n, "wait", 0, args::kMaxWaitUs, /*allow_zero=*/true).value_or(0);
+    if (us > 0 && IsolationUsesXactSnapshot())
+        throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                      std::string(function) + " can only wait in a READ COMMITTED transaction",
+                      "A transaction snapshot would never see the jobs pushed while it waits.",
+                      "Wait in a READ COMMITTED transaction (the default isolation level), or "
+                      "do not wait.");
+    return us;
+}
 
 Waiter::Waiter(std::string queue, int64_t wait_us)
     : queue_(std::move(queue)), deadline_(GetCurrentTimestamp() + wait_us) {}

@@ -9,6 +9,7 @@
 
 #include "hopper/args.hpp"
 #include "hopper/claim_hint.hpp"
+#include "hopper/pull_wait.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
@@ -74,22 +75,23 @@ spi::Statement& resumed_take_statement() {
 
 }  // namespace
 
-// queue_take(queue, n, worker, kinds, at) -> setof hopper.taken_job
+// queue_take(queue, n, worker, kinds, at, wait) -> setof hopper.taken_job
 HOPPER_FUNCTION(hopper_queue_take) {
     std::string queue = args::queue_name(fcinfo, 0);
     int32_t n = args::pull_size(fcinfo, 1);
     auto worker = args::optional_text(fcinfo, 2, "worker", args::kMaxWorker);
     bool kinds_null = args::is_null(fcinfo, 3);
+    bool own_clock = !args::is_null(fcinfo, 4);
     TimestampTz at = args::clock(fcinfo, 4, "at");
+    int64_t wait_us = pull_wait::wait_us(fcinfo, 5, "queue_take");
+    if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
 
     result::SetResult out(fcinfo);
     spi::Connection conn;
     reaper::ensure_running(conn);
-    // Read before the statement takes its snapshot (include/hopper/claim_hint.hpp). A take that
-    // rolls back clears the hint, as a claim that rolls back does: its jobs are back below it.
-    claim_hint::Start hint = claim_hint::begin(queue);
-    bool resume = hint.resume;
-    bool may_raise = kinds_null && args::is_null(fcinfo, 4) && !IsolationUsesXactSnapshot();
+    claim_hint::Start hint;
+    bool resume = false;
+    bool may_raise = false;
 
     auto take = [&](int64_t limit) {
         spi::Arg queue_arg = spi::arg_text(queue);
@@ -125,12 +127,32 @@ HOPPER_FUNCTION(hopper_queue_take) {
         return r.rows();
     };
 
-    uint64_t got = add(take(n));
-    // Short of n: take over expired leases too, as queue_pull does.
-    if (rescue::for_short_claim(conn, queue, at, n, got)) {
-        resume = false;
-        may_raise = false;
-        add(take(n - static_cast<int64_t>(got)));
+    auto attempt = [&]() -> uint64_t {
+        // Read before the statement takes its snapshot (include/hopper/claim_hint.hpp). A take
+        // that rolls back clears the hint, as a claim that rolls back does: its jobs are back
+        // below it.
+        hint = claim_hint::begin(queue);
+        resume = hint.resume;
+        may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
+        uint64_t got = add(take(n));
+        // Short of n: take over expired leases too, as queue_pull does.
+        if (rescue::for_short_claim(conn, queue, at, n, got)) {
+            resume = false;
+            may_raise = false;
+            got += add(take(n - static_cast<int64_t>(got)));
+        }
+        return got;
+    };
+
+    if (wait_us == 0) {
+        attempt();
+    } else {
+        pull_wait::Waiter waiter(queue, wait_us);
+        for (;;) {
+            waiter.arm();
+            if (attempt() > 0 || !waiter.sleep()) break;
+            if (!own_clock) at = GetCurrentTimestamp();
+        }
     }
     conn.finish();
     return (Datum)0;

@@ -1,5 +1,5 @@
-# queue_pull(..., wait => ...): a pull that found nothing sleeps until a job is made available on
-# its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
+# queue_pull(..., wait => ...) and queue_take's: a pull that found nothing sleeps until a job is
+# made available on its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
 # hopper.notify; so do a release and the reaper's pass when a delayed job falls due. A pull that
 # nobody wakes would still find the job at its once-a-second recheck, so "woken" is asserted as
 # "returned within 0.3 s of the push", five times in a row.
@@ -99,6 +99,24 @@ session_query($p, 'RESET ALL');
 	ok(defined $id && $id ne '', 'the next push wakes the third');
 	$_->{in} .= "\\q\n" for @w;
 	$_->{run}->finish for @w;
+}
+
+# A waiting queue_take is woken the same way, and its job is completed when the taking
+# transaction commits.
+{
+	session_query($w, 'BEGIN');
+	session_send($w,
+		"SELECT id, extract(epoch FROM pg_catalog.clock_timestamp()) "
+		  . "FROM hopper.queue_take('pw', wait => '30 s')");
+	ok(defined waiting(1), 'a take waits');
+	my $pushed_at = push_one($p);
+	my ($id, $returned_at) = split /\|/, session_result($w);
+	ok(defined $id && $id ne '', 'the waiting take got the job');
+	ok($returned_at - $pushed_at < 0.3, 'within 0.3 s of the push')
+	  or diag sprintf('took %.3f s', $returned_at - $pushed_at);
+	session_query($w, 'COMMIT');
+	is(session_query($p, "SELECT state FROM hopper.job_status($id)"),
+		'completed', 'and completed by the commit');
 }
 
 # A rolled-back push wakes no one to a job: the pull waits on.

@@ -81,6 +81,8 @@ struct TakeOptions {
     std::optional<std::string> worker;
     std::vector<std::string> kinds;  // empty: any kind
     std::optional<TimePoint> at;     // pretend "now" is this (tests)
+    // With none due, wait up to this long for one to be pushed (queue_take's wait). Unset: at once.
+    std::optional<Duration> wait;
 };
 
 struct FailOptions {

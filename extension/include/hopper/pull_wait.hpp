@@ -17,10 +17,15 @@
 extern "C" {
 #include "postgres.h"
 #include "datatype/timestamp.h"
+#include "fmgr.h"
 #include "storage/condition_variable.h"
 }
 
 namespace hopper::pull_wait {
+
+// The wait argument n of `function` (queue_pull, queue_take) in microseconds: 0 for NULL or no
+// wait. Refused (0A000) in a transaction whose snapshot would never see the jobs waited for.
+int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function);
 
 class Waiter {
   public:
