@@ -84,9 +84,6 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     TimestampTz at = args::clock(fcinfo, 5, "at");
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
     int64_t wait_us = pull_wait::wait_us(fcinfo, 7, "queue_pull");
-    // A waiting pull judges "due" by the clock at each attempt: jobs pushed after its transaction
-    // began are due for it.
-    if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
 
     // Everything this call writes counts as the claim's: a page pruned on the way, say.
     claim_commit::before_claim();
@@ -140,7 +137,10 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         return added;
     };
 
-    auto attempt = [&]() -> uint64_t {
+    auto attempt = [&]() -> bool {
+        // A waiting pull judges "due" by the clock at each attempt: jobs pushed after its
+        // transaction began are due for it.
+        if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
         // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
         hint = claim_hint::begin(queue);
         resume = hint.resume;
@@ -157,21 +157,11 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             may_raise = false;
             got += add(claim(n - static_cast<int64_t>(got)));
         }
-        return got;
+        // A queue with limits claims under a lock held to the end of the transaction: waiting
+        // with it would hold up every other pull of the queue, so such a pull does not wait.
+        return got > 0 || limited;
     };
-
-    if (wait_us == 0) {
-        attempt();
-    } else {
-        pull_wait::Waiter waiter(queue, wait_us);
-        for (;;) {
-            waiter.arm();
-            // A queue with limits claims under a lock held to the end of the transaction: waiting
-            // with it would hold up every other pull of the queue, so such a pull does not wait.
-            if (attempt() > 0 || limited || !waiter.sleep()) break;
-            if (!own_clock) at = GetCurrentTimestamp();
-        }
-    }
+    pull_wait::attempt_until_done(queue, wait_us, attempt);
     conn.finish();
     claim_commit::after_claim();
     return (Datum)0;

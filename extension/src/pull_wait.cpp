@@ -13,6 +13,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "access/xact.h"
 #include "pgstat.h"
+#include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -26,6 +27,27 @@ namespace {
 constexpr int64_t kRecheckUs = USECS_PER_SEC;
 constexpr int64_t kUnannouncedUs = 100 * 1000;
 
+class Waiter {
+  public:
+    // Waits until wait_us from now at most.
+    Waiter(std::string queue, int64_t wait_us);
+    ~Waiter();
+    Waiter(const Waiter&) = delete;
+    Waiter& operator=(const Waiter&) = delete;
+
+    // Before each claim attempt: from here on a wake-up of the queue is not missed.
+    void arm();
+    // After an attempt that claimed nothing: sleeps until a wake-up, a second, or the end of the
+    // wait, whichever comes first. False once the wait is over (then nothing was slept).
+    bool sleep();
+
+  private:
+    std::string queue_;
+    TimestampTz deadline_;
+    ConditionVariable* cv_ = nullptr;
+    bool armed_ = false;  // on a condition variable's wait list
+};
+
 }  // namespace
 
 int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function) {
@@ -38,6 +60,19 @@ int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function) {
                       "Wait in a READ COMMITTED transaction (the default isolation level), or "
                       "do not wait.");
     return us;
+}
+
+void attempt_until_done(const std::string& queue, int64_t wait_us,
+                        const std::function<bool()>& attempt) {
+    if (wait_us == 0) {
+        attempt();
+        return;
+    }
+    Waiter waiter(queue, wait_us);
+    for (;;) {
+        waiter.arm();
+        if (attempt() || !waiter.sleep()) return;
+    }
 }
 
 Waiter::Waiter(std::string queue, int64_t wait_us)

@@ -84,7 +84,6 @@ HOPPER_FUNCTION(hopper_queue_take) {
     bool own_clock = !args::is_null(fcinfo, 4);
     TimestampTz at = args::clock(fcinfo, 4, "at");
     int64_t wait_us = pull_wait::wait_us(fcinfo, 5, "queue_take");
-    if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
 
     result::SetResult out(fcinfo);
     spi::Connection conn;
@@ -127,7 +126,9 @@ HOPPER_FUNCTION(hopper_queue_take) {
         return r.rows();
     };
 
-    auto attempt = [&]() -> uint64_t {
+    auto attempt = [&]() -> bool {
+        // A waiting take judges "due" by the clock at each attempt, as a waiting pull does.
+        if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
         // Read before the statement takes its snapshot (include/hopper/claim_hint.hpp). A take
         // that rolls back clears the hint, as a claim that rolls back does: its jobs are back
         // below it.
@@ -141,19 +142,9 @@ HOPPER_FUNCTION(hopper_queue_take) {
             may_raise = false;
             got += add(take(n - static_cast<int64_t>(got)));
         }
-        return got;
+        return got > 0;
     };
-
-    if (wait_us == 0) {
-        attempt();
-    } else {
-        pull_wait::Waiter waiter(queue, wait_us);
-        for (;;) {
-            waiter.arm();
-            if (attempt() > 0 || !waiter.sleep()) break;
-            if (!own_clock) at = GetCurrentTimestamp();
-        }
-    }
+    pull_wait::attempt_until_done(queue, wait_us, attempt);
     conn.finish();
     return (Datum)0;
 }

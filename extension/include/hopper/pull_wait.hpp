@@ -12,13 +12,13 @@
 // resumed queue's pass, a queue without a slot, a signal lost with a session that was cancelled).
 #pragma once
 
+#include <functional>
 #include <string>
 
 extern "C" {
 #include "postgres.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
-#include "storage/condition_variable.h"
 }
 
 namespace hopper::pull_wait {
@@ -27,25 +27,9 @@ namespace hopper::pull_wait {
 // wait. Refused (0A000) in a transaction whose snapshot would never see the jobs waited for.
 int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function);
 
-class Waiter {
-  public:
-    // Waits until wait_us from now at most.
-    Waiter(std::string queue, int64_t wait_us);
-    ~Waiter();
-    Waiter(const Waiter&) = delete;
-    Waiter& operator=(const Waiter&) = delete;
-
-    // Before each claim attempt: from here on a wake-up of the queue is not missed.
-    void arm();
-    // After an attempt that claimed nothing: sleeps until a wake-up, a second, or the end of the
-    // wait, whichever comes first. False once the wait is over (then nothing was slept).
-    bool sleep();
-
-  private:
-    std::string queue_;
-    TimestampTz deadline_;
-    ConditionVariable* cv_ = nullptr;
-    bool armed_ = false;  // on a condition variable's wait list
-};
+// Runs attempt once, or with wait_us > 0 until it returns true (it claimed jobs, or its queue may
+// not wait) or the wait runs out, sleeping between attempts until the queue is woken.
+void attempt_until_done(const std::string& queue, int64_t wait_us,
+                        const std::function<bool()>& attempt);
 
 }  // namespace hopper::pull_wait
