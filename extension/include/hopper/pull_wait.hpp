@@ -8,8 +8,9 @@
 // the attempt's snapshot was taken wakes it, and it sleeps only after an attempt found nothing.
 // A signal that reaches a pull as it leaves with other jobs is passed on to the next one
 // (PostgreSQL's ConditionVariableCancelSleep does that). Sleeps last a second at most: the pull
-// then tries again anyway, for what announces nothing (a key whose running jobs finished, a
-// resumed queue's pass, a queue without a slot, a signal lost with a session that was cancelled).
+// then tries again anyway, for what announces nothing (a job put back by a direct UPDATE, a push in
+// a prepared transaction, a signal lost with a session that was cancelled as it was woken); a queue
+// without a slot, which nothing can wake, is looked at every 100 ms.
 #pragma once
 
 #include <functional>
