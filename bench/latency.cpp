@@ -128,36 +128,33 @@ void consumer(const std::string& conninfo, const std::string& queue, Shared& sha
             1);
     std::vector<int64_t> mine;
     std::string held_id, held_token;
+    // Holds the job a pull returned (false when none) and records its latency.
+    auto started = [&](const Result& r) {
+        int64_t t = now_us();
+        if (PQntuples(r.get()) == 0) return false;
+        held_id = PQgetvalue(r.get(), 0, 0);
+        held_token = PQgetvalue(r.get(), 0, 1);
+        mine.push_back(t - std::strtoll(PQgetvalue(r.get(), 0, 2), nullptr, 10));
+        shared.started.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    };
     while (true) {
         // Pull until the queue is empty; each call completes the job pulled by the previous one.
         while (true) {
             const char* params[3] = {held_id.empty() ? nullptr : held_id.c_str(),
                                      held_token.empty() ? nullptr : held_token.c_str(),
                                      queue.c_str()};
-            Result r = exec_params(c, "next", 3, params);
-            int64_t t = now_us();
-            if (PQntuples(r.get()) == 0) {
+            if (!started(exec_params(c, "next", 3, params))) {
                 held_id.clear();
                 held_token.clear();
                 break;
             }
-            held_id = PQgetvalue(r.get(), 0, 0);
-            held_token = PQgetvalue(r.get(), 0, 1);
-            mine.push_back(t - std::strtoll(PQgetvalue(r.get(), 0, 2), nullptr, 10));
-            shared.started.fetch_add(1, std::memory_order_relaxed);
         }
         if (shared.stop.load()) break;
         if (wait) {
             // Sleep in the server until a push wakes this pull (or 200 ms pass).
             const char* params[1] = {queue.c_str()};
-            Result r = exec_params(c, "wait", 1, params);
-            int64_t t = now_us();
-            if (PQntuples(r.get()) > 0) {
-                held_id = PQgetvalue(r.get(), 0, 0);
-                held_token = PQgetvalue(r.get(), 0, 1);
-                mine.push_back(t - std::strtoll(PQgetvalue(r.get(), 0, 2), nullptr, 10));
-                shared.started.fetch_add(1, std::memory_order_relaxed);
-            }
+            started(exec_params(c, "wait", 1, params));
             continue;
         }
         // Sleep until a notification arrives (or 200 ms pass, only to notice the end of the run).

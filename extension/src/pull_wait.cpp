@@ -12,7 +12,6 @@
 extern "C" {
 #include "miscadmin.h"
 #include "access/xact.h"
-#include "pgstat.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/timestamp.h"
@@ -62,12 +61,7 @@ int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function) {
     return us;
 }
 
-void attempt_until_done(const std::string& queue, int64_t wait_us,
-                        const std::function<bool()>& attempt) {
-    if (wait_us == 0) {
-        attempt();
-        return;
-    }
+void wait_loop(const std::string& queue, int64_t wait_us, const std::function<bool()>& attempt) {
     Waiter waiter(queue, wait_us);
     for (;;) {
         waiter.arm();

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 
 extern "C" {
 #include "postgres.h"
@@ -28,9 +29,18 @@ namespace hopper::pull_wait {
 // wait. Refused (0A000) in a transaction whose snapshot would never see the jobs waited for.
 int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function);
 
-// Runs attempt once, or with wait_us > 0 until it returns true (it claimed jobs, or its queue may
-// not wait) or the wait runs out, sleeping between attempts until the queue is woken.
-void attempt_until_done(const std::string& queue, int64_t wait_us,
-                        const std::function<bool()>& attempt);
+// With wait_us > 0: runs attempt until it returns true (it claimed jobs, or its queue may not
+// wait) or the wait runs out, sleeping between attempts until the queue is woken.
+void wait_loop(const std::string& queue, int64_t wait_us, const std::function<bool()>& attempt);
+
+// Runs attempt once, or waits as wait_loop does. A pull that does not wait (the common one) goes
+// straight to attempt, without building a std::function.
+template <typename F>
+void attempt_until_done(const std::string& queue, int64_t wait_us, F&& attempt) {
+    if (wait_us == 0)
+        attempt();
+    else
+        wait_loop(queue, wait_us, std::forward<F>(attempt));
+}
 
 }  // namespace hopper::pull_wait
