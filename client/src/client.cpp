@@ -1,5 +1,6 @@
 // Client: one prepared statement per queue function, typed in and out.
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -101,20 +102,59 @@ std::vector<int64_t> Client::push_batch(const std::string& queue,
     return ids;
 }
 
-std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
-    Param kinds = rows::kinds_param(o.kinds);
-    auto r = call("hopper_pull",
-                  "SELECT id, queue, kind, payload, attempt, lease_token, " HOPPER_US(
-                      "lease_until") ", " HOPPER_US("run_at") ", " HOPPER_US("created_at")
-                  " FROM hopper.queue_pull($1, $2::int, " HOPPER_INTERVAL_PARAM("$3")
-                  ", $4, $5::text[], " HOPPER_TS_PARAM("$6") ", $7::bool, "
-                  HOPPER_INTERVAL_PARAM("$8") ")",
-                  {queue, std::to_string(o.n), rows::micros(o.lease), o.worker, kinds,
-                   rows::micros(o.at), detail::to_param(o.session_bound), rows::micros(o.wait)});
+namespace {
+constexpr const char* kPullName = "hopper_pull";
+constexpr const char* kPullSql =
+    "SELECT id, queue, kind, payload, attempt, lease_token, " HOPPER_US(
+        "lease_until") ", " HOPPER_US("run_at") ", " HOPPER_US("created_at")
+    " FROM hopper.queue_pull($1, $2::int, " HOPPER_INTERVAL_PARAM("$3")
+    ", $4, $5::text[], " HOPPER_TS_PARAM("$6") ", $7::bool, " HOPPER_INTERVAL_PARAM("$8") ")";
+
+std::vector<Param> pull_params(const std::string& queue, const PullOptions& o) {
+    return {queue,
+            std::to_string(o.n),
+            rows::micros(o.lease),
+            o.worker,
+            rows::kinds_param(o.kinds),
+            rows::micros(o.at),
+            detail::to_param(o.session_bound),
+            rows::micros(o.wait)};
+}
+
+std::vector<Job> pulled_jobs(const Result& r) {
     std::vector<Job> jobs;
     jobs.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) jobs.push_back(rows::read_job(r, i));
     return jobs;
+}
+}  // namespace
+
+std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
+    return pulled_jobs(call(kPullName, kPullSql, pull_params(queue, o)));
+}
+
+void Client::begin_pull(const std::string& queue, const PullOptions& o) {
+    ensure_connected();
+    conn_.send_prepared(kPullName, kPullSql, pull_params(queue, o));
+    pull_cancelled_ = false;
+}
+
+bool Client::pull_ready() {
+    return !conn_.busy();
+}
+
+std::vector<Job> Client::finish_pull() {
+    bool cancelled = std::exchange(pull_cancelled_, false);
+    try {
+        return pulled_jobs(conn_.finish());
+    } catch (const Error& e) {
+        if (cancelled && e.sqlstate() == "57014") return {};
+        throw;
+    }
+}
+
+void Client::cancel_pull() {
+    pull_cancelled_ = conn_.cancel();
 }
 
 std::vector<Job> Client::take(const std::string& queue, const TakeOptions& o) {

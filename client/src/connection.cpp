@@ -102,13 +102,53 @@ Result Connection::exec(const std::string& sql, const std::vector<Param>& params
 Result Connection::exec_prepared(const char* name, const char* sql,
                                  const std::vector<Param>& params) {
     if (!conn_) throw ConnectionError("not connected");
-    if (prepared_.count(name) == 0) {
-        check(PQprepare(conn_.get(), name, sql, static_cast<int>(params.size()), nullptr));
-        prepared_.insert(name);
-    }
+    prepare_once(name, sql, params.size());
     ParamArrays a(params);
     return check(PQexecPrepared(conn_.get(), name, static_cast<int>(params.size()), a.values.data(),
                                 nullptr, nullptr, 0));
+}
+
+void Connection::prepare_once(const char* name, const char* sql, size_t n_params) {
+    if (prepared_.count(name) != 0) return;
+    check(PQprepare(conn_.get(), name, sql, static_cast<int>(n_params), nullptr));
+    prepared_.insert(name);
+}
+
+void Connection::send_prepared(const char* name, const char* sql,
+                               const std::vector<Param>& params) {
+    if (!conn_) throw ConnectionError("not connected");
+    prepare_once(name, sql, params.size());
+    ParamArrays a(params);
+    if (PQsendQueryPrepared(conn_.get(), name, static_cast<int>(params.size()), a.values.data(),
+                            nullptr, nullptr, 0) == 0)
+        throw ConnectionError(
+            fmt::format("could not send: {}", trimmed(PQerrorMessage(conn_.get()))));
+}
+
+bool Connection::busy() {
+    if (!conn_) throw ConnectionError("not connected");
+    if (PQconsumeInput(conn_.get()) == 0)
+        throw ConnectionError(
+            fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
+    return PQisBusy(conn_.get()) != 0;
+}
+
+Result Connection::finish() {
+    if (!conn_) throw ConnectionError("not connected");
+    pg_result* first = PQgetResult(conn_.get());
+    // libpq wants every result read (the last is NULL) before the next statement is sent.
+    while (pg_result* more = PQgetResult(conn_.get())) PQclear(more);
+    return check(first);
+}
+
+bool Connection::cancel() const {
+    if (!conn_) return false;
+    struct FreeCancel {
+        void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
+    };
+    std::unique_ptr<PGcancel, FreeCancel> c(PQgetCancel(conn_.get()));
+    char err[256];
+    return c && PQcancel(c.get(), err, sizeof err) != 0;
 }
 
 std::string Connection::escape_identifier(std::string_view name) const {

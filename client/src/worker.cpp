@@ -1,5 +1,6 @@
-// Worker: a fetch loop on the calling thread (LISTEN + batched, session-bound pulls), N handler
-// threads with a connection each, and the heartbeat thread.
+// Worker: a fetch loop on the calling thread (batched, session-bound pulls; when idle it waits in
+// the server on a second connection, or LISTENs), N handler threads with a connection each, and
+// the heartbeat thread.
 
 #include <atomic>
 #include <condition_variable>
@@ -18,6 +19,7 @@
 #include "heartbeat.hpp"
 #include "hopper/worker.hpp"
 #include "signals.hpp"
+#include "waiting_pull.hpp"
 #include "wakeup.hpp"
 #include "worker_name.hpp"
 
@@ -26,6 +28,8 @@ namespace hopper {
 using internal::Backoff;
 using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kGatherWait{20};
+// A waiting pull holds a snapshot while it waits, holding back VACUUM: keep each one short.
+constexpr Duration kMaxServerWait = std::chrono::seconds(30);
 
 struct Worker::Impl {
     WorkerOptions opt;
@@ -161,6 +165,9 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     const std::string channel = "hopper:" + opt.queue;
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> conn;
+    internal::WaitingPull waiter(opt.queue);
+    bool listening = !opt.waiting_pulls;  // LISTEN + poll instead of waiting pulls
+    bool listened = false;                // the LISTEN is in place on `conn`
     bool deep = false;  // the last pull filled every free slot: there is probably more
     bool gathered = false;
     const int batch_target = std::max(1, std::min(opt.max_batch, capacity) / 2);
@@ -168,23 +175,72 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
         std::lock_guard<std::mutex> lock(m);
         taking_returned = true;
     }
+    auto pull_options = [&](int n) {
+        PullOptions po;
+        po.n = std::min(n, opt.max_batch);
+        po.lease = opt.lease;
+        po.worker = opt.name;
+        // The lease is bound to the pulling connection too: if this process dies, the server
+        // sees the backend gone and the reaper rescues the jobs at once.
+        po.session_bound = true;
+        return po;
+    };
+    auto take_returned = [&] {
+        std::lock_guard<std::mutex> lock(m);
+        for (auto& f : returned) unreported.push_back(std::move(f));
+        returned.clear();
+    };
+    auto hand_out = [&](std::vector<Job>& jobs) {
+        if (jobs.empty()) return;
+        ++pulls;
+        for (const Job& j : jobs) hb.hold(j);
+        {
+            std::lock_guard<std::mutex> lock(m);
+            for (auto& j : jobs) pending.push_back(std::move(j));
+            in_flight += static_cast<int>(jobs.size());
+        }
+        work_cv.notify_all();
+    };
+    auto free_now = [&] {
+        std::lock_guard<std::mutex> lock(m);
+        return capacity - in_flight;
+    };
     while (!stopping()) {
         try {
             if (!conn) {
                 conn = connect(backoff, [&] { return stopping(); });
                 if (!conn) break;
-                conn->connection().listen(channel);
+                listened = false;
                 deep = true;  // jobs may have arrived while we were away
             } else if (!conn->connection().ok()) {
                 conn->reconnect();
-                conn->connection().listen(channel);
+                listened = false;
                 deep = true;
             }
-            int free_slots;
-            {
-                std::lock_guard<std::mutex> lock(m);
-                free_slots = capacity - in_flight;
+            if (listening && !listened) {
+                conn->connection().listen(channel);
+                listened = true;
             }
+            if (waiter.in_flight()) {
+                // Jobs that finished meanwhile are completed on this connection while the other
+                // one waits; a freed slot needs nothing (the waiting pull returns what came).
+                take_returned();
+                if (!unreported.empty()) complete_and_pull(*conn, nullptr);
+                std::optional<internal::WaitingPull::Outcome> got = waiter.await(wake.fd());
+                wake.drain();
+                if (!got) continue;
+                backoff.reset();
+                hand_out(got->jobs);
+                deep = got->filled;
+                if (got->did_not_wait) {
+                    // The server does not wait for this queue (it has limits): LISTEN instead.
+                    log(fmt::format("queue {} does not wait in queue_pull; listening on {}",
+                                    opt.queue, channel));
+                    listening = true;
+                }
+                continue;
+            }
+            int free_slots = free_now();
             if (free_slots > 0 && deep && free_slots < batch_target && !gathered) {
                 // The queue is deep but only a slot or two is free: give the other handlers a
                 // moment to finish too, so one pull fills several slots instead of one each.
@@ -196,36 +252,32 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 });
                 continue;
             }
-            {
-                std::lock_guard<std::mutex> lock(m);
-                for (auto& f : returned) unreported.push_back(std::move(f));
-                returned.clear();
-            }
+            take_returned();
             if (free_slots > 0 && deep) {
                 gathered = false;
-                PullOptions po;
-                po.n = std::min(free_slots, opt.max_batch);
-                po.lease = opt.lease;
-                po.worker = opt.name;
-                // The lease is bound to this connection too: if this process dies, the server
-                // sees the backend gone and the reaper rescues the jobs at once.
-                po.session_bound = true;
+                PullOptions po = pull_options(free_slots);
                 std::vector<Job> jobs = complete_and_pull(*conn, &po);
                 backoff.reset();
                 deep = static_cast<int>(jobs.size()) == po.n;
-                if (!jobs.empty()) {
-                    ++pulls;
-                    for (const Job& j : jobs) hb.hold(j);
-                    {
-                        std::lock_guard<std::mutex> lock(m);
-                        for (auto& j : jobs) pending.push_back(std::move(j));
-                        in_flight += static_cast<int>(jobs.size());
-                    }
-                    work_cv.notify_all();
-                }
+                hand_out(jobs);
                 if (deep) continue;
             } else if (!unreported.empty()) {
                 complete_and_pull(*conn, nullptr);
+            }
+            if (!listening) {
+                if (int n = free_now(); n > 0) {
+                    // Nothing left to pull: wait in the server until a job is made available.
+                    if (!waiter.connected()) {
+                        std::unique_ptr<Client> c = connect(backoff, [&] { return stopping(); });
+                        if (!c) break;
+                        waiter.attach(std::move(c));
+                    }
+                    PullOptions po = pull_options(n);
+                    po.wait = std::min<Duration>(
+                        internal::jittered(opt.poll_interval, opt.poll_jitter), kMaxServerWait);
+                    waiter.start(po);
+                    continue;
+                }
             }
             // A NOTIFY that arrived with the pull's reply sits in libpq's queue, not the socket.
             if (!conn->connection().notifications().empty()) {
@@ -240,10 +292,21 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             bool notified = !conn->connection().notifications().empty();
             // A freed slot only matters when the queue was deep; a poll tick or NOTIFY always does.
             if (notified || !woke) deep = true;
-            if (free_slots <= 0) {
-                std::lock_guard<std::mutex> lock(m);
-                if (capacity - in_flight > 0) deep = true;
+            if (free_now() > 0 && free_slots <= 0) deep = true;
+        } catch (const Error& ex) {
+            if (ex.sqlstate() == "57014" && !waiter.in_flight() && !listening) {
+                // statement_timeout ended a waiting pull: this role cannot wait in the server.
+                log(fmt::format("waiting pull on queue {} cancelled ({}); listening on {}",
+                                opt.queue, ex.what(), channel));
+                listening = true;
+                deep = true;
+                continue;
             }
+            Duration d = backoff.next();
+            log(fmt::format("pull from queue {} failed (retrying in {} ms): {}", opt.queue,
+                            d.count() / 1000, ex.what()));
+            pause(d);
+            deep = true;
         } catch (const std::exception& ex) {
             Duration d = backoff.next();
             log(fmt::format("pull from queue {} failed (retrying in {} ms): {}", opt.queue,
@@ -252,6 +315,9 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             deep = true;
         }
     }
+    // A pull still waiting is ended; what it claimed meanwhile goes back with the unstarted jobs.
+    std::vector<Job> late = waiter.cancel();
+    hand_out(late);
     shutdown(conn.get(), hb);
 }
 

@@ -8,6 +8,7 @@
 
 using namespace std::chrono_literals;
 using hopper::test::conninfo;
+using hopper::test::eventually;
 using hopper::test::unique_queue;
 
 namespace hopper {
@@ -350,6 +351,46 @@ TEST_F(ClientTest, PullWaitsForAPush) {
     ASSERT_EQ(jobs.size(), 1u);
     EXPECT_EQ(jobs[0].id, pushed);
     EXPECT_LT(waited, 10s);
+}
+
+TEST_F(ClientTest, APullInTheBackgroundReturnsOrIsCancelled) {
+    std::string q = unique_queue("wait");
+    c.queue_create(q);
+    Client other{conninfo()};
+    PullOptions po;
+    po.n = 2;
+    po.wait = 30s;
+    c.begin_pull(q, po);
+    std::this_thread::sleep_for(200ms);
+    EXPECT_FALSE(c.pull_ready()) << "nothing to claim: the pull is still waiting";
+    int64_t pushed = other.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return c.pull_ready(); }, 10s));
+    std::vector<Job> jobs = c.finish_pull();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, pushed);
+    EXPECT_EQ(other.job_status(pushed).state, JobState::Running);
+
+    // Cancelled while waiting: no jobs, no error, and the connection goes on.
+    c.begin_pull(q, po);
+    std::this_thread::sleep_for(200ms);
+    auto t0 = std::chrono::steady_clock::now();
+    c.cancel_pull();
+    EXPECT_TRUE(c.finish_pull().empty());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    int64_t later = c.push(q, "{}");
+    EXPECT_EQ(other.job_status(later).state, JobState::Available)
+        << "the cancelled pull took nothing";
+    EXPECT_TRUE(c.complete(jobs[0].id, jobs[0].lease_token));
+
+    // A server error still comes through finish_pull.
+    po.n = 0;
+    c.begin_pull(q, po);
+    try {
+        c.finish_pull();
+        ADD_FAILURE() << "a pull of 0 jobs succeeded";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "22023");
+    }
 }
 
 TEST_F(ClientTest, CancelAndRetry) {

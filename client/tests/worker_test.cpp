@@ -340,6 +340,7 @@ TEST(Worker, PollsWhenNoNotificationArrives) {
     std::string q = unique_queue("w");
     c.queue_create(q);
     WorkerOptions o = options(q);
+    o.waiting_pulls = false;
     o.poll_interval = 300ms;
     Worker w(o);
     std::atomic<int> handled{0};
@@ -351,6 +352,154 @@ TEST(Worker, PollsWhenNoNotificationArrives) {
     int64_t id = c.push(q, "{}");
     EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 30s));
     EXPECT_EQ(handled.load(), 1);
+}
+
+// Options for a worker whose connections can be told apart in pg_stat_activity, and which would
+// not poll within a test: only a waiting pull (or a NOTIFY) can start its jobs in time.
+WorkerOptions slow_polling(const std::string& queue) {
+    WorkerOptions o = options(queue);
+    o.conninfo = fmt::format("{} application_name={}", conninfo(), queue);
+    o.poll_interval = 20s;
+    o.poll_jitter = 0;
+    return o;
+}
+
+// Statements of the worker waiting in the server (queue_pull sleeping on its condition variable).
+int64_t waiting_pulls(Client& c, const std::string& queue) {
+    return c
+        .exec(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1"
+            " AND state = 'active' AND query LIKE '%queue_pull%' AND wait_event_type = 'Extension'",
+            queue)
+        .int64(0, 0);
+}
+
+TEST(Worker, AnIdleWorkerWaitsInTheServerAndStartsAPushAtOnce) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    Worker w(slow_polling(q));
+    std::atomic<int> handled{0};
+    w.on_any([&](JobContext&) { ++handled; });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+    // No NOTIFY is sent, and the next poll is 20 s away: only the waiting pull can see the job.
+    c.exec("SET hopper.notify = off");
+    for (int i = 1; i <= 3; ++i) {
+        auto pushed = std::chrono::steady_clock::now();
+        int64_t id = c.push(q, "{}");
+        ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 10s));
+        EXPECT_LT(std::chrono::steady_clock::now() - pushed, 1s) << "job " << i;
+        ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+    }
+    EXPECT_EQ(handled.load(), 3);
+}
+
+TEST(Worker, JobsFinishingWhileThePullWaitsAreCompletedAtOnce) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    WorkerOptions o = slow_polling(q);
+    o.concurrency = 2;
+    o.prefetch = 0;
+    Worker w(o);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool go = false;
+    w.on("slow", [&](JobContext&) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go; });
+    });
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    c.exec("SET hopper.notify = off");
+    PushOptions slow;
+    slow.kind = "slow";
+    int64_t held = c.push(q, "{}", slow);
+    ASSERT_TRUE(eventually([&] { return state_is(c, held, JobState::Running); }, 10s));
+    // One thread is busy: the fetch loop waits in the server for the other one's job.
+    ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        go = true;
+    }
+    cv.notify_all();
+    // Its completion goes out on the fetch loop's own connection while the pull keeps waiting.
+    ASSERT_TRUE(eventually([&] { return state_is(c, held, JobState::Completed); }, 5s));
+    EXPECT_EQ(waiting_pulls(c, q), 1);
+    int64_t next = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
+}
+
+TEST(Worker, StopEndsAWaitingPullAtOnce) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    Worker w(slow_polling(q));
+    w.on_any([](JobContext&) {});
+    auto started = std::chrono::steady_clock::now();
+    std::thread t([&] { w.run(); });
+    bool waited = eventually([&] { return waiting_pulls(c, q) == 1; }, 10s);
+    auto stopping = std::chrono::steady_clock::now();
+    w.stop();
+    t.join();
+    ASSERT_TRUE(waited);
+    EXPECT_LT(std::chrono::steady_clock::now() - stopping, 3s);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 15s);
+    EXPECT_EQ(waiting_pulls(c, q), 0);
+    // The cancelled pull claimed nothing: a job pushed now is there for the next worker.
+    int64_t id = c.push(q, "{}");
+    EXPECT_EQ(c.job_status(id).state, JobState::Available);
+}
+
+TEST(Worker, AQueueWithLimitsFallsBackToListening) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    c.exec("SELECT hopper.queue_set_concurrency($1, 1, NULL)", q);
+    WorkerOptions o = slow_polling(q);
+    std::mutex mu;
+    std::vector<std::string> lines;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(mu);
+        lines.push_back(line);
+    };
+    Worker w(o);
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    // queue_pull does not wait on a queue with limits; the worker must not spin on it.
+    ASSERT_TRUE(eventually(
+        [&] {
+            std::lock_guard<std::mutex> lock(mu);
+            return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+                return l.find("does not wait") != std::string::npos;
+            });
+        },
+        10s));
+    // The push's NOTIFY wakes it instead of the 20 s poll.
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 5s));
+    EXPECT_EQ(waiting_pulls(c, q), 0);
+}
+
+TEST(Worker, AStatementTimeoutFallsBackToListening) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    WorkerOptions o = slow_polling(q);
+    o.conninfo += " options='-c statement_timeout=300'";
+    std::atomic<int> fallbacks{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("listening on") != std::string::npos) ++fallbacks;
+    };
+    Worker w(o);
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return fallbacks.load() == 1; }, 10s));
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 5s));
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(fallbacks.load(), 1) << "it waits in the server no more";
 }
 
 TEST(Worker, UnknownKindIsFailedWithAClearError) {

@@ -65,6 +65,15 @@ class Client {
 
     // Workers. A stale lease token is news, not an error: false / std::nullopt.
     std::vector<Job> pull(const std::string& queue, const PullOptions& options = {});
+    // The same pull without blocking the caller, for a waiting pull (PullOptions::wait) next to
+    // other work: begin_pull sends it; the caller waits for connection().socket() to be readable
+    // until pull_ready() is true, then finish_pull() returns the jobs. cancel_pull() ends the wait
+    // early: finish_pull() then returns no jobs, or the ones claimed before the cancel arrived.
+    // Nothing else may run on this client in between.
+    void begin_pull(const std::string& queue, const PullOptions& options);
+    bool pull_ready();
+    std::vector<Job> finish_pull();
+    void cancel_pull();
     bool complete(int64_t id, int64_t lease_token, const std::optional<std::string>& result = {});
     // Completes many held jobs in one statement (queue_complete_many); returns the ids completed,
     // in the order given: a job whose lease was lost is left out. `results` is empty (no results)
@@ -135,6 +144,7 @@ class Client {
 
     Connection conn_;
     int tx_depth_ = 0;
+    bool pull_cancelled_ = false;
 };
 
 // BEGIN on construction, ROLLBACK on destruction unless commit() was called. Not nestable.

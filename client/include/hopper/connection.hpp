@@ -64,6 +64,15 @@ class Connection {
     // Same, through a statement prepared once per connection under `name`.
     Result exec_prepared(const char* name, const char* sql, const std::vector<Param>& params);
 
+    // A statement that may wait in the server (a waiting pull), without blocking the caller:
+    // send_prepared sends it, the caller polls socket() (wait()) until busy() turns false, then
+    // finish() returns its result or throws its error. cancel() asks the server to end it early
+    // (PQcancel); it then fails with SQLSTATE 57014, or returns normally if it finished first.
+    void send_prepared(const char* name, const char* sql, const std::vector<Param>& params);
+    bool busy();
+    Result finish();
+    bool cancel() const;
+
     // Connection is up (a lost connection is only noticed by the next call).
     bool ok() const;
     // Drops the connection and connects again; forgets prepared statements.
@@ -91,6 +100,7 @@ class Connection {
     };
     void connect();
     Result check(pg_result* res);
+    void prepare_once(const char* name, const char* sql, size_t n_params);
 
     std::string conninfo_;
     std::unique_ptr<pg_conn, Finish> conn_;

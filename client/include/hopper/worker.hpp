@@ -152,7 +152,15 @@ struct WorkerOptions {
     std::optional<int> prefetch;
     std::optional<Duration> lease;  // unset: the queue's lease
     std::string name;               // recorded as the job's worker; default host:pid
-    Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
+    // An idle worker waits for jobs inside the server, in a queue_pull with `wait` on a second
+    // connection: the commit that makes a job available wakes it within about a millisecond,
+    // with no LISTEN/NOTIFY and no polling. Queues with limits (where queue_pull does not wait)
+    // and roles whose statement_timeout cuts the wait fall back to LISTEN + poll_interval.
+    // false: always LISTEN on "hopper:<queue>" and poll.
+    bool waiting_pulls = true;
+    // How long one waiting pull waits (at most 30 s: it holds a snapshot meanwhile), or, when
+    // listening, the fallback poll when no NOTIFY arrives.
+    Duration poll_interval = std::chrono::seconds(2);
     double poll_jitter = 0.25;  // +- fraction of poll_interval, so workers do not beat in step
     Duration shutdown_timeout = std::chrono::seconds(30);   // then running jobs are released
     Duration min_backoff = std::chrono::milliseconds(100);  // after database errors, doubling
