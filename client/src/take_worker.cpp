@@ -1,6 +1,7 @@
 // TakeWorker: N threads, each taking jobs in a transaction of its own connection and running
-// their handlers inside it; the calling thread LISTENs and wakes idle threads when jobs arrive, and
-// at shutdown ends the transactions that outlive the deadline.
+// their handlers inside it; an idle thread waits in its take, in the server, for jobs to arrive
+// (or, listening, the calling thread LISTENs and wakes idle threads). At shutdown the calling
+// thread cancels the waiting takes and ends the transactions that outlive the deadline.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -23,6 +24,10 @@
 namespace hopper {
 
 using internal::Backoff;
+using Steady = std::chrono::steady_clock;
+// A waiting take holds a snapshot while it waits, holding back VACUUM: keep each one short.
+constexpr Duration kMaxServerWait = std::chrono::seconds(30);
+constexpr const char* kQueryCanceled = "57014";
 
 struct TakeWorker::Impl {
     TakeWorkerOptions opt;
@@ -32,6 +37,7 @@ struct TakeWorker::Impl {
 
     std::atomic<bool> stop_requested{false};
     std::atomic<bool> running{false};
+    std::atomic<bool> listening{false};  // LISTEN + poll instead of waiting takes
     internal::Wakeup wake;
 
     std::mutex m;
@@ -43,9 +49,11 @@ struct TakeWorker::Impl {
     struct Slot {
         int pid = 0;  // its backend; 0 while the thread holds no jobs
         size_t jobs = 0;
-        bool ended = false;  // the shutdown deadline ended it
+        bool ended = false;   // the shutdown deadline ended it
+        int waiting_pid = 0;  // its backend while a waiting take is (or may be) running
     };
     class Holding;
+    class Waiting;
     std::vector<Slot> slots;
     std::condition_variable settled;  // a transaction that held jobs has finished
 
@@ -95,8 +103,9 @@ struct TakeWorker::Impl {
     }
 
     void listen_loop();
+    void cancel_waiting_takes();
     void take_loop(size_t slot);
-    size_t take_once(Client& client, size_t slot);
+    size_t take_once(Client& client, size_t slot, bool wait);
     bool ended_by_deadline(size_t slot);
     void end_overdue_transactions();
     void record_failure(Client& client, const Job& job, const std::string& error,
@@ -129,6 +138,30 @@ class TakeWorker::Impl::Holding {
     Impl& w_;
     size_t slot_;
     bool finished_ = false;
+};
+
+// Marks a taker's slot while its take may be waiting in the server, so that a shutdown can cancel
+// it. The mark is made and cleared under the lock that the cancelling thread holds while it
+// signals, so a cancel can only reach the waiting take, never the statements after it.
+class TakeWorker::Impl::Waiting {
+  public:
+    Waiting(Impl& w, size_t slot, int pid) : w_(w), slot_(slot) {
+        std::lock_guard<std::mutex> lock(w_.m);
+        refused_ = w_.stopping();  // checked under the lock: no take starts after the cancels
+        if (!refused_) w_.slots[slot_].waiting_pid = pid;
+    }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+    ~Waiting() {
+        std::lock_guard<std::mutex> lock(w_.m);
+        w_.slots[slot_].waiting_pid = 0;
+    }
+    bool refused() const { return refused_; }
+
+  private:
+    Impl& w_;
+    size_t slot_;
+    bool refused_ = false;
 };
 
 TakeWorker::TakeWorker(TakeWorkerOptions options)
@@ -169,10 +202,12 @@ void TakeWorker::run() {
     std::optional<internal::SignalWatch> signals;
     if (w.opt.handle_signals) signals.emplace(w.wake);
     w.slots.assign(static_cast<size_t>(w.opt.concurrency), Impl::Slot{});
+    w.listening.store(!w.opt.waiting_takes);
     std::vector<std::thread> threads;
     for (size_t i = 0; i < w.slots.size(); ++i) threads.emplace_back([&w, i] { w.take_loop(i); });
     w.listen_loop();
     w.wake_all();  // the takers see stopping() and end after their current transaction
+    w.cancel_waiting_takes();
     w.end_overdue_transactions();
     for (auto& t : threads) t.join();
     w.running.store(false);
@@ -184,6 +219,12 @@ void TakeWorker::Impl::listen_loop() {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> conn;
     while (!stopping()) {
+        if (!listening.load()) {
+            // The takers wait in the server; this thread only waits for stop() or a fallback.
+            wake.wait(std::chrono::seconds(1));
+            wake.drain();
+            continue;
+        }
         try {
             if (!conn) {
                 conn = std::make_unique<Client>(opt.conninfo);
@@ -248,6 +289,35 @@ bool TakeWorker::Impl::ended_by_deadline(size_t slot) {
     return slots[slot].ended;
 }
 
+// Cancels the takes still waiting in the server, so that a shutdown does not wait for their wait
+// to run out. Repeated until none is left: a cancel that reaches a session before its take
+// arrives is ignored by the server.
+void TakeWorker::Impl::cancel_waiting_takes() {
+    std::unique_ptr<Client> admin;
+    auto give_up_at = Steady::now() + opt.poll_interval + std::chrono::seconds(5);
+    try {
+        while (Steady::now() < give_up_at) {
+            {
+                std::lock_guard<std::mutex> lock(m);
+                bool any = false;
+                for (const Slot& s : slots) {
+                    if (s.waiting_pid == 0) continue;
+                    if (!admin) admin = std::make_unique<Client>(opt.conninfo);
+                    admin->exec("SELECT pg_catalog.pg_cancel_backend($1)", s.waiting_pid);
+                    any = true;
+                }
+                if (!any) return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    } catch (const std::exception& ex) {
+        log_line(
+            fmt::format("could not cancel the waiting takes ({}); they end when their wait "
+                        "runs out",
+                        ex.what()));
+    }
+}
+
 void TakeWorker::Impl::take_loop(size_t slot) {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> client;
@@ -258,12 +328,26 @@ void TakeWorker::Impl::take_loop(size_t slot) {
                 client = std::make_unique<Client>(opt.conninfo);
             else if (!client->connection().ok())
                 client->reconnect();
-            size_t got = take_once(*client, slot);
+            auto started = Steady::now();
+            bool waited = !listening.load();
+            size_t got = take_once(*client, slot, waited);
             backoff.reset();
             if (got > 0) continue;  // probably more where these came from
+            // A waiting take that ran its course looks again at once; one that could not wait
+            // (or a listening worker) sleeps until woken or the next poll.
+            if (waited && Steady::now() - started >= opt.poll_interval / 4) continue;
             idle(seen, internal::jittered(opt.poll_interval, opt.poll_jitter));
         } catch (const std::exception& ex) {
             if (ended_by_deadline(slot)) break;  // reported when it was ended
+            if (stopping()) break;               // a waiting take cancelled by the shutdown
+            const auto* err = dynamic_cast<const Error*>(&ex);
+            if (err && err->sqlstate() == kQueryCanceled && !listening.exchange(true)) {
+                // statement_timeout cut a waiting take: this role cannot wait in the server.
+                log_line(fmt::format("waiting take on queue {} cancelled ({}); listening instead",
+                                     opt.queue, ex.what()));
+                wake.notify();  // the calling thread starts listening
+                continue;
+            }
             // A lost connection or a refused take (a queue with limits): nothing was taken, or
             // the transaction rolled back and its jobs are available again.
             Duration d = backoff.next();
@@ -280,10 +364,19 @@ void TakeWorker::Impl::take_loop(size_t slot) {
 // then the other jobs' handlers run again from the start. One savepoint per take (and one more
 // per failure) instead of one per job: a savepoint costs a round trip, which the jobs of a batch
 // would otherwise each pay. Returns how many jobs it took.
-size_t TakeWorker::Impl::take_once(Client& client, size_t slot) {
+size_t TakeWorker::Impl::take_once(Client& client, size_t slot, bool wait) {
     std::optional<Holding> holding;
     Transaction tx(client);
-    std::vector<Job> jobs = client.take(opt.queue, take);
+    std::vector<Job> jobs;
+    if (wait) {
+        TakeOptions waiting = take;
+        waiting.wait = std::min<Duration>(internal::jittered(opt.poll_interval, opt.poll_jitter),
+                                          kMaxServerWait);
+        Waiting mark(*this, slot, client.connection().backend_pid());
+        if (!mark.refused()) jobs = client.take(opt.queue, waiting);
+    } else {
+        jobs = client.take(opt.queue, take);
+    }
     if (jobs.empty()) {
         tx.commit();
         return 0;

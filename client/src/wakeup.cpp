@@ -2,6 +2,7 @@
 #include "wakeup.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <system_error>
@@ -22,6 +23,11 @@ void Wakeup::notify() noexcept {
     char c = 1;
     // A full pipe already means "wake up": the result does not matter.
     [[maybe_unused]] auto n = ::write(fds_[1], &c, 1);
+}
+
+bool Wakeup::wait(std::chrono::milliseconds timeout) const {
+    pollfd p{fds_[0], POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(timeout.count())) > 0;
 }
 
 void Wakeup::drain() noexcept {

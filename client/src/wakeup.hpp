@@ -2,6 +2,8 @@
 // this at once, so a freed slot, a stop request or a signal ends the wait without a timeout.
 #pragma once
 
+#include <chrono>
+
 namespace hopper::internal {
 
 class Wakeup {
@@ -15,6 +17,8 @@ class Wakeup {
     void notify() noexcept;
     // Empties the pipe after a wake-up.
     void drain() noexcept;
+    // Blocks until notify() or the timeout; true if notified.
+    bool wait(std::chrono::milliseconds timeout) const;
     int fd() const { return fds_[0]; }
 
   private:

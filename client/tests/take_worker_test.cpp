@@ -147,6 +147,7 @@ TEST_F(TakeWorkerTest, WakesOnNotifyWithoutPolling) {
     std::string q = unique_queue("take");
     c.queue_create(q);
     TakeWorkerOptions o = options(q);
+    o.waiting_takes = false;
     o.poll_interval = 120s;  // only a NOTIFY can wake it within the test
     TakeWorker w(o);
     w.on_any(marking());
@@ -154,6 +155,81 @@ TEST_F(TakeWorkerTest, WakesOnNotifyWithoutPolling) {
     std::this_thread::sleep_for(500ms);  // the takers found nothing and sleep
     int64_t id = c.push(q, "{}");
     EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 30s));
+}
+
+// A worker whose connections can be told apart in pg_stat_activity, and which would not poll
+// within a test: only a waiting take can start its jobs in time.
+TakeWorkerOptions slow_polling(const std::string& queue, int concurrency) {
+    TakeWorkerOptions o = options(queue, concurrency);
+    o.conninfo = conninfo() + " application_name=" + queue;
+    o.poll_interval = 20s;
+    o.poll_jitter = 0;
+    return o;
+}
+
+int64_t waiting_takes(Client& c, const std::string& queue) {
+    return c
+        .exec(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1"
+            " AND state = 'active' AND query LIKE '%queue_take%' AND wait_event_type = 'Extension'",
+            queue)
+        .int64(0, 0);
+}
+
+TEST_F(TakeWorkerTest, IdleTakersWaitInTheServerAndStartAPushAtOnce) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorker w(slow_polling(q, 2));
+    w.on_any(marking());
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return waiting_takes(c, q) == 2; }, 10s));
+    c.exec("SET hopper.notify = off");  // no NOTIFY, and no poll for 20 s
+    for (int i = 1; i <= 3; ++i) {
+        auto pushed = std::chrono::steady_clock::now();
+        int64_t id = c.push(q, "{}");
+        ASSERT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 10s));
+        EXPECT_LT(std::chrono::steady_clock::now() - pushed, 1s) << "job " << i;
+        ASSERT_TRUE(eventually([&] { return waiting_takes(c, q) == 2; }, 10s));
+    }
+    EXPECT_EQ(marks(q), 3);
+}
+
+TEST_F(TakeWorkerTest, StopEndsTheWaitingTakesAtOnce) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorker w(slow_polling(q, 3));
+    w.on_any(marking());
+    std::thread t([&] { w.run(); });
+    bool waited = eventually([&] { return waiting_takes(c, q) == 3; }, 10s);
+    auto stopping = std::chrono::steady_clock::now();
+    w.stop();
+    t.join();
+    ASSERT_TRUE(waited);
+    EXPECT_LT(std::chrono::steady_clock::now() - stopping, 3s);
+    EXPECT_EQ(waiting_takes(c, q), 0);
+    int64_t id = c.push(q, "{}");
+    EXPECT_EQ(c.job_status(id).state, JobState::Available);
+    EXPECT_EQ(w.stats().completed, 0u);
+}
+
+TEST_F(TakeWorkerTest, AStatementTimeoutFallsBackToListening) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorkerOptions o = slow_polling(q, 1);
+    o.conninfo += " options='-c statement_timeout=300'";
+    std::atomic<int> fallbacks{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("listening instead") != std::string::npos) ++fallbacks;
+    };
+    TakeWorker w(o);
+    w.on_any(marking());
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return fallbacks.load() == 1; }, 10s));
+    // The push's NOTIFY wakes it instead of the 20 s poll, and it does not wait again.
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 5s));
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(fallbacks.load(), 1);
 }
 
 TEST_F(TakeWorkerTest, ShutdownLetsARunningHandlerFinish) {

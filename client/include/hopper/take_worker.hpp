@@ -38,8 +38,16 @@ struct TakeWorkerOptions {
     int concurrency = 1;  // transactions at once, each on its own thread and connection
     // Jobs taken per transaction; they commit together, a failed one with its failure recorded.
     int batch = 1;
-    std::string name;                                  // recorded as the job's worker; host:pid
-    Duration poll_interval = std::chrono::seconds(2);  // fallback when no NOTIFY arrives
+    std::string name;  // recorded as the job's worker; host:pid
+    // An idle thread waits for jobs inside its take (queue_take's wait): the commit that makes a
+    // job available wakes it within about a millisecond, with no LISTEN/NOTIFY and no polling;
+    // stop() cancels the wait. A role whose statement_timeout cuts the wait falls back to LISTEN
+    // + poll_interval. false: the calling thread LISTENs on "hopper:<queue>" and wakes idle
+    // threads, which otherwise poll.
+    bool waiting_takes = true;
+    // How long one waiting take waits (at most 30 s: it holds a snapshot meanwhile), or, when
+    // listening, the fallback poll when no NOTIFY arrives.
+    Duration poll_interval = std::chrono::seconds(2);
     double poll_jitter = 0.25;
     // How long a shutdown waits for open transactions to finish. Then the worker ends them from
     // the server (pg_terminate_backend on their sessions, which needs no more rights than the
