@@ -251,7 +251,7 @@ The database comes from the PG* environment (PGHOST, PGPORT, PGUSER, PGDATABASE)
       --timeout DUR          give up on a job after DUR (default: no limit), e.g. 30m
       --lease DUR            job lease (default: the queue's); heartbeats renew it at a third
       --shutdown-timeout DUR on SIGINT/SIGTERM wait this long for running jobs (default 30s)
-      --poll-interval DUR    poll when no notification arrives (default 2s)
+      --poll-interval DUR    how long one wait for jobs lasts in the server (default 2s)
       --max-jobs N           exit after N jobs
       --exit-when-idle       exit once the queue has nothing available or running
       --name NAME            worker name recorded on jobs (default host:pid)
