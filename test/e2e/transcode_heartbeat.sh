@@ -3,7 +3,7 @@
 # runs, so no second worker takes it over and it completes at the first attempt.
 source "$(dirname "$0")/lib/transcode.sh"
 
-make_clip "$WORK/clip.mp4" 4
+make_clip "$WORK/clip.mp4" 8
 job=$("$BIN" submit "$WORK/clip.mp4" --id long)
 start=$(date +%s.%N)
 start_worker main --preset veryslow --threads 1 --hls-time 2 --lease 2s --max-jobs 1
