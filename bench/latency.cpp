@@ -12,6 +12,11 @@
 // queue_pull(queue, 1, wait => 200 ms), which sleeps in the server until a push wakes it (no
 // NOTIFY involved), and go on with queue_complete_pull from the job it returns.
 //
+// HOPPER_LATENCY_RUNTIME=worker: the consumer is the C++ worker runtime, one hopper::Worker with
+// CONSUMERS handler threads (client/), whose handler records the latency when it starts; it waits
+// for jobs in queue_pull when idle, as it does by default. HOPPER_LATENCY_RUNTIME=worker-listen:
+// the same worker with waiting_pulls off, woken by LISTEN/NOTIFY.
+//
 // HOPPER_LATENCY_RELAY=on models wakeups relayed by one server-side process instead of sent by the
 // producers: producers push with hopper.notify off (no NOTIFY in their commits), and one relay
 // connection with synchronous_commit off checks every HOPPER_LATENCY_RELAY_US microseconds (default
@@ -37,6 +42,8 @@
 #include <poll.h>
 
 #include <libpq-fe.h>
+
+#include "hopper/worker.hpp"
 
 namespace {
 
@@ -174,6 +181,35 @@ void consumer(const std::string& conninfo, const std::string& queue, Shared& sha
     shared.latencies.insert(shared.latencies.end(), mine.begin(), mine.end());
 }
 
+// The worker runtime as the consumer, until the run ends.
+void runtime_consumer(const std::string& conninfo, const std::string& queue, int threads,
+                      bool waiting_pulls, Shared& shared) {
+    hopper::WorkerOptions o;
+    o.conninfo = conninfo;
+    o.queue = queue;
+    o.concurrency = threads;
+    o.waiting_pulls = waiting_pulls;
+    o.poll_interval = std::chrono::milliseconds(200);
+    o.handle_signals = false;
+    hopper::Worker w(o);
+    w.on_any([&](hopper::JobContext& job) {
+        int64_t t = now_us();
+        const std::string& p = job.payload();  // {"t": <microseconds>}
+        size_t colon = p.find(':');
+        int64_t pushed =
+            colon == std::string::npos ? t : std::strtoll(p.c_str() + colon + 1, nullptr, 10);
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.latencies.push_back(t - pushed);
+        shared.started.fetch_add(1, std::memory_order_relaxed);
+    });
+    std::thread stopper([&] {
+        while (!shared.stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        w.stop();
+    });
+    w.run();
+    stopper.join();
+}
+
 // The wakeup relay: one NOTIFY per batch of newly committed jobs, from an asynchronous commit.
 void relay(const std::string& conninfo, const std::string& queue, Shared& shared) {
     Conn conn = connect(conninfo);
@@ -246,8 +282,13 @@ int main(int argc, char** argv) {
 
     Shared shared;
     std::vector<std::thread> threads;
-    for (int i = 0; i < consumers; ++i)
-        threads.emplace_back(consumer, conninfo, queue, std::ref(shared));
+    const char* runtime = std::getenv("HOPPER_LATENCY_RUNTIME");
+    if (runtime != nullptr && *runtime != '\0')
+        threads.emplace_back(runtime_consumer, conninfo, queue, consumers,
+                             std::string(runtime) == "worker", std::ref(shared));
+    else
+        for (int i = 0; i < consumers; ++i)
+            threads.emplace_back(consumer, conninfo, queue, std::ref(shared));
 
     // Producers start together 500 ms from now (consumers are listening by then), staggered evenly.
     auto per_producer = static_cast<int64_t>(rate * seconds / producers);

@@ -296,16 +296,20 @@ echo "4 producer connections push one job per transaction at a fixed total rate 
 echo "connections LISTEN on \`hopper:<queue>\` and, on each wakeup, call \`queue_complete_pull\` until the queue is"
 echo "empty (no busy polling). Latency = pull returned - push sent (same process clock). The last row's consumers"
 echo "LISTEN to nothing: with the queue empty they call \`queue_pull(queue, 1, wait => '200 ms')\`, which sleeps in"
-echo "the server until a push's commit wakes it, and the producers send no NOTIFY (\`hopper.notify = off\`)."
+echo "the server until a push's commit wakes it, and the producers send no NOTIFY (\`hopper.notify = off\`). In the"
+echo "\"runtime\" row the consumer is the C++ worker runtime as shipped: one \`hopper::Worker\` with 4 handler threads"
+echo "and default options (waiting pulls when idle), latency taken when the handler starts; the producers run with"
+echo "the default settings (relayed NOTIFY)."
 echo
 echo "| variant | p50 | p90 | p99 | p99.9 | max | pushes/s reached |"
 echo "|---|---|---|---|---|---|---|"
-for v in default direct syncoff wait; do
+for v in default direct syncoff wait runtime; do
     case $v in
         default) d="push wake-ups relayed by the reaper (default: no NOTIFY in the producers' commits)" ;;
         direct) d="producers NOTIFY in their own commits (\`hopper.notify_relay = off\`)" ;;
         syncoff) d="synchronous_commit = off, relayed wake-ups" ;;
         wait) d="workers wait in \`queue_pull(..., wait)\`, woken by the push's commit (no LISTEN/NOTIFY)" ;;
+        runtime) d="runtime: \`hopper::Worker\`, 4 threads, default options (handler start)" ;;
     esac
     echo "| $d | $(ms "$(med lat.$v.p50_us)") | $(ms "$(med lat.$v.p90_us)") | $(ms "$(med lat.$v.p99_us)") | $(ms "$(med lat.$v.p999_us)") | $(ms "$(med lat.$v.max_us)") | $(num "$(med lat.$v.rate)") |"
 done
@@ -487,12 +491,12 @@ echo "Raw pgbench logs, latency samples and the data behind the plots are in ben
 if command -v gnuplot >/dev/null 2>&1; then
     # Latency CDF: the pooled samples of every repetition of each variant.
     plots=()
-    for v in default direct syncoff wait; do
+    for v in default direct syncoff wait runtime; do
         ls "$TMP"/lat."$v".*.txt >/dev/null 2>&1 || continue
         cat "$TMP"/lat."$v".*.txt | sort -n | awk '{ v[NR] = $1 } END { for (i = 1; i <= NR; i++)
             if (i == 1 || i == NR || i % int(NR / 400 + 1) == 0) printf "%.3f %.5f\n", v[i] / 1000, i / NR }' \
             >"$TMP/cdf.$v.dat"
-        case $v in default) t="relayed wake-ups (default)" ;; direct) t="direct NOTIFY" ;; syncoff) t="synchronous_commit off" ;; wait) t="waiting queue_pull" ;; esac
+        case $v in default) t="relayed wake-ups (default)" ;; direct) t="direct NOTIFY" ;; syncoff) t="synchronous_commit off" ;; wait) t="waiting queue_pull" ;; runtime) t="hopper::Worker" ;; esac
         plots+=("'$TMP/cdf.$v.dat' using 1:2 with lines lw 2 title '$t'")
     done
     if [ ${#plots[@]} -gt 0 ]; then

@@ -85,8 +85,10 @@ psql -XAtq -d postgres -v ON_ERROR_STOP=1 -c "CREATE DATABASE bench" >/dev/null
 psql -XAtq -v ON_ERROR_STOP=1 -f bench/setup.sql >/dev/null
 
 log "building the latency driver"
-g++ -std=c++17 -O2 -Wall -Wextra -pthread -I"$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)" \
-    bench/latency.cpp -o "$TMP/latency" -lpq
+[ -f client/build/libhopper.a ] || make --no-print-directory client >/dev/null
+g++ -std=c++17 -O2 -Wall -Wextra -pthread -Iclient/include \
+    -I"$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)" \
+    bench/latency.cpp client/build/libhopper.a -o "$TMP/latency" -lfmt -lpq
 CONNINFO="host=$PGHOST port=$PGPORT user=$PGUSER dbname=bench"
 
 q() { psql -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
@@ -306,7 +308,8 @@ steady() {  # prefix configs...: each config is system:consumer_script (system b
 }
 
 latency() {  # configs...: each is name:synchronous_commit(on|off):hopper.notify_relay(on|off)
-    #              :consumers (listen: LISTEN/NOTIFY; wait: queue_pull's wait, no NOTIFY at all)
+    #              :consumers (listen: LISTEN/NOTIFY; wait: queue_pull's wait, no NOTIFY at all;
+    #               worker: one hopper::Worker with 4 threads, as configured by default)
     local rep cfg name sc relay consumers out
     for rep in $(seq "$REPS"); do
         for cfg in "$@"; do
@@ -317,6 +320,7 @@ latency() {  # configs...: each is name:synchronous_commit(on|off):hopper.notify
             [ "$consumers" = wait ] && notify=off
             out=$(PGOPTIONS="-c synchronous_commit=$sc -c hopper.notify_relay=$relay -c hopper.notify=$notify" \
                 HOPPER_LATENCY_WAIT=$([ "$consumers" = wait ] && echo on || echo off) \
+                HOPPER_LATENCY_RUNTIME=$([ "$consumers" = worker ] && echo worker) \
                 timeout $((LAT_SECS * 3 + 60)) \
                 "$TMP/latency" "$CONNINFO" lat "$LAT_RATE" "$LAT_SECS" 4 4 "$TMP/lat.$name.$rep" 2>&1) || true
             echo "$out" >"$TMP/lat.$name.$rep.log"
@@ -668,7 +672,7 @@ runtime_drain on
 runtime_steady on
 
 log "push-to-start latency at $LAT_RATE jobs/s"
-latency default:on:on:listen direct:on:off:listen syncoff:off:on:listen wait:on:on:wait
+latency default:on:on:listen direct:on:off:listen syncoff:off:on:listen wait:on:on:wait runtime:on:on:worker
 
 log "backlog scaling"
 scaling
