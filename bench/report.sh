@@ -261,7 +261,7 @@ echo "## The C++ worker runtime as the consumer, completed jobs/s"
 echo
 echo "\`bench/worker_consumer.cpp\` runs \`hopper::Worker\` (client/) with 4 handler threads, each with its own"
 echo "connection, and a no-op handler, \`prefetch\` = \`max_batch\` (16 jobs held beyond the free threads, as advised"
-echo "for short jobs) and the runtime's defaults otherwise (LISTEN/NOTIFY wake-ups, pulls of up to \`max_batch\`"
+echo "for short jobs) and the runtime's defaults otherwise (waiting pulls when idle, pulls of up to \`max_batch\`"
 echo "session-bound jobs, heartbeats on a control connection). \"batched\" is the default: the"
 echo "fetch loop completes the jobs whose handlers returned in the same statement as its next pull"
 echo "(\`queue_complete_many\` + \`queue_pull\`, one commit for the batch); \"each\" is \`batch_completions = false\`:"

@@ -1,7 +1,7 @@
 // The C++ worker runtime (hopper::Worker) as a bench consumer: THREADS handler threads, each with
 // its own connection, run a no-op handler on QUEUE for SECONDS, or until JOBS jobs are completed
 // when JOBS > 0 (a drain of a preloaded backlog). Everything else is the runtime's defaults
-// (LISTEN/NOTIFY wake-ups, batched session-bound pulls, heartbeats on a control connection) but
+// (waiting pulls when idle, batched session-bound pulls, heartbeats on a control connection) but
 // prefetch, which is max_batch as WorkerOptions::prefetch advises for short jobs on a deep queue;
 // PREFETCH in the environment overrides it (e.g. 0: no jobs held beyond the free threads).
 //
