@@ -148,7 +148,7 @@ std::vector<Job> Client::finish_pull() {
     try {
         return pulled_jobs(conn_.finish());
     } catch (const Error& e) {
-        if (cancelled && e.sqlstate() == "57014") return {};
+        if (cancelled && e.sqlstate() == sqlstate::kQueryCanceled) return {};
         throw;
     }
 }

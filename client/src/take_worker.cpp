@@ -27,7 +27,6 @@ using internal::Backoff;
 using Steady = std::chrono::steady_clock;
 // A waiting take holds a snapshot while it waits, holding back VACUUM: keep each one short.
 constexpr Duration kMaxServerWait = std::chrono::seconds(30);
-constexpr const char* kQueryCanceled = "57014";
 
 struct TakeWorker::Impl {
     TakeWorkerOptions opt;
@@ -341,7 +340,7 @@ void TakeWorker::Impl::take_loop(size_t slot) {
             if (ended_by_deadline(slot)) break;  // reported when it was ended
             if (stopping()) break;               // a waiting take cancelled by the shutdown
             const auto* err = dynamic_cast<const Error*>(&ex);
-            if (err && err->sqlstate() == kQueryCanceled && !listening.exchange(true)) {
+            if (err && err->sqlstate() == sqlstate::kQueryCanceled && !listening.exchange(true)) {
                 // statement_timeout cut a waiting take: this role cannot wait in the server.
                 log_line(fmt::format("waiting take on queue {} cancelled ({}); listening instead",
                                      opt.queue, ex.what()));

@@ -293,8 +293,10 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             // A freed slot only matters when the queue was deep; a poll tick or NOTIFY always does.
             if (notified || !woke) deep = true;
             if (free_now() > 0 && free_slots <= 0) deep = true;
-        } catch (const Error& ex) {
-            if (ex.sqlstate() == "57014" && !waiter.in_flight() && !listening) {
+        } catch (const std::exception& ex) {
+            const auto* err = dynamic_cast<const Error*>(&ex);
+            if (err && err->sqlstate() == sqlstate::kQueryCanceled && !waiter.in_flight() &&
+                !listening) {
                 // statement_timeout ended a waiting pull: this role cannot wait in the server.
                 log(fmt::format("waiting pull on queue {} cancelled ({}); listening on {}",
                                 opt.queue, ex.what(), channel));
@@ -302,12 +304,6 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 deep = true;
                 continue;
             }
-            Duration d = backoff.next();
-            log(fmt::format("pull from queue {} failed (retrying in {} ms): {}", opt.queue,
-                            d.count() / 1000, ex.what()));
-            pause(d);
-            deep = true;
-        } catch (const std::exception& ex) {
             Duration d = backoff.next();
             log(fmt::format("pull from queue {} failed (retrying in {} ms): {}", opt.queue,
                             d.count() / 1000, ex.what()));

@@ -42,6 +42,7 @@ inline constexpr const char* kNumericOutOfRange = "22003";
 inline constexpr const char* kProgramLimitExceeded = "54000";  // payload or name too large
 inline constexpr const char* kObjectNotInState = "55000";      // e.g. retry of a running job
 inline constexpr const char* kUndefinedFunction = "42883";
+inline constexpr const char* kQueryCanceled = "57014";  // cancelled, or statement_timeout
 }  // namespace sqlstate
 
 }  // namespace hopper
