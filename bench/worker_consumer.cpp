@@ -4,6 +4,7 @@
 // (waiting pulls when idle, batched session-bound pulls, heartbeats on a control connection) but
 // prefetch, which is max_batch as WorkerOptions::prefetch advises for short jobs on a deep queue;
 // PREFETCH in the environment overrides it (e.g. 0: no jobs held beyond the free threads).
+// WAITING=off turns the waiting pulls (or takes) off: LISTEN/NOTIFY wake-ups instead.
 //
 //   worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [COMPLETIONS]]
 // COMPLETIONS is "batched" (the default: WorkerOptions::batch_completions) or "each" (every job
@@ -71,6 +72,11 @@ int measure(W& worker, double seconds, long long jobs) {
     return 0;
 }
 
+bool waiting() {
+    const char* v = std::getenv("WAITING");
+    return v == nullptr || std::string(v) != "off";
+}
+
 int run_take(const char* conninfo, const char* queue, int threads, double seconds, long long jobs) {
     hopper::TakeWorkerOptions options;
     options.conninfo = conninfo;
@@ -78,6 +84,7 @@ int run_take(const char* conninfo, const char* queue, int threads, double second
     options.concurrency = threads;
     options.name = "bench-runtime";
     options.handle_signals = false;
+    options.waiting_takes = waiting();
     if (const char* batch = std::getenv("TAKE_BATCH")) options.batch = std::atoi(batch);
     if (options.batch < 1) {
         std::fprintf(stderr, "TAKE_BATCH must be a whole number of jobs >= 1\n");
@@ -108,6 +115,7 @@ int main(int argc, char** argv) {
     options.handle_signals = false;
     options.batch_completions = completions == "batched";
     options.prefetch = options.max_batch;
+    options.waiting_pulls = waiting();
     if (const char* prefetch = std::getenv("PREFETCH")) {
         char* end = nullptr;
         long v = std::strtol(prefetch, &end, 10);
