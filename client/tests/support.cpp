@@ -56,6 +56,20 @@ std::string unique_queue(const std::string& prefix) {
     return fmt::format("{}_{}", prefix, ++n);
 }
 
+std::string named_conninfo(const std::string& application_name) {
+    return fmt::format("{} application_name={}", g_conninfo, application_name);
+}
+
+int64_t waiting_in(Client& c, const std::string& application_name, const std::string& function) {
+    return c
+        .exec(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1"
+            " AND state = 'active' AND wait_event_type = 'Extension'"
+            " AND query LIKE '%' || $2 || '%'",
+            application_name, function)
+        .int64(0, 0);
+}
+
 bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {

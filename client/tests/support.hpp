@@ -22,6 +22,14 @@ std::string unique_queue(const std::string& prefix);
 bool eventually(const std::function<bool()>& cond,
                 std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+// The conninfo of this program's database for connections named `application_name`, so that a
+// test can find its worker's sessions in pg_stat_activity.
+std::string named_conninfo(const std::string& application_name);
+
+// Statements of the sessions named `application_name` that sleep in the server inside `function`
+// (a waiting queue_pull or queue_take).
+int64_t waiting_in(Client& c, const std::string& application_name, const std::string& function);
+
 // Runs a worker (hopper::Worker or hopper::TakeWorker) on a thread for the scope of the object.
 template <typename W>
 class Running {

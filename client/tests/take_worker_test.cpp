@@ -157,23 +157,18 @@ TEST_F(TakeWorkerTest, WakesOnNotifyWithoutPolling) {
     EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 30s));
 }
 
-// A worker whose connections can be told apart in pg_stat_activity, and which would not poll
-// within a test: only a waiting take can start its jobs in time.
+// A worker whose sessions carry the queue's name, and which would not poll within a test: only a
+// waiting take can start its jobs in time.
 TakeWorkerOptions slow_polling(const std::string& queue, int concurrency) {
     TakeWorkerOptions o = options(queue, concurrency);
-    o.conninfo = conninfo() + " application_name=" + queue;
+    o.conninfo = test::named_conninfo(queue);
     o.poll_interval = 20s;
     o.poll_jitter = 0;
     return o;
 }
 
 int64_t waiting_takes(Client& c, const std::string& queue) {
-    return c
-        .exec(
-            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1"
-            " AND state = 'active' AND query LIKE '%queue_take%' AND wait_event_type = 'Extension'",
-            queue)
-        .int64(0, 0);
+    return test::waiting_in(c, queue, "queue_take");
 }
 
 TEST_F(TakeWorkerTest, IdleTakersWaitInTheServerAndStartAPushAtOnce) {

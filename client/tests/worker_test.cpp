@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -354,24 +355,18 @@ TEST(Worker, PollsWhenNoNotificationArrives) {
     EXPECT_EQ(handled.load(), 1);
 }
 
-// Options for a worker whose connections can be told apart in pg_stat_activity, and which would
-// not poll within a test: only a waiting pull (or a NOTIFY) can start its jobs in time.
+// A worker whose sessions carry the queue's name, and which would not poll within a test: only a
+// waiting pull (or a NOTIFY) can start its jobs in time.
 WorkerOptions slow_polling(const std::string& queue) {
     WorkerOptions o = options(queue);
-    o.conninfo = fmt::format("{} application_name={}", conninfo(), queue);
+    o.conninfo = test::named_conninfo(queue);
     o.poll_interval = 20s;
     o.poll_jitter = 0;
     return o;
 }
 
-// Statements of the worker waiting in the server (queue_pull sleeping on its condition variable).
 int64_t waiting_pulls(Client& c, const std::string& queue) {
-    return c
-        .exec(
-            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1"
-            " AND state = 'active' AND query LIKE '%queue_pull%' AND wait_event_type = 'Extension'",
-            queue)
-        .int64(0, 0);
+    return test::waiting_in(c, queue, "queue_pull");
 }
 
 TEST(Worker, AnIdleWorkerWaitsInTheServerAndStartsAPushAtOnce) {
@@ -452,45 +447,20 @@ TEST(Worker, StopEndsAWaitingPullAtOnce) {
     EXPECT_EQ(c.job_status(id).state, JobState::Available);
 }
 
-TEST(Worker, AQueueWithLimitsFallsBackToListening) {
-    Client c(conninfo());
-    std::string q = unique_queue("w");
-    c.queue_create(q);
-    c.exec("SELECT hopper.queue_set_concurrency($1, 1, NULL)", q);
-    WorkerOptions o = slow_polling(q);
-    std::mutex mu;
-    std::vector<std::string> lines;
-    o.log = [&](const std::string& line) {
-        std::lock_guard<std::mutex> lock(mu);
-        lines.push_back(line);
-    };
-    Worker w(o);
-    w.on_any([](JobContext&) {});
-    Running r(w);
-    // queue_pull does not wait on a queue with limits; the worker must not spin on it.
-    ASSERT_TRUE(eventually(
-        [&] {
-            std::lock_guard<std::mutex> lock(mu);
-            return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
-                return l.find("does not wait") != std::string::npos;
-            });
-        },
-        10s));
-    // The push's NOTIFY wakes it instead of the 20 s poll.
-    int64_t id = c.push(q, "{}");
-    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 5s));
-    EXPECT_EQ(waiting_pulls(c, q), 0);
-}
-
-TEST(Worker, AStatementTimeoutFallsBackToListening) {
+// A worker whose server cannot wait (as `prepare` arranges) says so once in its log and LISTENs
+// instead: the push's NOTIFY starts the job long before the 20 s poll, and it does not go back to
+// waiting (which would fail again, or spin).
+void expect_fallback_to_listening(
+    const std::function<void(Client&, const std::string&, WorkerOptions&)>& prepare,
+    const std::string& logged) {
     Client c(conninfo());
     std::string q = unique_queue("w");
     c.queue_create(q);
     WorkerOptions o = slow_polling(q);
-    o.conninfo += " options='-c statement_timeout=300'";
+    prepare(c, q, o);
     std::atomic<int> fallbacks{0};
     o.log = [&](const std::string& line) {
-        if (line.find("listening on") != std::string::npos) ++fallbacks;
+        if (line.find(logged) != std::string::npos) ++fallbacks;
     };
     Worker w(o);
     w.on_any([](JobContext&) {});
@@ -499,7 +469,25 @@ TEST(Worker, AStatementTimeoutFallsBackToListening) {
     int64_t id = c.push(q, "{}");
     EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 5s));
     std::this_thread::sleep_for(500ms);
-    EXPECT_EQ(fallbacks.load(), 1) << "it waits in the server no more";
+    EXPECT_EQ(fallbacks.load(), 1);
+    EXPECT_EQ(waiting_pulls(c, q), 0);
+}
+
+TEST(Worker, AQueueWithLimitsFallsBackToListening) {
+    // queue_pull returns at once on a queue with limits.
+    expect_fallback_to_listening(
+        [](Client& c, const std::string& q, WorkerOptions&) {
+            c.exec("SELECT hopper.queue_set_concurrency($1, 1, NULL)", q);
+        },
+        "does not wait in queue_pull");
+}
+
+TEST(Worker, AStatementTimeoutFallsBackToListening) {
+    expect_fallback_to_listening(
+        [](Client&, const std::string&, WorkerOptions& o) {
+            o.conninfo += " options='-c statement_timeout=300'";
+        },
+        "waiting pull on queue");
 }
 
 TEST(Worker, UnknownKindIsFailedWithAClearError) {
