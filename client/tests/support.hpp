@@ -26,6 +26,17 @@ bool eventually(const std::function<bool()>& cond,
 // test can find its worker's sessions in pg_stat_activity.
 std::string named_conninfo(const std::string& application_name);
 
+// Worker options (hopper::WorkerOptions or hopper::TakeWorkerOptions) whose sessions carry the
+// queue's name and which would not poll within a test: only a wait in the server (or a NOTIFY)
+// can start their jobs in time.
+template <typename Options>
+Options slow_polling(Options o, const std::string& queue) {
+    o.conninfo = named_conninfo(queue);
+    o.poll_interval = std::chrono::seconds(20);
+    o.poll_jitter = 0;
+    return o;
+}
+
 // Statements of the sessions named `application_name` that sleep in the server inside `function`
 // (a waiting queue_pull or queue_take).
 int64_t waiting_in(Client& c, const std::string& application_name, const std::string& function);

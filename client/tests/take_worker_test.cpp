@@ -157,14 +157,8 @@ TEST_F(TakeWorkerTest, WakesOnNotifyWithoutPolling) {
     EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 30s));
 }
 
-// A worker whose sessions carry the queue's name, and which would not poll within a test: only a
-// waiting take can start its jobs in time.
 TakeWorkerOptions slow_polling(const std::string& queue, int concurrency) {
-    TakeWorkerOptions o = options(queue, concurrency);
-    o.conninfo = test::named_conninfo(queue);
-    o.poll_interval = 20s;
-    o.poll_jitter = 0;
-    return o;
+    return test::slow_polling(options(queue, concurrency), queue);
 }
 
 int64_t waiting_takes(Client& c, const std::string& queue) {

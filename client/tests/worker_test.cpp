@@ -355,14 +355,8 @@ TEST(Worker, PollsWhenNoNotificationArrives) {
     EXPECT_EQ(handled.load(), 1);
 }
 
-// A worker whose sessions carry the queue's name, and which would not poll within a test: only a
-// waiting pull (or a NOTIFY) can start its jobs in time.
 WorkerOptions slow_polling(const std::string& queue) {
-    WorkerOptions o = options(queue);
-    o.conninfo = test::named_conninfo(queue);
-    o.poll_interval = 20s;
-    o.poll_jitter = 0;
-    return o;
+    return test::slow_polling(options(queue), queue);
 }
 
 int64_t waiting_pulls(Client& c, const std::string& queue) {
