@@ -35,4 +35,9 @@ Duration jittered(Duration d, double jitter) {
     return Duration(static_cast<int64_t>(static_cast<double>(d.count()) * f(thread_rng())));
 }
 
+Duration server_wait(Duration poll_interval, double jitter) {
+    return std::clamp<Duration>(jittered(poll_interval, jitter), std::chrono::milliseconds(100),
+                                std::chrono::seconds(30));
+}
+
 }  // namespace hopper::internal

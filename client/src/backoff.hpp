@@ -24,4 +24,9 @@ class Backoff {
 // d scaled by a random factor in [1 - jitter, 1 + jitter].
 Duration jittered(Duration d, double jitter);
 
+// How long one waiting pull or take waits in the server: the poll interval, jittered, kept
+// between 100 ms (a wait of 0 would return at once and the worker would spin) and 30 s (the
+// statement holds a snapshot while it waits, holding back VACUUM).
+Duration server_wait(Duration poll_interval, double jitter);
+
 }  // namespace hopper::internal

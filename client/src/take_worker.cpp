@@ -25,8 +25,6 @@ namespace hopper {
 
 using internal::Backoff;
 using Steady = std::chrono::steady_clock;
-// A waiting take holds a snapshot while it waits, holding back VACUUM: keep each one short.
-constexpr Duration kMaxServerWait = std::chrono::seconds(30);
 
 struct TakeWorker::Impl {
     TakeWorkerOptions opt;
@@ -104,7 +102,7 @@ struct TakeWorker::Impl {
     void listen_loop();
     void cancel_waiting_takes();
     void take_loop(size_t slot);
-    size_t take_once(Client& client, size_t slot, bool wait);
+    size_t take_once(Client& client, size_t slot, std::optional<Duration> wait);
     bool ended_by_deadline(size_t slot);
     void end_overdue_transactions();
     void record_failure(Client& client, const Job& job, const std::string& error,
@@ -328,13 +326,14 @@ void TakeWorker::Impl::take_loop(size_t slot) {
             else if (!client->connection().ok())
                 client->reconnect();
             auto started = Steady::now();
-            bool waited = !listening.load();
-            size_t got = take_once(*client, slot, waited);
+            std::optional<Duration> wait;
+            if (!listening.load()) wait = internal::server_wait(opt.poll_interval, opt.poll_jitter);
+            size_t got = take_once(*client, slot, wait);
             backoff.reset();
             if (got > 0) continue;  // probably more where these came from
             // A waiting take that ran its course looks again at once; one that could not wait
             // (or a listening worker) sleeps until woken or the next poll.
-            if (waited && Steady::now() - started >= opt.poll_interval / 4) continue;
+            if (wait && Steady::now() - started >= *wait / 2) continue;
             idle(seen, internal::jittered(opt.poll_interval, opt.poll_jitter));
         } catch (const std::exception& ex) {
             if (ended_by_deadline(slot)) break;  // reported when it was ended
@@ -363,14 +362,13 @@ void TakeWorker::Impl::take_loop(size_t slot) {
 // then the other jobs' handlers run again from the start. One savepoint per take (and one more
 // per failure) instead of one per job: a savepoint costs a round trip, which the jobs of a batch
 // would otherwise each pay. Returns how many jobs it took.
-size_t TakeWorker::Impl::take_once(Client& client, size_t slot, bool wait) {
+size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Duration> wait) {
     std::optional<Holding> holding;
     Transaction tx(client);
     std::vector<Job> jobs;
     if (wait) {
         TakeOptions waiting = take;
-        waiting.wait = std::min<Duration>(internal::jittered(opt.poll_interval, opt.poll_jitter),
-                                          kMaxServerWait);
+        waiting.wait = wait;
         Waiting mark(*this, slot, client.connection().backend_pid());
         if (!mark.refused()) jobs = client.take(opt.queue, waiting);
     } else {

@@ -28,8 +28,6 @@ namespace hopper {
 using internal::Backoff;
 using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kGatherWait{20};
-// A waiting pull holds a snapshot while it waits, holding back VACUUM: keep each one short.
-constexpr Duration kMaxServerWait = std::chrono::seconds(30);
 
 struct Worker::Impl {
     WorkerOptions opt;
@@ -273,8 +271,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                         waiter.attach(std::move(c));
                     }
                     PullOptions po = pull_options(n);
-                    po.wait = std::min<Duration>(
-                        internal::jittered(opt.poll_interval, opt.poll_jitter), kMaxServerWait);
+                    po.wait = internal::server_wait(opt.poll_interval, opt.poll_jitter);
                     waiter.start(po);
                     continue;
                 }

@@ -183,6 +183,19 @@ TEST_F(TakeWorkerTest, IdleTakersWaitInTheServerAndStartAPushAtOnce) {
     EXPECT_EQ(marks(q), 3);
 }
 
+TEST_F(TakeWorkerTest, AZeroPollIntervalStillWaitsInTheServer) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorkerOptions o = slow_polling(q, 2);
+    o.poll_interval = 0ms;  // a wait of 0 would return at once, and the takers would spin
+    TakeWorker w(o);
+    w.on_any(marking());
+    Running r(w);
+    EXPECT_TRUE(eventually([&] { return waiting_takes(c, q) == 2; }, 10s));
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 10s));
+}
+
 TEST_F(TakeWorkerTest, StopEndsTheWaitingTakesAtOnce) {
     std::string q = unique_queue("take");
     c.queue_create(q);

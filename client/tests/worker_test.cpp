@@ -384,6 +384,20 @@ TEST(Worker, AnIdleWorkerWaitsInTheServerAndStartsAPushAtOnce) {
     EXPECT_EQ(handled.load(), 3);
 }
 
+TEST(Worker, AZeroPollIntervalStillWaitsInTheServer) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    WorkerOptions o = slow_polling(q);
+    o.poll_interval = 0ms;  // a wait of 0 would return at once, and the loop would spin
+    Worker w(o);
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 10s));
+}
+
 TEST(Worker, JobsFinishingWhileThePullWaitsAreCompletedAtOnce) {
     Client c(conninfo());
     std::string q = unique_queue("w");

@@ -45,8 +45,8 @@ struct TakeWorkerOptions {
     // + poll_interval. false: the calling thread LISTENs on "hopper:<queue>" and wakes idle
     // threads, which otherwise poll.
     bool waiting_takes = true;
-    // How long one waiting take waits (at most 30 s: it holds a snapshot meanwhile), or, when
-    // listening, the fallback poll when no NOTIFY arrives.
+    // How long one waiting take waits (kept to 100 ms .. 30 s: it holds a snapshot meanwhile), or,
+    // when listening, the fallback poll when no NOTIFY arrives.
     Duration poll_interval = std::chrono::seconds(2);
     double poll_jitter = 0.25;
     // How long a shutdown waits for open transactions to finish. Then the worker ends them from

@@ -158,8 +158,8 @@ struct WorkerOptions {
     // and roles whose statement_timeout cuts the wait fall back to LISTEN + poll_interval.
     // false: always LISTEN on "hopper:<queue>" and poll.
     bool waiting_pulls = true;
-    // How long one waiting pull waits (at most 30 s: it holds a snapshot meanwhile), or, when
-    // listening, the fallback poll when no NOTIFY arrives.
+    // How long one waiting pull waits (kept to 100 ms .. 30 s: it holds a snapshot meanwhile), or,
+    // when listening, the fallback poll when no NOTIFY arrives.
     Duration poll_interval = std::chrono::seconds(2);
     double poll_jitter = 0.25;  // +- fraction of poll_interval, so workers do not beat in step
     Duration shutdown_timeout = std::chrono::seconds(30);   // then running jobs are released
