@@ -101,6 +101,10 @@ struct Worker::Impl {
     }
 
     void fetch_loop(internal::Heartbeat& hb);
+    PullOptions pull_options(int n) const;
+    void take_returned();
+    void hand_out(std::vector<Job>& jobs, internal::Heartbeat& hb);
+    int slots_free();
     void handler_thread(internal::Heartbeat& hb);
     void process(Client& client, internal::Heartbeat& hb, const Job& job);
     void report(Client& client, const Job& job, const std::function<void()>& run);
@@ -159,6 +163,42 @@ void Worker::run() {
     w.running.store(false);
 }
 
+PullOptions Worker::Impl::pull_options(int n) const {
+    PullOptions po;
+    po.n = std::min(n, opt.max_batch);
+    po.lease = opt.lease;
+    po.worker = opt.name;
+    // The lease is bound to the pulling connection too: if this process dies, the server sees the
+    // backend gone and the reaper rescues the jobs at once.
+    po.session_bound = true;
+    return po;
+}
+
+// Moves the jobs whose handlers returned to the fetch loop's own list, to be completed.
+void Worker::Impl::take_returned() {
+    std::lock_guard<std::mutex> lock(m);
+    for (auto& f : returned) unreported.push_back(std::move(f));
+    returned.clear();
+}
+
+// Holds pulled jobs (heartbeated from now on) and hands them to the handler threads.
+void Worker::Impl::hand_out(std::vector<Job>& jobs, internal::Heartbeat& hb) {
+    if (jobs.empty()) return;
+    ++pulls;
+    for (const Job& j : jobs) hb.hold(j);
+    {
+        std::lock_guard<std::mutex> lock(m);
+        for (auto& j : jobs) pending.push_back(std::move(j));
+        in_flight += static_cast<int>(jobs.size());
+    }
+    work_cv.notify_all();
+}
+
+int Worker::Impl::slots_free() {
+    std::lock_guard<std::mutex> lock(m);
+    return capacity - in_flight;
+}
+
 void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     const std::string channel = "hopper:" + opt.queue;
     Backoff backoff(opt.min_backoff, opt.max_backoff);
@@ -173,36 +213,6 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
         std::lock_guard<std::mutex> lock(m);
         taking_returned = true;
     }
-    auto pull_options = [&](int n) {
-        PullOptions po;
-        po.n = std::min(n, opt.max_batch);
-        po.lease = opt.lease;
-        po.worker = opt.name;
-        // The lease is bound to the pulling connection too: if this process dies, the server
-        // sees the backend gone and the reaper rescues the jobs at once.
-        po.session_bound = true;
-        return po;
-    };
-    auto take_returned = [&] {
-        std::lock_guard<std::mutex> lock(m);
-        for (auto& f : returned) unreported.push_back(std::move(f));
-        returned.clear();
-    };
-    auto hand_out = [&](std::vector<Job>& jobs) {
-        if (jobs.empty()) return;
-        ++pulls;
-        for (const Job& j : jobs) hb.hold(j);
-        {
-            std::lock_guard<std::mutex> lock(m);
-            for (auto& j : jobs) pending.push_back(std::move(j));
-            in_flight += static_cast<int>(jobs.size());
-        }
-        work_cv.notify_all();
-    };
-    auto free_now = [&] {
-        std::lock_guard<std::mutex> lock(m);
-        return capacity - in_flight;
-    };
     while (!stopping()) {
         try {
             if (!conn) {
@@ -228,7 +238,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 wake.drain();
                 if (!got) continue;
                 backoff.reset();
-                hand_out(got->jobs);
+                hand_out(got->jobs, hb);
                 deep = got->filled;
                 if (got->did_not_wait) {
                     // The server does not wait for this queue (it has limits): LISTEN instead.
@@ -238,7 +248,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 }
                 continue;
             }
-            int free_slots = free_now();
+            int free_slots = slots_free();
             if (free_slots > 0 && deep && free_slots < batch_target && !gathered) {
                 // The queue is deep but only a slot or two is free: give the other handlers a
                 // moment to finish too, so one pull fills several slots instead of one each.
@@ -257,13 +267,13 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 std::vector<Job> jobs = complete_and_pull(*conn, &po);
                 backoff.reset();
                 deep = static_cast<int>(jobs.size()) == po.n;
-                hand_out(jobs);
+                hand_out(jobs, hb);
                 if (deep) continue;
             } else if (!unreported.empty()) {
                 complete_and_pull(*conn, nullptr);
             }
             if (!listening) {
-                if (int n = free_now(); n > 0) {
+                if (int n = slots_free(); n > 0) {
                     // Nothing left to pull: wait in the server until a job is made available.
                     if (!waiter.connected()) {
                         std::unique_ptr<Client> c = connect(backoff, [&] { return stopping(); });
@@ -289,7 +299,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             bool notified = !conn->connection().notifications().empty();
             // A freed slot only matters when the queue was deep; a poll tick or NOTIFY always does.
             if (notified || !woke) deep = true;
-            if (free_now() > 0 && free_slots <= 0) deep = true;
+            if (slots_free() > 0 && free_slots <= 0) deep = true;
         } catch (const std::exception& ex) {
             const auto* err = dynamic_cast<const Error*>(&ex);
             if (err && err->sqlstate() == sqlstate::kQueryCanceled && !waiter.in_flight() &&
@@ -310,7 +320,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     }
     // A pull still waiting is ended; what it claimed meanwhile goes back with the unstarted jobs.
     std::vector<Job> late = waiter.cancel();
-    hand_out(late);
+    hand_out(late, hb);
     shutdown(conn.get(), hb);
 }
 
