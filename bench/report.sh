@@ -149,8 +149,9 @@ rt_st=$(med on.rt.steady.batched); rt_st_b=$(med on.rt.steady.base)
 r=$(awk -v a="$rt_st" -v b="$rt_st_b" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| steady 4+4 vs baseline (C++ worker runtime consumers, 4 threads) | hopper $(num "$rt_st")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_st" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.batched on.rt.steady.base) |"
 rt_tk=$(med on.rt.steady.take); take_batch=$(num "$(med runtime.take_batch)")
+take_gather=$(awk -v us="$(med runtime.take_gather_us)" 'BEGIN { printf "%g ms", us / 1000 }')
 r=$(awk -v a="$rt_tk" -v b="$rt_st_b" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
-echo "| steady 4+4 vs baseline (C++ TakeWorker consumers, 4 threads, $take_batch jobs per transaction) | hopper $(num "$rt_tk")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_tk" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.take on.rt.steady.base) |"
+echo "| steady 4+4 vs baseline (C++ TakeWorker consumers, 4 threads, $take_batch jobs per transaction, gathering $take_gather) | hopper $(num "$rt_tk")/s, baseline $(num "$rt_st_b")/s (same loop) | $(ratio "$rt_tk" "$rt_st_b") | >= 2x | $(verdict "$r" ">=" 2)$(noisy on.rt.steady.take on.rt.steady.base) |"
 echo "| reaper: rescue $(num "$(med reaper.jobs)") expired leases | $(secs "$(med reaper.total_s)") ($(num "$(med reaper.rate)") jobs/s) in transactions of $(num "$(med reaper.batch_size)") | | measured | |"
 echo
 echo "The ratios above divide medians. Repetition by repetition (each hopper run over the baseline run"
@@ -266,7 +267,8 @@ echo "session-bound jobs, heartbeats on a control connection). \"batched\" is th
 echo "fetch loop completes the jobs whose handlers returned in the same statement as its next pull"
 echo "(\`queue_complete_many\` + \`queue_pull\`, one commit for the batch); \"each\" is \`batch_completions = false\`:"
 echo "every job completed by \`queue_complete\` on its handler's connection, one commit per job. \"TakeWorker\" is"
-echo "\`hopper::TakeWorker\`: each thread takes up to $take_batch jobs per transaction with \`queue_take\` and runs their"
+echo "\`hopper::TakeWorker\`: each thread takes up to $take_batch jobs per transaction with \`queue_take\` (waiting $take_gather"
+echo "for more when a take finds fewer: \`TakeWorkerOptions::gather\`) and runs their"
 echo "handlers inside it (no lease; the commit completes them). The rate counts"
 echo "from the start of \`Worker::run()\`, connections included. Drain: a preloaded backlog until empty or"
 echo "${BENCH_SECS} s. Steady: 4 pgbench producers (\`hop_push.sql\`, wake-ups relayed) with the runtime consuming; the"

@@ -523,8 +523,10 @@ build_runtime_consumer() {
 runtime_field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | tail -1; }
 
 # TakeWorker (jobs finished in the worker's transaction) takes this many jobs per transaction in the
-# runtime rows: the batch its README example uses.
+# runtime rows (the batch its README example uses), and gathers this long for more when a take finds
+# fewer (TakeWorkerOptions::gather, the setting README advises for short jobs in a fast stream).
 RUNTIME_TAKE_BATCH=16
+RUNTIME_TAKE_GATHER_US=2000
 
 # Drains a preloaded backlog with the runtime until it is empty or SECS have passed: Worker with its
 # completions batched (the default) and completing each job on its own (batch_completions off), and
@@ -532,13 +534,14 @@ RUNTIME_TAKE_BATCH=16
 runtime_drain() {  # prefix
     local pfx=$1 rep backlog out mode
     rec runtime.take_batch 1 "$RUNTIME_TAKE_BATCH"
+    rec runtime.take_gather_us 1 "$RUNTIME_TAKE_GATHER_US"
     for rep in $(seq "$REPS"); do
         for mode in batched each take; do
             backlog=$(drain_backlog 10)
             reset_hopper
             preload_hopper drain "$backlog"
             checkpoint
-            out=$(TAKE_BATCH=$RUNTIME_TAKE_BATCH timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" \
+            out=$(TAKE_BATCH=$RUNTIME_TAKE_BATCH TAKE_GATHER_US=$RUNTIME_TAKE_GATHER_US timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$CONNINFO" \
                 drain "$RUNTIME_THREADS" "$SECS" "$backlog" "$mode" 2>"$TMP/$pfx.rt.drain.$mode.$rep.err") || true
             echo "$out" >"$TMP/$pfx.rt.drain.$mode.$rep.log"
             rec "$pfx.rt.drain.$mode" "$rep" "$(runtime_field "$out" rate)"
@@ -572,7 +575,7 @@ runtime_steady() {  # prefix
             pgb "$TMP/$pfx.rt.steady.$mode.prod.$rep.log" 4 "$SECS" hop_push.sql -D q=steady >"$TMP/prod.out" &
             ppid=$!
             if [ "$rep" = 1 ]; then sample_waits "$SECS" "$TMP/waits.rt.steady.$mode" & fi
-            out=$(TAKE_BATCH=$RUNTIME_TAKE_BATCH timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$conninfo" \
+            out=$(TAKE_BATCH=$RUNTIME_TAKE_BATCH TAKE_GATHER_US=$RUNTIME_TAKE_GATHER_US timeout $((SECS * 4 + 60)) "$TMP/worker_consumer" "$conninfo" \
                 steady "$RUNTIME_THREADS" "$SECS" 0 "$completions" 2>"$TMP/$pfx.rt.steady.$mode.$rep.err") || true
             wait "$ppid" || true
             wait || true

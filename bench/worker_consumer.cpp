@@ -9,7 +9,8 @@
 //   worker_consumer CONNINFO QUEUE THREADS SECONDS [JOBS [COMPLETIONS]]
 // COMPLETIONS is "batched" (the default: WorkerOptions::batch_completions) or "each" (every job
 // completed on its handler's connection, one commit per job), or "take": hopper::TakeWorker
-// instead, each thread taking TAKE_BATCH jobs (environment, default 1) per transaction.
+// instead, each thread taking TAKE_BATCH jobs (environment, default 1) per transaction, waiting
+// TAKE_GATHER_US microseconds for more when a take finds fewer (TakeWorkerOptions::gather).
 // prints one line:
 //   completed=N seconds=S rate=R pulls=P failed=F lost=L
 // where rate = completed / seconds, and seconds runs from the start of Worker::run() (connections
@@ -86,6 +87,8 @@ int run_take(const char* conninfo, const char* queue, int threads, double second
     options.handle_signals = false;
     options.waiting_takes = waiting();
     if (const char* batch = std::getenv("TAKE_BATCH")) options.batch = std::atoi(batch);
+    if (const char* gather = std::getenv("TAKE_GATHER_US"))
+        options.gather = std::chrono::microseconds(std::atoll(gather));
     if (options.batch < 1) {
         std::fprintf(stderr, "TAKE_BATCH must be a whole number of jobs >= 1\n");
         return 2;

@@ -2,6 +2,8 @@
 // their SQL and the completion commit together, and a failure undoes the SQL and counts the
 // attempt.
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -196,6 +198,47 @@ TEST_F(TakeWorkerTest, AZeroPollIntervalStillWaitsInTheServer) {
     EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 10s));
 }
 
+// Which transaction each job's handler ran in, with `gather` as given: job A is pushed, job B
+// 50 ms later, to a worker waiting in its take.
+std::map<std::string, int64_t> transactions_of_two_pushes(Client& c, Duration gather) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorkerOptions o = slow_polling(q, 1);
+    o.batch = 16;
+    o.gather = gather;
+    std::mutex mu;
+    std::map<std::string, int64_t> txid;
+    TakeWorker w(o);
+    w.on_any([&](const Job& job, Client& db) {
+        int64_t t = db.exec("SELECT pg_catalog.txid_current()").int64(0, 0);
+        std::lock_guard<std::mutex> lock(mu);
+        txid[job.payload] = t;
+    });
+    Running r(w);
+    EXPECT_TRUE(eventually([&] { return waiting_takes(c, q) == 1; }, 10s));
+    c.push(q, R"({"job": "A"})");
+    std::this_thread::sleep_for(50ms);
+    c.push(q, R"({"job": "B"})");
+    EXPECT_TRUE(eventually(
+        [&] {
+            std::lock_guard<std::mutex> lock(mu);
+            return txid.size() == 2;
+        },
+        10s));
+    r.stop();
+    return txid;
+}
+
+TEST_F(TakeWorkerTest, GatherLetsOneTransactionCarryJobsPushedJustAfter) {
+    std::map<std::string, int64_t> apart = transactions_of_two_pushes(c, 0ms);
+    ASSERT_EQ(apart.size(), 2u);
+    EXPECT_NE(apart[R"({"job": "A"})"], apart[R"({"job": "B"})"])
+        << "without gather the first job runs as soon as it is taken";
+    std::map<std::string, int64_t> together = transactions_of_two_pushes(c, 500ms);
+    ASSERT_EQ(together.size(), 2u);
+    EXPECT_EQ(together[R"({"job": "A"})"], together[R"({"job": "B"})"]);
+}
+
 TEST_F(TakeWorkerTest, StopEndsTheWaitingTakesAtOnce) {
     std::string q = unique_queue("take");
     c.queue_create(q);
@@ -292,6 +335,12 @@ TEST(TakeWorker, RefusesBadOptions) {
     EXPECT_THROW(TakeWorker{no_threads}, std::invalid_argument);
     TakeWorkerOptions no_batch = options("q", 1, 0);
     EXPECT_THROW(TakeWorker{no_batch}, std::invalid_argument);
+    TakeWorkerOptions negative_gather = options("q");
+    negative_gather.gather = -1ms;
+    EXPECT_THROW(TakeWorker{negative_gather}, std::invalid_argument);
+    TakeWorkerOptions long_gather = options("q");
+    long_gather.gather = 2s;
+    EXPECT_THROW(TakeWorker{long_gather}, std::invalid_argument);
     TakeWorkerOptions negative_deadline = options("q");
     negative_deadline.shutdown_timeout = -1ms;
     EXPECT_THROW(TakeWorker{negative_deadline}, std::invalid_argument);

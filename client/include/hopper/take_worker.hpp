@@ -38,6 +38,11 @@ struct TakeWorkerOptions {
     int concurrency = 1;  // transactions at once, each on its own thread and connection
     // Jobs taken per transaction; they commit together, a failed one with its failure recorded.
     int batch = 1;
+    // When a take finds fewer than `batch` jobs, wait this long and take again in the same
+    // transaction before running the handlers. A take woken by one push holds one job; in a fast
+    // stream of short jobs, a millisecond or two lets the next pushes land, so that one commit
+    // carries several jobs instead of one each (at the cost of that much latency). 0: never.
+    Duration gather = Duration::zero();
     std::string name;  // recorded as the job's worker; host:pid
     // An idle thread waits for jobs inside its take (queue_take's wait): the commit that makes a
     // job available wakes it within about a millisecond, with no LISTEN/NOTIFY and no polling;
