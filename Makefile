@@ -27,15 +27,27 @@ PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter $(HOPPER_WERROR) -f
 PG_CPPFLAGS = -Iextension/include -isystem $(shell $(PG_CONFIG) --includedir-server 2>/dev/null)
 SHLIB_LINK += -lstdc++
 
-# On a fresh machine PGXS itself is missing until the packages are there: install them first.
+# On a fresh machine the build files are missing until the packages are there: install them first.
+# Both are checked: Debian's postgresql-15 ships pgxs.mk without the server headers, which come
+# with postgresql-server-dev-15.
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+PG_SERVER_H = $(shell $(PG_CONFIG) --includedir-server 2>/dev/null)/postgres.h
 ifeq ($(wildcard $(PGXS)),)
+HOPPER_NEED_DEPS = 1
+endif
+ifeq ($(wildcard $(PG_SERVER_H)),)
+HOPPER_NEED_DEPS = 1
+endif
+ifdef HOPPER_NEED_DEPS
 $(info hopper: PostgreSQL build files not found; running test/deps.sh)
 DEPS_STATUS := $(shell test/deps.sh >&2; echo $$?)
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 endif
 ifeq ($(wildcard $(PGXS)),)
 $(error PostgreSQL 15 server development files are missing: see the apt-get line above)
+endif
+ifeq ($(wildcard $(PG_SERVER_H)),)
+$(error PostgreSQL 15 server headers (postgres.h) are missing: see the apt-get line above)
 endif
 include $(PGXS)
 
