@@ -723,3 +723,31 @@ TO hopper_worker;
 -- and the take's history row out.
 GRANT INSERT ON hopper.jobs TO hopper_worker;
 GRANT DELETE ON hopper.job_history TO hopper_worker;
+
+-- Packed batches (README "Packed batches"): a queue_push_batch of due jobs without keys stores its
+-- jobs in rows of up to 100, ids and payloads side by side in arrays, instead of a row each. A
+-- pull takes jobs from the front of a row (raising `taken`, an update that touches no indexed
+-- column) and inserts them into hopper.jobs as running; a take moves them straight to history.
+-- Per job that writes no heap row and no index entry at the push, and one row at the claim where a
+-- row per job costs a row at the push and a new version at the claim. Anything that acts on one
+-- waiting job by id (queue_cancel), or on a queue with limits, first unpacks its row into
+-- ordinary rows of hopper.jobs.
+CREATE TABLE hopper.job_batches (
+    first_id     bigint PRIMARY KEY,   -- ids[1]: the row's place in pull order
+    last_id      bigint NOT NULL,      -- ids[cardinality(ids)]: bounds the lookup of one id
+    queue        text NOT NULL,
+    priority     smallint NOT NULL,
+    run_at       timestamptz NOT NULL,
+    created_at   timestamptz NOT NULL,
+    kind         text,
+    max_attempts integer NOT NULL,
+    taken        integer NOT NULL DEFAULT 0 CHECK (taken >= 0),  -- jobs gone from the front
+    ids          bigint[] NOT NULL,    -- ascending
+    payloads     jsonb[] NOT NULL,     -- aligned with ids
+    CHECK (taken < pg_catalog.cardinality(ids)),
+    CHECK (pg_catalog.cardinality(ids) = pg_catalog.cardinality(payloads))
+) WITH (fillfactor = 80);
+CREATE INDEX job_batches_pull_idx ON hopper.job_batches (queue, priority, run_at, first_id);
+SELECT pg_catalog.pg_extension_config_dump('hopper.job_batches', '');
+GRANT SELECT, INSERT ON hopper.job_batches TO hopper_producer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.job_batches TO hopper_worker;

@@ -16,6 +16,7 @@ bool notify = true;
 bool notify_relay = true;
 bool async_claims = true;
 bool claim_resume = true;
+bool pack_batches = false;
 }  // namespace hopper::guc
 
 extern "C" {
@@ -60,6 +61,13 @@ void _PG_init(void) {
                              "entries that nothing can remove; starting past them keeps the "
                              "claim's cost flat. Off: every claim starts at the front.",
                              &claim_resume, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable("hopper.pack_batches",
+                             "Store the jobs of a queue_push_batch in packed rows of up to 100 "
+                             "instead of a row each.",
+                             "Only for batches of due jobs without dedup or concurrency keys, "
+                             "pushed to a queue without limits. Off: a row per job, as a single "
+                             "push writes.",
+                             &pack_batches, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     // Reaper: settings, and in a preloaded server the launcher that starts one per database.
     hopper::reaper::define_gucs();
     if (process_shared_preload_libraries_in_progress) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hopper/args.hpp"
+#include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/dedup.hpp"
 #include "hopper/notify.hpp"
@@ -242,6 +243,23 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     spi::Connection conn;
     reaper::ensure_running(conn);
     queues::ensure(conn, queue);
+
+    bool any_concurrency_key = std::any_of(concurrency_keys.begin(), concurrency_keys.end(),
+                                           [](const auto& k) { return k.has_value(); });
+    if (batches::packable(static_cast<int64_t>(n), any_key || any_concurrency_key, run_at)) {
+        batches::Push batch{queue,       run_at, priority, kind, max_attempts, PG_GETARG_DATUM(1),
+                            static_cast<int64_t>(n)};
+        if (auto ids = batches::push(conn, batch)) {
+            made_available(queue, priority, run_at, ids->front(), static_cast<int64_t>(n));
+            conn.finish();
+            for (int64_t id : *ids) {
+                Datum v = Int64GetDatum(id);
+                bool isnull = false;
+                out.add_values(&v, &isnull);
+            }
+            return (Datum)0;
+        }
+    }
 
     // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with
     // the payload index; a dedup hit inserts nothing for its slot. A batch without dedup keys

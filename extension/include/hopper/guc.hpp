@@ -9,4 +9,5 @@ extern bool notify;              // hopper.notify
 extern bool notify_relay;        // hopper.notify_relay
 extern bool async_claims;        // hopper.async_claims
 extern bool claim_resume;        // hopper.claim_resume
+extern bool pack_batches;        // hopper.pack_batches
 }  // namespace hopper::guc

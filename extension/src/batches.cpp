@@ -1,0 +1,119 @@
+// See include/hopper/batches.hpp.
+#include <algorithm>
+
+#include "hopper/batches.hpp"
+#include "hopper/claim_hint.hpp"
+#include "hopper/guc.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+}
+
+namespace hopper::batches {
+namespace {
+
+// The ids are drawn in one pass, in payload order, only when the queue takes packed rows; then
+// each slice of kJobsPerRow ($8) jobs becomes one row.
+spi::Statement& insert_statement() {
+    static spi::Statement st(
+        "WITH q AS (SELECT name, max_attempts FROM hopper.queues WHERE name = $1 AND NOT limited), "
+        "i AS MATERIALIZED (SELECT pg_catalog.array_agg(pg_catalog.nextval('hopper.job_id_seq')) "
+        "  AS ids FROM pg_catalog.generate_series(1, $7) g WHERE EXISTS (SELECT 1 FROM q)) "
+        "INSERT INTO hopper.job_batches (first_id, last_id, queue, priority, run_at, created_at, "
+        "  kind, max_attempts, ids, payloads) "
+        "SELECT i.ids[s], i.ids[e], q.name, $3, COALESCE($2, pg_catalog.now()), pg_catalog.now(), "
+        "  $5, COALESCE($4, q.max_attempts), i.ids[s:e], "
+        "  $6[s + pg_catalog.array_lower($6, 1) - 1 : e + pg_catalog.array_lower($6, 1) - 1] "
+        "FROM q, i, pg_catalog.generate_series(1, $7, $8) s, "
+        "  LATERAL (SELECT LEAST(s + $8 - 1, $7)) x(e) "
+        "ORDER BY s RETURNING ids",
+        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, INT4OID, INT4OID});
+    return st;
+}
+
+// The rows' waiting jobs become ordinary available rows (state, attempt and the rest take their
+// defaults, as at a push); answers the lowest key among them and how many there were.
+#define HOPPER_UNPACK_SQL(which_rows)                                                               \
+    "WITH b AS (DELETE FROM hopper.job_batches WHERE " which_rows " RETURNING *), "                 \
+    "ins AS (INSERT INTO hopper.jobs (id, queue, priority, run_at, max_attempts, created_at, kind, " \
+    "  payload) "                                                                                   \
+    "  SELECT u.id, b.queue, b.priority, b.run_at, b.max_attempts, b.created_at, b.kind, "          \
+    "    u.payload FROM b, ROWS FROM (pg_catalog.unnest(b.ids[b.taken + 1 :]), "                    \
+    "    pg_catalog.unnest(b.payloads[b.taken + 1 :])) u(id, payload) "                             \
+    "  RETURNING priority, run_at, id, queue) "                                                     \
+    "SELECT priority, run_at, id, pg_catalog.count(*) OVER (), queue FROM ins "                     \
+    "ORDER BY priority, run_at, id LIMIT 1"
+
+spi::Statement& unpack_queue_statement() {
+    static spi::Statement st(HOPPER_UNPACK_SQL("queue = $1"), {TEXTOID},
+                             spi::Planning::kWalkIndexes);
+    return st;
+}
+
+// The row holding id: the nearest first_id at or below it whose waiting part names it (rows of
+// concurrent batches can interleave their ids, so the nearest row is not always the one).
+spi::Statement& unpack_job_statement() {
+    static spi::Statement st(
+        HOPPER_UNPACK_SQL("first_id = (SELECT f.first_id FROM hopper.job_batches f "
+                          "WHERE f.first_id <= $1 AND f.last_id >= $1 "
+                          "AND $1 = ANY (f.ids[f.taken + 1 :]) ORDER BY f.first_id DESC LIMIT 1)"),
+        {INT8OID}, spi::Planning::kWalkIndexes);
+    return st;
+}
+
+#undef HOPPER_UNPACK_SQL
+
+// Unpacked jobs sit in jobs_pull_idx from their key on: a claim hint above it must come down.
+int64_t unpacked(const spi::Result& r) {
+    if (r.empty()) return 0;
+    claim_hint::made_available(r.get_text(0, 5),
+                               {r.get_int16(0, 1), r.get_timestamptz(0, 2), r.get_int64(0, 3)},
+                               false);
+    return r.get_int64(0, 4);
+}
+
+}  // namespace
+
+bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at) {
+    return guc::pack_batches && jobs >= 2 && !any_key &&
+           (!run_at || *run_at <= GetCurrentTransactionStartTimestamp());
+}
+
+std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch) {
+    spi::Result r = conn.exec(
+        insert_statement(),
+        {spi::arg_text(batch.queue),
+         batch.run_at ? spi::arg_datum(TimestampTzGetDatum(*batch.run_at)) : spi::null_arg(),
+         spi::arg_datum(Int16GetDatum(batch.priority)),
+         batch.max_attempts ? spi::arg_int4(*batch.max_attempts) : spi::null_arg(),
+         spi::arg_text(batch.kind), spi::arg_datum(batch.payloads),
+         spi::arg_int4(static_cast<int32_t>(batch.jobs)), spi::arg_int4(kJobsPerRow)});
+    if (r.empty()) return std::nullopt;
+    std::vector<int64_t> ids;
+    ids.reserve(static_cast<size_t>(batch.jobs));
+    for (uint64_t row = 0; row < r.rows(); ++row) {
+        bool isnull = false;
+        Datum d = r.datum(row, 1, &isnull);
+        pg_guard([&] {
+            ArrayType* arr = DatumGetArrayTypeP(d);
+            int n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+            const int64* v = reinterpret_cast<const int64*>(ARR_DATA_PTR(arr));
+            ids.insert(ids.end(), v, v + n);
+        });
+    }
+    // Rows come back in insert order, which is slice order; sorting only guards that.
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+int64_t unpack_queue(spi::Connection& conn, const std::string& queue) {
+    return unpacked(conn.exec(unpack_queue_statement(), {spi::arg_text(queue)}));
+}
+
+bool unpack_job(spi::Connection& conn, int64_t id) {
+    return unpacked(conn.exec(unpack_job_statement(), {spi::arg(id)})) > 0;
+}
+
+}  // namespace hopper::batches
