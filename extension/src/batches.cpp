@@ -9,6 +9,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
+#include "utils/timestamp.h"
 }
 
 namespace hopper::batches {
