@@ -36,15 +36,17 @@ spi::Statement& insert_statement() {
 
 // The rows' waiting jobs become ordinary available rows (state, attempt and the rest take their
 // defaults, as at a push); answers the lowest key among them and how many there were.
-#define HOPPER_UNPACK_SQL(which_rows)                                                               \
-    "WITH b AS (DELETE FROM hopper.job_batches WHERE " which_rows " RETURNING *), "                 \
-    "ins AS (INSERT INTO hopper.jobs (id, queue, priority, run_at, max_attempts, created_at, kind, " \
-    "  payload) "                                                                                   \
-    "  SELECT u.id, b.queue, b.priority, b.run_at, b.max_attempts, b.created_at, b.kind, "          \
-    "    u.payload FROM b, ROWS FROM (pg_catalog.unnest(b.ids[b.taken + 1 :]), "                    \
-    "    pg_catalog.unnest(b.payloads[b.taken + 1 :])) u(id, payload) "                             \
-    "  RETURNING priority, run_at, id, queue) "                                                     \
-    "SELECT priority, run_at, id, pg_catalog.count(*) OVER (), queue FROM ins "                     \
+#define HOPPER_UNPACK_SQL(which_rows)                                                          \
+    "WITH b AS (DELETE FROM hopper.job_batches WHERE " which_rows                              \
+    " RETURNING *), "                                                                          \
+    "ins AS (INSERT INTO hopper.jobs (id, queue, priority, run_at, max_attempts, created_at, " \
+    "kind, "                                                                                   \
+    "  payload) "                                                                              \
+    "  SELECT u.id, b.queue, b.priority, b.run_at, b.max_attempts, b.created_at, b.kind, "     \
+    "    u.payload FROM b, ROWS FROM (pg_catalog.unnest(b.ids[b.taken + 1 :]), "               \
+    "    pg_catalog.unnest(b.payloads[b.taken + 1 :])) u(id, payload) "                        \
+    "  RETURNING priority, run_at, id, queue) "                                                \
+    "SELECT priority, run_at, id, pg_catalog.count(*) OVER (), queue FROM ins "                \
     "ORDER BY priority, run_at, id LIMIT 1"
 
 spi::Statement& unpack_queue_statement() {
@@ -69,9 +71,8 @@ spi::Statement& unpack_job_statement() {
 // Unpacked jobs sit in jobs_pull_idx from their key on: a claim hint above it must come down.
 int64_t unpacked(const spi::Result& r) {
     if (r.empty()) return 0;
-    claim_hint::made_available(r.get_text(0, 5),
-                               {r.get_int16(0, 1), r.get_timestamptz(0, 2), r.get_int64(0, 3)},
-                               false);
+    claim_hint::made_available(
+        r.get_text(0, 5), {r.get_int16(0, 1), r.get_timestamptz(0, 2), r.get_int64(0, 3)}, false);
     return r.get_int64(0, 4);
 }
 

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "hopper/args.hpp"
+#include "hopper/batches.hpp"
 #include "hopper/claim_commit.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/limits.hpp"
@@ -21,28 +22,39 @@ using namespace hopper;
 
 namespace {
 
-#define HOPPER_CLAIM_SQL(resume_condition)                                                       \
+#define HOPPER_CLAIM_SQL(resume_condition) \
     "WITH q AS (SELECT lease, limited FROM hopper.queues WHERE name = $1 AND NOT paused), "      \
     "candidates AS MATERIALIZED ("                                                               \
-    "  SELECT id FROM hopper.jobs "                                                              \
+    "  SELECT id, priority, run_at FROM hopper.jobs "                                            \
     "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition              \
     "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "                                           \
     "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited) "                                        \
     "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                         \
+    HOPPER_PACKED_CANDIDATES("$1", "$2", "$5", "$3", "EXISTS (SELECT 1 FROM q WHERE NOT limited)") \
     "claimed AS ("                                                                               \
     "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
     "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
     "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, " \
     "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
-    "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                     \
+    "  WHERE j.id = ANY (ARRAY(SELECT id FROM picked WHERE batch IS NULL)) "                     \
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
-    "    j.run_at, j.created_at, j.priority) "                                                   \
+    "    j.run_at, j.created_at, j.priority, false AS packed), "                                 \
+    "unpacked AS ("                                                                              \
+    "  INSERT INTO hopper.jobs (id, queue, state, priority, run_at, attempt, max_attempts, "     \
+    "    lease_token, lease_until, claimed_pid, claimed_backend_start, session_bound, "          \
+    "    created_at, started_at, kind, worker, payload) "                                        \
+    "  SELECT k.id, $1, 'running', p.priority, p.run_at, 1, p.max_attempts, "                    \
+    "    pg_catalog.nextval('hopper.lease_token_seq'), $2 + COALESCE($4, (SELECT lease FROM q)), " \
+    "    $7, $8, $9, p.created_at, $2, p.kind, $6, k.payload "                                   \
+    "  FROM picked k JOIN packed p ON p.first_id = k.batch ORDER BY k.id "                       \
+    "  RETURNING id, queue, kind, payload, attempt, lease_token, lease_until, run_at, "          \
+    "    created_at, priority, true AS packed) "                                                 \
     "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "    \
-    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint "                 \
+    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint, NULL::boolean "  \
     "FROM q WHERE limited "                                                                      \
     "UNION ALL "                                                                                 \
-    "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "  \
-    "   priority FROM claimed ORDER BY priority, run_at, id)"
+    "(SELECT * FROM (SELECT * FROM claimed UNION ALL SELECT * FROM unpacked) c "                 \
+    "   ORDER BY c.priority, c.run_at, c.id)"
 
 // Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
 // lets concurrent pullers pass each other instead of queueing on the same rows. The UPDATE takes
@@ -121,14 +133,21 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     // after the hint was read, may raise it: no kinds filter, no clock of its own, and a snapshot
     // per statement.
     bool may_raise = false;
+    // Whether the last claim took jobs from packed rows: it locks only as many rows as full ones
+    // would need, so a claim short of n tops up from the next rows.
+    bool took_packed = false;
     auto add = [&](const spi::Result& r) {
         uint64_t added = 0;
+        took_packed = false;
+        bool has_packed_column = r.desc()->natts >= 11;
         for (uint64_t i = 0; i < r.rows(); ++i) {
             if (r.is_null(i, 1)) continue;
             out.add_row(r, i);
             ++added;
+            if (has_packed_column && r.get_bool(i, 11)) took_packed = true;
         }
-        if (added > 0) {
+        // The hint tracks hopper.jobs alone: a claim that also took packed jobs leaves it be.
+        if (added > 0 && !took_packed) {
             uint64_t last = r.rows() - 1;
             claim_hint::Key key{r.get_int16(last, 10), r.get_timestamptz(last, 8),
                                 r.get_int64(last, 1)};
@@ -148,9 +167,14 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         spi::Result r = claim(n);
         if (!limited && !r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
             limited = true;
+            // The limited claim counts rows of hopper.jobs: packed jobs pushed before the queue
+            // had limits (or while it got them) become rows first.
+            batches::unpack_queue(conn, queue);
             r = claim(n);
         }
         uint64_t got = add(r);
+        for (int rounds = 0; took_packed && got < static_cast<uint64_t>(n) && rounds < 8; ++rounds)
+            got += add(claim(n - static_cast<int64_t>(got)));
         // Short of n: take over expired leases too.
         if (rescue::for_short_claim(conn, queue, at, n, got)) {
             resume = false;

@@ -247,7 +247,12 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     bool any_concurrency_key = std::any_of(concurrency_keys.begin(), concurrency_keys.end(),
                                            [](const auto& k) { return k.has_value(); });
     if (batches::packable(static_cast<int64_t>(n), any_key || any_concurrency_key, run_at)) {
-        batches::Push batch{queue,       run_at, priority, kind, max_attempts, PG_GETARG_DATUM(1),
+        batches::Push batch{queue,
+                            run_at,
+                            priority,
+                            kind,
+                            max_attempts,
+                            PG_GETARG_DATUM(1),
                             static_cast<int64_t>(n)};
         if (auto ids = batches::push(conn, batch)) {
             made_available(queue, priority, run_at, ids->front(), static_cast<int64_t>(n));

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hopper/args.hpp"
+#include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/pull_wait.hpp"
 #include "hopper/reaper.hpp"
@@ -33,25 +34,30 @@ namespace {
     "WITH q AS (SELECT limited, notify_done, retention > interval '0' AS keeps "                   \
     "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
     "candidates AS MATERIALIZED ("                                                                 \
-    "  SELECT id FROM hopper.jobs "                                                                \
+    "  SELECT id, priority, run_at FROM hopper.jobs "                                              \
     "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition                \
     "    AND ($4::text[] IS NULL OR kind = ANY ($4)) "                                             \
     "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited) "                                          \
     "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                           \
-    "taken AS ("                                                                                   \
-    "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "             \
+    HOPPER_PACKED_CANDIDATES("$1", "$2", "$4", "$3", "EXISTS (SELECT 1 FROM q WHERE NOT limited)")  \
+    "deleted AS ("                                                                                 \
+    "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked WHERE batch IS NULL)) " \
     "  RETURNING j.id, j.queue, j.priority, j.run_at, j.attempt + 1 AS attempt, j.max_attempts, "  \
     "    j.created_at, $2 AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
-    "    j.last_error, j.errors, j.progress_detail, j.payload), "                                  \
+    "    j.last_error, j.errors, j.progress_detail, j.payload, false AS packed), "                 \
+    "taken AS (SELECT * FROM deleted UNION ALL "                                                   \
+    "  SELECT k.id, $1::text, p.priority, p.run_at, 1, p.max_attempts, p.created_at, $2, p.kind, " \
+    "    $5, NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, k.payload, true "       \
+    "  FROM picked k JOIN packed p ON p.first_id = k.batch), "                                     \
     "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("t")                                   \
     "  1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "             \
     "  pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                          \
     "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::timestamptz, " \
-    "  NULL::timestamptz, NULL::smallint, NULL::boolean "                                          \
+    "  NULL::timestamptz, NULL::smallint, NULL::boolean, NULL::boolean "                           \
     "FROM q WHERE limited "                                                                        \
     "UNION ALL "                                                                                   \
     "(SELECT t.id, t.queue, t.kind, t.payload, t.attempt, t.run_at, t.created_at, t.priority, "    \
-    "   (SELECT notify_done FROM q) FROM taken t ORDER BY t.priority, t.run_at, t.id)"
+    "   (SELECT notify_done FROM q), t.packed FROM taken t ORDER BY t.priority, t.run_at, t.id)"
 // clang-format on
 
 // Planned once, walking jobs_pull_idx, for the reasons given at queue_pull's claim statement.
@@ -106,7 +112,11 @@ HOPPER_FUNCTION(hopper_queue_take) {
         return conn.exec(take_statement(),
                          {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg});
     };
+    // As in queue_pull: a take that also took packed jobs leaves the hint be, and one short of n
+    // tops up from the next packed rows.
+    bool took_packed = false;
     auto add = [&](const spi::Result& r) {
+        took_packed = false;
         if (!r.empty() && r.is_null(0, 1))
             throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
                           "queue \"" + queue + "\" has limits: queue_take cannot count its jobs",
@@ -117,8 +127,9 @@ HOPPER_FUNCTION(hopper_queue_take) {
             out.add_row(r, i);
             // Its "hopper:done", if any, goes out at commit (include/hopper/taken_here.hpp).
             taken_here::remember(r.get_int64(i, 1), queue, r.get_bool(i, 9));
+            if (r.get_bool(i, 10)) took_packed = true;
         }
-        if (!r.empty() && may_raise) {
+        if (!r.empty() && may_raise && !took_packed) {
             uint64_t last = r.rows() - 1;
             claim_hint::claimed(
                 hint, {r.get_int16(last, 8), r.get_timestamptz(last, 6), r.get_int64(last, 1)}, at);
@@ -136,6 +147,8 @@ HOPPER_FUNCTION(hopper_queue_take) {
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
         uint64_t got = add(take(n));
+        for (int rounds = 0; took_packed && got < static_cast<uint64_t>(n) && rounds < 8; ++rounds)
+            got += add(take(n - static_cast<int64_t>(got)));
         // Short of n: take over expired leases too, as queue_pull does.
         if (rescue::for_short_claim(conn, queue, at, n, got)) {
             resume = false;

@@ -45,3 +45,40 @@ int64_t unpack_queue(spi::Connection& conn, const std::string& queue);
 bool unpack_job(spi::Connection& conn, int64_t id);
 
 }  // namespace hopper::batches
+
+// SQL pieces shared by the claims (queue_pull, queue_take). Each expects a CTE `candidates` of
+// locked hopper.jobs rows (id, priority, run_at) in pull order, and gives:
+//  - `packed`: the packed rows the claim may take from, locked, in pull order. A full row holds
+//    kJobsPerRow jobs, so a claim of n locks at most n / kJobsPerRow + 2 rows (and never more
+//    than n): rows it locks and does not use are skipped by other claims until it commits.
+//  - `picked`: the first n jobs of both kinds in pull order: an ordinary job (batch NULL) or a
+//    packed one (batch = its row, with its id and payload). Each row gives jobs from its front.
+//  - `used`, `moved`, `emptied`: the rows' fronts moved past the packed jobs picked, and rows
+//    left empty deleted.
+static_assert(hopper::batches::kJobsPerRow == 100, "HOPPER_PACKED_CANDIDATES divides by 100");
+#define HOPPER_PACKED_CANDIDATES(queue, due, kinds, n, gate)                                     \
+    "packed AS MATERIALIZED ("                                                                   \
+    "  SELECT first_id, priority, run_at, created_at, kind, max_attempts, taken, ids, payloads " \
+    "  FROM hopper.job_batches WHERE queue = " queue " AND run_at <= " due "    AND (" kinds     \
+    "::text[] IS NULL OR kind = ANY (" kinds ")) AND " gate                                      \
+    "  ORDER BY priority, run_at, first_id "                                                     \
+    "  LIMIT LEAST(" n ", " n                                                                    \
+    " / 100 + 2) FOR UPDATE SKIP LOCKED), "                                                      \
+    "picked AS MATERIALIZED (SELECT m.id, m.batch, m.payload FROM ("                             \
+    "  SELECT c.id, c.priority, c.run_at, NULL::bigint AS batch, NULL::jsonb AS payload "        \
+    "  FROM candidates c UNION ALL "                                                             \
+    "  SELECT u.id, p.priority, p.run_at, p.first_id, u.payload FROM packed p, ROWS FROM ("      \
+    "    pg_catalog.unnest(p.ids[p.taken + 1 : p.taken + (" n                                    \
+    ")::integer]), "                                                                             \
+    "    pg_catalog.unnest(p.payloads[p.taken + 1 : p.taken + (" n                               \
+    ")::integer])) u(id, payload) "                                                              \
+    "  ) m ORDER BY m.priority, m.run_at, m.id LIMIT " n                                         \
+    "), "                                                                                        \
+    "used AS (SELECT batch, pg_catalog.count(*)::integer AS n FROM picked "                      \
+    "  WHERE batch IS NOT NULL GROUP BY batch), "                                                \
+    "moved AS (UPDATE hopper.job_batches b SET taken = b.taken + u.n FROM used u "               \
+    "  WHERE b.first_id = u.batch AND b.taken + u.n < pg_catalog.cardinality(b.ids) RETURNING "  \
+    "1), "                                                                                       \
+    "emptied AS (DELETE FROM hopper.job_batches b USING used u "                                 \
+    "  WHERE b.first_id = u.batch AND b.taken + u.n >= pg_catalog.cardinality(b.ids) RETURNING " \
+    "1), "
