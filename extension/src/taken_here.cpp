@@ -178,6 +178,38 @@ void read_deleted_version(Oid relid, int64_t id, Row* out) {
     table_close(rel, AccessShareLock);
 }
 
+// A job taken from a packed row (include/hopper/batches.hpp) left no deleted row in hopper.jobs.
+// It is rebuilt as it waited (attempt 0, no worker) from what this transaction wrote when it took
+// it: the history row of the take or, in a queue that keeps no history, the packed row whose
+// front the take moved past it. A row written by anyone else means the job is not ours.
+bool read_packed_version(spi::Connection& conn, int64_t id, Row* out) {
+    static spi::Statement st(
+        "SELECT * FROM ("
+        "  SELECT h.id, h.queue, h.priority, h.run_at, h.attempt - 1, h.max_attempts, "
+        "    h.created_at, NULL::timestamptz, h.kind, NULL::text, NULL::text, NULL::text, "
+        "    NULL::real, NULL::text, NULL::jsonb, NULL::jsonb, h.payload, h.xmin, 0 AS pref "
+        "  FROM hopper.job_history h WHERE h.id = $1 AND h.state = 'completed' "
+        "  UNION ALL "
+        "  SELECT $1, b.queue, b.priority, b.run_at, 0, b.max_attempts, b.created_at, NULL, "
+        "b.kind, "
+        "    NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.payloads[p.i], b.xmin, 1 "
+        "  FROM hopper.job_batches b, LATERAL (SELECT pg_catalog.array_position(b.ids, $1) AS i) p "
+        "  WHERE b.first_id <= $1 AND b.last_id >= $1 AND p.i <= b.taken) v "
+        "ORDER BY pref LIMIT 1",
+        {INT8OID}, spi::Planning::kWalkIndexes);
+    spi::Result r = conn.exec(st, {spi::arg(id)});
+    if (r.empty()) return false;
+    bool isnull = false;
+    Datum xmin = r.datum(0, 18, &isnull);
+    bool ours =
+        pg_guard([&] { return TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)); });
+    if (!ours) return false;
+    for (size_t i = 0; i < kColumns.size(); ++i)
+        out->values[i] = r.datum(0, static_cast<int>(i) + 1, &out->nulls[i]);
+    out->found = true;
+    return true;
+}
+
 }  // namespace
 
 void remember(int64_t id, const std::string& queue, bool queue_notifies_done) {
@@ -200,7 +232,8 @@ bool restore(spi::Connection& conn, int64_t id) {
     Oid relid = jobs::relation();  // valid: the statement above just read the table
     Row row;
     pg_guard([&] { read_deleted_version(relid, id, &row); });
-    if (!row.found) return false;  // the take rolled back and someone else finished the job since
+    if (!row.found && !read_packed_version(conn, id, &row))
+        return false;  // the take rolled back and someone else finished the job since
 
     static spi::Statement reinsert(
         "INSERT INTO hopper.jobs (id, queue, priority, run_at, attempt, max_attempts, created_at, "
