@@ -749,5 +749,9 @@ CREATE TABLE hopper.job_batches (
 ) WITH (fillfactor = 80);
 CREATE INDEX job_batches_pull_idx ON hopper.job_batches (queue, priority, run_at, first_id);
 SELECT pg_catalog.pg_extension_config_dump('hopper.job_batches', '');
+-- Set by a queue's first packed push, in its transaction, and never cleared: claims on a queue
+-- without it read hopper.jobs alone, so queues that never get packed jobs pay nothing for them.
+ALTER TABLE hopper.queues ADD COLUMN packed boolean NOT NULL DEFAULT false;
+GRANT UPDATE (packed) ON hopper.queues TO hopper_producer;
 GRANT SELECT, INSERT ON hopper.job_batches TO hopper_producer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.job_batches TO hopper_worker;

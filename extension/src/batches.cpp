@@ -1,5 +1,6 @@
 // See include/hopper/batches.hpp.
 #include <algorithm>
+#include <unordered_set>
 
 #include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
@@ -20,6 +21,8 @@ namespace {
 spi::Statement& insert_statement() {
     static spi::Statement st(
         "WITH q AS (SELECT name, max_attempts FROM hopper.queues WHERE name = $1 AND NOT limited), "
+        "flag AS (UPDATE hopper.queues SET packed = true "
+        "  WHERE name = $1 AND NOT packed AND NOT limited RETURNING 1), "
         "i AS MATERIALIZED (SELECT pg_catalog.array_agg(pg_catalog.nextval('hopper.job_id_seq')) "
         "  AS ids FROM pg_catalog.generate_series(1, $7) g WHERE EXISTS (SELECT 1 FROM q)) "
         "INSERT INTO hopper.job_batches (first_id, last_id, queue, priority, run_at, created_at, "
@@ -77,6 +80,25 @@ int64_t unpacked(const spi::Result& r) {
 }
 
 }  // namespace
+
+namespace {
+// Never cleared, as the flag it mirrors; a queue dropped and made again under the same name only
+// costs this session the slower claim statement.
+std::unordered_set<std::string>& packed_queues() {
+    static std::unordered_set<std::string> queues;
+    return queues;
+}
+}  // namespace
+
+bool seen_packed(const std::string& queue) {
+    return packed_queues().count(queue) > 0;
+}
+
+bool marks_packed(const spi::Result& r, int col, const std::string& queue) {
+    if (r.empty() || !r.is_null(0, 1) || r.is_null(0, col) || !r.get_bool(0, col)) return false;
+    packed_queues().insert(queue);
+    return true;
+}
 
 bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at) {
     return guc::pack_batches && jobs >= 2 && !any_key &&

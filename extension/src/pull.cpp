@@ -22,7 +22,34 @@ using namespace hopper;
 
 namespace {
 
-#define HOPPER_CLAIM_SQL(resume_condition) \
+#define HOPPER_CLAIM_SQL(resume_condition)                                                       \
+    "WITH q AS (SELECT lease, limited, packed FROM hopper.queues WHERE name = $1 AND NOT "       \
+    "paused), "                                                                                  \
+    "candidates AS MATERIALIZED ("                                                               \
+    "  SELECT id FROM hopper.jobs "                                                              \
+    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition              \
+    "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "                                           \
+    "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited AND NOT packed) "                         \
+    "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                         \
+    "claimed AS ("                                                                               \
+    "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
+    "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
+    "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, " \
+    "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
+    "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                     \
+    "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
+    "    j.run_at, j.created_at, j.priority) "                                                   \
+    "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "    \
+    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint, "                \
+    "  packed AND NOT limited "                                                                  \
+    "FROM q WHERE limited OR packed "                                                            \
+    "UNION ALL "                                                                                 \
+    "(SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "  \
+    "   priority, false FROM claimed ORDER BY priority, run_at, id)"
+
+// The same for a queue that has had packed jobs (include/hopper/batches.hpp): packed rows and
+// hopper.jobs merged in pull order; the 11th column tells the packed jobs.
+#define HOPPER_PACKED_CLAIM_SQL(resume_condition) \
     "WITH q AS (SELECT lease, limited FROM hopper.queues WHERE name = $1 AND NOT paused), "      \
     "candidates AS MATERIALIZED ("                                                               \
     "  SELECT id, priority, run_at FROM hopper.jobs "                                            \
@@ -82,7 +109,23 @@ spi::Statement& resumed_claim_statement() {
     return st;
 }
 
+spi::Statement& packed_claim_statement() {
+    static spi::Statement st(HOPPER_PACKED_CLAIM_SQL(""), HOPPER_CLAIM_PARAM_TYPES,
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    return st;
+}
+
+spi::Statement& resumed_packed_claim_statement() {
+    static spi::Statement st(
+        HOPPER_PACKED_CLAIM_SQL("AND (priority, run_at, id) >= ($10, $11, $12) "),
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
+         TIMESTAMPTZOID, BOOLOID, INT2OID, TIMESTAMPTZOID, INT8OID},
+        CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    return st;
+}
+
 #undef HOPPER_CLAIM_SQL
+#undef HOPPER_PACKED_CLAIM_SQL
 
 }  // namespace
 
@@ -104,6 +147,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     reaper::ensure_running(conn);
     claim_hint::Start hint;
     bool limited = false;
+    bool packed = batches::seen_packed(queue);
     bool resume = false;
     auto claim = [&](int64_t limit) {
         spi::Arg queue_arg = spi::arg_text(queue);
@@ -118,12 +162,12 @@ HOPPER_FUNCTION(hopper_queue_pull) {
                               spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)});
         if (resume)
             return conn.exec(
-                resumed_claim_statement(),
+                packed ? resumed_packed_claim_statement() : resumed_claim_statement(),
                 {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
                  spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound),
                  spi::arg_datum(Int16GetDatum(hint.key.priority)),
                  spi::arg_datum(TimestampTzGetDatum(hint.key.run_at)), spi::arg(hint.key.id)});
-        return conn.exec(claim_statement(),
+        return conn.exec(packed ? packed_claim_statement() : claim_statement(),
                          {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
                           spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)});
     };
@@ -144,7 +188,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             if (r.is_null(i, 1)) continue;
             out.add_row(r, i);
             ++added;
-            if (has_packed_column && r.get_bool(i, 11)) took_packed = true;
+            if (has_packed_column && !r.is_null(i, 11) && r.get_bool(i, 11)) took_packed = true;
         }
         // The hint tracks hopper.jobs alone: a claim that also took packed jobs leaves it be.
         if (added > 0 && !took_packed) {
@@ -165,6 +209,10 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
         spi::Result r = claim(n);
+        if (!packed && batches::marks_packed(r, 11, queue)) {
+            packed = true;
+            r = claim(n);
+        }
         if (!limited && !r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
             limited = true;
             // The limited claim counts rows of hopper.jobs: packed jobs pushed before the queue

@@ -31,6 +31,32 @@ namespace {
 // the priority (for the claim hint) and whether the queue announces finished jobs.
 // clang-format off
 #define HOPPER_TAKE_SQL(resume_condition)                                                          \
+    "WITH q AS (SELECT limited, packed, notify_done, retention > interval '0' AS keeps "                   \
+    "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
+    "candidates AS MATERIALIZED ("                                                                 \
+    "  SELECT id FROM hopper.jobs "                                                                \
+    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition                \
+    "    AND ($4::text[] IS NULL OR kind = ANY ($4)) "                                             \
+    "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited AND NOT packed) "                           \
+    "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                           \
+    "taken AS ("                                                                                   \
+    "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "             \
+    "  RETURNING j.id, j.queue, j.priority, j.run_at, j.attempt + 1 AS attempt, j.max_attempts, "  \
+    "    j.created_at, $2 AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
+    "    j.last_error, j.errors, j.progress_detail, j.payload), "                                  \
+    "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("t")                                   \
+    "  1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "             \
+    "  pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                          \
+    "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::timestamptz, " \
+    "  NULL::timestamptz, NULL::smallint, NULL::boolean, packed AND NOT limited "                   \
+    "FROM q WHERE limited OR packed "                                                                        \
+    "UNION ALL "                                                                                   \
+    "(SELECT t.id, t.queue, t.kind, t.payload, t.attempt, t.run_at, t.created_at, t.priority, "    \
+    "   (SELECT notify_done FROM q), false FROM taken t ORDER BY t.priority, t.run_at, t.id)"
+
+// The same for a queue that has had packed jobs (include/hopper/batches.hpp); the last column
+// tells the packed jobs.
+#define HOPPER_PACKED_TAKE_SQL(resume_condition)                                                          \
     "WITH q AS (SELECT limited, notify_done, retention > interval '0' AS keeps "                   \
     "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
     "candidates AS MATERIALIZED ("                                                                 \
@@ -77,7 +103,23 @@ spi::Statement& resumed_take_statement() {
     return st;
 }
 
+spi::Statement& packed_take_statement() {
+    static spi::Statement st(HOPPER_PACKED_TAKE_SQL(""),
+                             {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID},
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    return st;
+}
+
+spi::Statement& resumed_packed_take_statement() {
+    static spi::Statement st(
+        HOPPER_PACKED_TAKE_SQL("AND (priority, run_at, id) >= ($6, $7, $8) "),
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TEXTOID, INT2OID, TIMESTAMPTZOID, INT8OID},
+        CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    return st;
+}
+
 #undef HOPPER_TAKE_SQL
+#undef HOPPER_PACKED_TAKE_SQL
 
 }  // namespace
 
@@ -97,6 +139,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
     claim_hint::Start hint;
     bool resume = false;
     bool may_raise = false;
+    bool packed = batches::seen_packed(queue);
 
     auto take = [&](int64_t limit) {
         spi::Arg queue_arg = spi::arg_text(queue);
@@ -105,11 +148,11 @@ HOPPER_FUNCTION(hopper_queue_take) {
         spi::Arg worker_arg = spi::arg_text(worker);
         if (resume)
             return conn.exec(
-                resumed_take_statement(),
+                packed ? resumed_packed_take_statement() : resumed_take_statement(),
                 {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg,
                  spi::arg_datum(Int16GetDatum(hint.key.priority)),
                  spi::arg_datum(TimestampTzGetDatum(hint.key.run_at)), spi::arg(hint.key.id)});
-        return conn.exec(take_statement(),
+        return conn.exec(packed ? packed_take_statement() : take_statement(),
                          {queue_arg, at_arg, spi::arg(limit), kinds_arg, worker_arg});
     };
     // As in queue_pull: a take that also took packed jobs leaves the hint be, and one short of n
@@ -117,6 +160,10 @@ HOPPER_FUNCTION(hopper_queue_take) {
     bool took_packed = false;
     auto add = [&](const spi::Result& r) {
         took_packed = false;
+        if (!r.empty() && r.is_null(0, 1) && batches::marks_packed(r, 10, queue)) {
+            packed = true;  // nothing taken: the caller takes again with the packed statement
+            return uint64_t{0};
+        }
         if (!r.empty() && r.is_null(0, 1))
             throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
                           "queue \"" + queue + "\" has limits: queue_take cannot count its jobs",
@@ -127,7 +174,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
             out.add_row(r, i);
             // Its "hopper:done", if any, goes out at commit (include/hopper/taken_here.hpp).
             taken_here::remember(r.get_int64(i, 1), queue, r.get_bool(i, 9));
-            if (r.get_bool(i, 10)) took_packed = true;
+            if (!r.is_null(i, 10) && r.get_bool(i, 10)) took_packed = true;
         }
         if (!r.empty() && may_raise && !took_packed) {
             uint64_t last = r.rows() - 1;
@@ -146,7 +193,9 @@ HOPPER_FUNCTION(hopper_queue_take) {
         hint = claim_hint::begin(queue);
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
+        bool knew_packed = packed;
         uint64_t got = add(take(n));
+        if (!knew_packed && packed) got = add(take(n));
         for (int rounds = 0; took_packed && got < static_cast<uint64_t>(n) && rounds < 8; ++rounds)
             got += add(take(n - static_cast<int64_t>(got)));
         // Short of n: take over expired leases too, as queue_pull does.

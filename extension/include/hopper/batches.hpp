@@ -36,6 +36,13 @@ bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at);
 // must exist.
 std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch);
 
+// Whether this session has seen that `queue` has had packed jobs (hopper.queues.packed, which is
+// never cleared): its claims then go straight to the statements that read packed rows.
+bool seen_packed(const std::string& queue);
+// Whether claim result r is the marker row of a queue with packed jobs: ids NULL and its column
+// `col` true. Remembers the queue for seen_packed.
+bool marks_packed(const spi::Result& r, int col, const std::string& queue);
+
 // Moves every packed job of `queue` into hopper.jobs as an available row; returns how many.
 // Waits for claims that hold one of the queue's rows.
 int64_t unpack_queue(spi::Connection& conn, const std::string& queue);
