@@ -93,7 +93,9 @@ echo
 # --------------------------------------------------------------------------------------------------
 ins4=$(med on.enq.raw.single.c4)
 b_single=$(med on.enq.base.single.c4); h_single=$(med on.enq.hop.single.c4); hq_single=$(med on.enq.hopq.single.c4)
-b_b100=$(med on.enq.base.b100.c4); h_b100=$(med on.enq.hop.b100.c4)
+b_b100=$(med on.enq.base.b100.c4); h_b100=$(med on.enq.hop.b100.c4); p_b100=$(med on.enq.hopp.b100.c4)
+p_d1=$(med on.drain.hopp.hop_complete_pull.n1); p_d10=$(med on.drain.hopp.hop_complete_many_pull.n10)
+p_d100=$(med on.drain.hopp.hop_complete_many_pull.n100); pt_d100=$(med on.drain.hopp.hop_take.n100)
 b_d1=$(med on.drain.base.base_pull_complete.n1); h_d1=$(med on.drain.hop.hop_complete_pull.n1)
 hk_d1=$(med on.drain.hopk.hop_complete_pull.n1)
 t_d1=$(med on.drain.hop.hop_take.n1); t_d10=$(med on.drain.hop.hop_take.n10)
@@ -123,6 +125,8 @@ r=$(awk -v a="$h_single" -v b="$ins4" 'BEGIN { print (b > 0 && a != "nan") ? a /
 echo "| enqueue single vs pgbench INSERT | hopper $(num "$h_single")/s (notify off: $(num "$hq_single")/s), INSERT $(num "$ins4")/s | $(ratio "$h_single" "$ins4") (notify off: $(ratio "$hq_single" "$ins4")) | >= 0.95x | $(verdict "$r" ">=" 0.95)$(noisy on.enq.hop.single.c4 on.enq.raw.single.c4) |"
 r=$(awk -v a="$h_b100" -v b="$b_b100" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| enqueue batch 100 vs baseline | hopper $(num "$h_b100")/s, baseline $(num "$b_b100")/s | $(ratio "$h_b100" "$b_b100") | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.enq.hop.b100.c4 on.enq.base.b100.c4) |"
+r=$(awk -v a="$p_b100" -v b="$b_b100" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
+echo "| enqueue batch 100 vs baseline, packed (\`hopper.pack_batches = on\`) | hopper $(num "$p_b100")/s, baseline $(num "$b_b100")/s | $(ratio "$p_b100" "$b_b100"); paired $(pratio on.enq.hopp.b100.c4 on.enq.base.b100.c4) | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.enq.hopp.b100.c4 on.enq.base.b100.c4) |"
 r=$(awk -v a="$h_d1" -v b="$b_d1" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| drain pulling 1 vs baseline (leases: queue_complete_pull) | hopper $(num "$h_d1")/s (no history: $(num "$hk_d1")/s), baseline $(num "$b_d1")/s | $(ratio "$h_d1" "$b_d1") (no history: $(ratio "$hk_d1" "$b_d1")) | >= 2.5x | $(verdict "$r" ">=" 2.5)$(noisy on.drain.hop.hop_complete_pull.n1 on.drain.base.base_pull_complete.n1) |"
 r=$(awk -v a="$t_d1" -v b="$b_d1" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
@@ -132,6 +136,7 @@ echo "| drain pulling 10 vs baseline (leases: queue_complete_many_pull) | hopper
 r=$(awk -v a="$t_d10" -v b="$b_d10" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')
 echo "| drain pulling 10 vs baseline (queue_take) | hopper $(num "$t_d10")/s, baseline $(num "$b_d10")/s | $(ratio "$t_d10" "$b_d10") | >= 1.5x | $(verdict "$r" ">=" 1.5)$(noisy on.drain.hop.hop_take.n10 on.drain.base.base_pull_complete.n10) |"
 echo "| drain pulling 100 (leases: queue_complete_many_pull) | hopper $(num "$h_d100")/s | $(num "$h_d100")/s | >= 100,000/s | $(verdict "$h_d100" ">=" 100000) |"
+echo "| drains from a packed backlog (leases): pulling 1 / 10 vs baseline, pulling 100 | $(num "$p_d1")/s, $(num "$p_d10")/s, $(num "$p_d100")/s (queue_take 100: $(num "$pt_d100")/s) | $(ratio "$p_d1" "$b_d1"), $(ratio "$p_d10" "$b_d10"), $(num "$p_d100")/s | 2.5x, 1.5x, 100,000/s | measured |"
 echo "| drain pulling 100 (queue_take) | hopper $(num "$t_d100")/s | $(num "$t_d100")/s | >= 100,000/s | $(verdict "$t_d100" ">=" 100000) |"
 echo "| drain pulling 100 (queue_take, no history) | hopper $(num "$tk_d100")/s | $(num "$tk_d100")/s | >= 100,000/s | $(verdict "$tk_d100" ">=" 100000) |"
 r=$(awk -v a="$h_st" -v b="$b_st" 'BEGIN { print (b > 0 && a != "nan") ? a / b : "nan" }')

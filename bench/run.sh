@@ -125,11 +125,12 @@ rate() {  # jobs "transactions tps"
     awk -v jobs="$1" -v nt="$2" 'BEGIN { split(nt, a, " "); if (a[1] > 0 && a[2] > 0) printf "%.0f", jobs / (a[1] / a[2]); else print "nan" }'
 }
 
-reset_hopper() { q "TRUNCATE hopper.jobs, hopper.job_history" >/dev/null; }
+reset_hopper() { q "TRUNCATE hopper.jobs, hopper.job_history, hopper.job_batches" >/dev/null; }
 reset_baseline() { q "TRUNCATE bench.baseline_queue" >/dev/null; }
-preload_hopper() {  # queue count
-    local chunks=$((($2 + 999) / 1000))
-    PGOPTIONS='-c hopper.notify=off -c synchronous_commit=off' q "SELECT pg_catalog.count(*) FROM
+preload_hopper() {  # queue count [packed]: packed stores the backlog in packed rows
+    local chunks=$((($2 + 999) / 1000)) pack=off
+    [ "${3:-}" = packed ] && pack=on
+    PGOPTIONS="-c hopper.notify=off -c synchronous_commit=off -c hopper.pack_batches=$pack" q "SELECT pg_catalog.count(*) FROM
         pg_catalog.generate_series(0, $chunks - 1) s,
         LATERAL hopper.queue_push_batch('$1', ARRAY(SELECT pg_catalog.jsonb_build_object('n', s * 1000 + g)
                                                     FROM pg_catalog.generate_series(1, 1000) g))" >/dev/null
@@ -200,8 +201,10 @@ enqueue() {  # prefix configs...: each config is system:mode:clients (system bas
                 *) script=hop_push.sql; [ "$batch" = 1 ] || script=hop_push_batch.sql ;;
             esac
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
+            [ "$sys" = hopp ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.pack_batches=on"
             r=$(pgb "$TMP/$pfx.enq.$sys.$mode.c$c.$rep.log" "$c" "$SECS" "$script" -D q=enq -D batch="$batch")
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS% -c hopper.notify=off}"
+            [ "$sys" = hopp ] && export PGOPTIONS="${PGOPTIONS% -c hopper.pack_batches=on}"
             rec "$pfx.enq.$sys.$mode.c$c" "$rep" "$(echo "$r" | awk -v b="$batch" '{printf "%.0f", $2 * b}')"
         done
     done
@@ -217,7 +220,11 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
             reset_hopper
             reset_baseline
             [ "$sys" = hopk ] && keep_history drain off
-            if [ "$sys" = base ]; then preload_baseline "$backlog"; else preload_hopper drain "$backlog"; fi
+            case $sys in
+                base) preload_baseline "$backlog" ;;
+                hopp) preload_hopper drain "$backlog" packed ;;
+                *) preload_hopper drain "$backlog" ;;
+            esac
             checkpoint
             [ "$sys" = hopq ] && export PGOPTIONS="${PGOPTIONS:-} -c hopper.notify=off"
             r=$(pgb "$TMP/$pfx.drain.$sys.$script.n$n.$rep.log" 4 "$SECS" "$script.sql" -D q=drain -D n="$n" \
@@ -233,7 +240,8 @@ drain() {  # prefix configs...: each config is system:script:n (system base|hop|
                 keep_history drain on
             else
                 done_jobs=$(hopper_completed drain)
-                left=$(q "SELECT pg_catalog.count(*) FROM hopper.jobs WHERE state = 'available'")
+                left=$(q "SELECT pg_catalog.count(*) + COALESCE((SELECT pg_catalog.sum(pg_catalog.cardinality(ids) - taken)
+                          FROM hopper.job_batches), 0) FROM hopper.jobs WHERE state = 'available'")
             fi
             rec "$pfx.drain.$sys.$script.n$n.left" "$rep" "$left"
             rec "$pfx.drain.$sys.$script.n$n" "$rep" "$(rate "$done_jobs" "$r")"
@@ -648,7 +656,8 @@ raw_limits on
 # raw:single:N repeats the pgbench INSERT limit inside this loop, so the enqueue targets compare
 # measurements interleaved with each other.
 ENQ=(raw:single:1 base:single:1 hop:single:1 raw:single:4 base:single:4 hop:single:4 hopq:single:4
-     base:b100:1 hop:b100:1 base:b100:4 hop:b100:4 hopq:b100:4 base:b1000:1 hop:b1000:1 base:b1000:4 hop:b1000:4)
+     base:b100:1 hop:b100:1 base:b100:4 hop:b100:4 hopq:b100:4 hopp:b100:4 base:b1000:1 hop:b1000:1 base:b1000:4
+     hop:b1000:4 hopp:b1000:4)
 log "enqueue"
 enqueue on "${ENQ[@]}"
 
@@ -657,7 +666,8 @@ DRAIN=(base:base_pull_complete:1 hop:hop_pull_complete1:1 hop:hop_complete_pull:
        hop:hop_take:1
        base:base_pull_complete:10 hop:hop_pull_complete_many:10 hop:hop_complete_many_pull:10
        hopk:hop_complete_many_pull:10 hop:hop_take:10
-       base:base_pull_complete:100 hop:hop_complete_many_pull:100 hop:hop_take:100 hopk:hop_take:100)
+       base:base_pull_complete:100 hop:hop_complete_many_pull:100 hop:hop_take:100 hopk:hop_take:100
+       hopp:hop_complete_pull:1 hopp:hop_complete_many_pull:10 hopp:hop_complete_many_pull:100 hopp:hop_take:100)
 log "drain"
 drain on "${DRAIN[@]}"
 
