@@ -53,9 +53,12 @@ HOPPER_FUNCTION(hopper_job_status) {
 HOPPER_FUNCTION(hopper_queue_stats) {
     std::optional<std::string> queue;
     if (!args::is_null(fcinfo, 0)) queue = args::queue_name(fcinfo, 0);
+    // The waiting jobs of packed rows are available (or scheduled) jobs like any other; a row
+    // holds those past its taken ones, all with the row's run_at.
     static spi::Statement st(
-        "SELECT q.name, l.available, l.scheduled, l.running, h.completed, h.dead, h.cancelled, "
-        "  pg_catalog.now() - l.oldest_available, q.paused "
+        "SELECT q.name, l.available + p.available, l.scheduled + p.scheduled, l.running, "
+        "  h.completed, h.dead, h.cancelled, "
+        "  pg_catalog.now() - LEAST(l.oldest_available, p.oldest_available), q.paused "
         "FROM hopper.queues q "
         "CROSS JOIN LATERAL ("
         "  SELECT pg_catalog.count(*) FILTER (WHERE state = 'available' AND run_at <= "
@@ -68,6 +71,14 @@ HOPPER_FUNCTION(hopper_queue_stats) {
         "         pg_catalog.min(run_at) FILTER (WHERE state = 'available' "
         "           AND run_at <= pg_catalog.now()) AS oldest_available "
         "  FROM hopper.jobs j WHERE j.queue = q.name) l "
+        "CROSS JOIN LATERAL ("
+        "  SELECT COALESCE(pg_catalog.sum(pg_catalog.cardinality(b.ids) - b.taken) "
+        "           FILTER (WHERE b.run_at <= pg_catalog.now()), 0) AS available, "
+        "         COALESCE(pg_catalog.sum(pg_catalog.cardinality(b.ids) - b.taken) "
+        "           FILTER (WHERE b.run_at > pg_catalog.now()), 0) AS scheduled, "
+        "         pg_catalog.min(b.run_at) FILTER (WHERE b.run_at <= pg_catalog.now()) "
+        "           AS oldest_available "
+        "  FROM hopper.job_batches b WHERE b.queue = q.name) p "
         "CROSS JOIN LATERAL ("
         "  SELECT pg_catalog.count(*) FILTER (WHERE state = 'completed') AS completed, "
         "         pg_catalog.count(*) FILTER (WHERE state = 'dead') AS dead, "
