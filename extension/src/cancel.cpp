@@ -1,5 +1,6 @@
 // Operators: cancel a live job, retry a dead or cancelled one.
 #include "hopper/args.hpp"
+#include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
@@ -25,6 +26,13 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
     // An available job is locked by the delete, and passed over by claims meanwhile.
     claim_hint::clear_database_on_rollback();
     spi::Result r = conn.exec(st, {spi::arg(id)});
+    if (r.empty()) {
+        // A waiting job of a packed row becomes an ordinary row first (its row's other jobs with
+        // it, still available). The cancel runs again even when no row held it: a claim may have
+        // moved it from its row into hopper.jobs since the first look, as a running job.
+        batches::unpack_job(conn, id);
+        r = conn.exec(st, {spi::arg(id)});
+    }
     bool cancelled = !r.empty();
     if (cancelled)
         notify::job_done(id, r.get_text(0, 1), "cancelled", r.get_bool(0, 2));

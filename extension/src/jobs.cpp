@@ -9,6 +9,15 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
+// A waiting job of a packed row is available: 'available' from the row that holds job $1, the
+// nearest first_id at or below it whose waiting part names it (rows of concurrent batches
+// interleave their ids). A LIMIT 1 subquery, not an EXISTS: EXISTS drops the ORDER BY, and the
+// walk could then start from the lowest row instead of at the id.
+#define HOPPER_PACKED_STATE_OF_ID                                                  \
+    "SELECT 'available' FROM hopper.job_batches b WHERE b.first_id <= $1 "         \
+    "AND b.last_id >= $1 AND $1 = ANY (b.ids[b.taken + 1 :]) ORDER BY b.first_id " \
+    "DESC LIMIT 1"
+
 namespace hopper::jobs {
 
 Oid relation() {
@@ -27,7 +36,8 @@ PgError unknown_job(int64_t id) {
 std::string state_of(spi::Connection& conn, int64_t id) {
     static spi::Statement st(
         "SELECT state::text FROM hopper.jobs WHERE id = $1 "
-        "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 LIMIT 1",
+        "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 "
+        "UNION ALL (" HOPPER_PACKED_STATE_OF_ID ") LIMIT 1",
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty()) throw unknown_job(id);
@@ -37,10 +47,13 @@ std::string state_of(spi::Connection& conn, int64_t id) {
 void require_known(spi::Connection& conn, int64_t id) {
     static spi::Statement st(
         "SELECT EXISTS (SELECT 1 FROM hopper.jobs WHERE id = $1) "
-        "OR EXISTS (SELECT 1 FROM hopper.job_history WHERE id = $1) OR " HOPPER_MAY_BE_UNKEPT("$1"),
+        "OR EXISTS (SELECT 1 FROM hopper.job_history WHERE id = $1) "
+        "OR (" HOPPER_PACKED_STATE_OF_ID ") IS NOT NULL OR " HOPPER_MAY_BE_UNKEPT("$1"),
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (!r.get_bool(0, 1)) throw unknown_job(id);
 }
 
 }  // namespace hopper::jobs
+
+#undef HOPPER_PACKED_STATE_OF_ID

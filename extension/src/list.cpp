@@ -44,7 +44,8 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     std::string queue = args::queue_name(fcinfo, 0);
     std::optional<std::string> state = state_arg(fcinfo, 1);
     int32_t lim = limit_arg(fcinfo, 2);
-    // Columns in hopper.job_info order, computed as job_status computes them.
+    // Columns in hopper.job_info order, computed as job_status computes them: the waiting jobs of
+    // packed rows as the freshly pushed jobs they stand for.
     static spi::Statement st(
         "SELECT * FROM ("
         "  SELECT id, queue, kind, "
@@ -58,7 +59,16 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
         "  SELECT id, queue, kind, state::text, attempt, max_attempts, priority, run_at, "
         "    created_at, started_at, finished_at, worker, last_error, errors, result, progress, "
         "    progress_detail, payload "
-        "  FROM hopper.job_history WHERE queue = $1) j "
+        "  FROM hopper.job_history WHERE queue = $1 "
+        "  UNION ALL "
+        "  SELECT u.id, b.queue, b.kind, "
+        "    CASE WHEN b.run_at > pg_catalog.now() THEN 'scheduled' ELSE 'available' END, "
+        "    0, b.max_attempts, b.priority, b.run_at, b.created_at, NULL::timestamptz, "
+        "    NULL::timestamptz, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, NULL::real, "
+        "    NULL::jsonb, u.payload "
+        "  FROM hopper.job_batches b, ROWS FROM (pg_catalog.unnest(b.ids[b.taken + 1 :]), "
+        "    pg_catalog.unnest(b.payloads[b.taken + 1 :])) u(id, payload) "
+        "  WHERE b.queue = $1) j "
         "WHERE $2::text IS NULL OR j.state = $2 "
         "ORDER BY j.id DESC LIMIT $3",
         {TEXTOID, TEXTOID, INT4OID});

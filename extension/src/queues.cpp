@@ -76,10 +76,14 @@ HOPPER_FUNCTION(hopper_queue_drop) {
     spi::Connection conn;
     static spi::Statement drop("DELETE FROM hopper.queues WHERE name = $1 RETURNING name",
                                {TEXTOID});
+    // Packed rows before hopper.jobs: an unpack that holds one of the rows is waited for, and its
+    // jobs are in hopper.jobs by the time the next statement looks there.
+    static spi::Statement packed("DELETE FROM hopper.job_batches WHERE queue = $1", {TEXTOID});
     static spi::Statement jobs("DELETE FROM hopper.jobs WHERE queue = $1", {TEXTOID});
     static spi::Statement history("DELETE FROM hopper.job_history WHERE queue = $1", {TEXTOID});
     bool existed = !conn.exec(drop, {spi::arg_text(queue)}).empty();
     claim_hint::clear_at_end(queue);  // a queue made again under the name starts afresh
+    conn.exec(packed, {spi::arg_text(queue)});
     conn.exec(jobs, {spi::arg_text(queue)});
     conn.exec(history, {spi::arg_text(queue)});
     conn.finish();
@@ -114,8 +118,18 @@ HOPPER_FUNCTION(hopper_queue_purge) {
     // Running jobs are left to finish: their workers hold leases on them.
     static spi::Statement st("DELETE FROM hopper.jobs WHERE queue = $1 AND state = 'available'",
                              {TEXTOID});
+    // A packed row holds only waiting jobs, those past its taken ones: counted on the version the
+    // delete removes, so that jobs a claim took from its front meanwhile are not counted.
+    // Packed rows go first: an unpack that holds one of them is waited for, and its jobs are in
+    // hopper.jobs by the time the statement above looks there.
+    static spi::Statement packed(
+        "WITH b AS (DELETE FROM hopper.job_batches WHERE queue = $1 "
+        "  RETURNING pg_catalog.cardinality(ids) - taken AS waiting) "
+        "SELECT COALESCE(pg_catalog.sum(waiting), 0)::bigint FROM b",
+        {TEXTOID});
     claim_hint::clear_database_on_rollback();
-    uint64_t purged = conn.exec(st, {spi::arg_text(queue)}).rows();
+    int64_t purged = conn.exec(packed, {spi::arg_text(queue)}).get_int64(0, 1);
+    purged += static_cast<int64_t>(conn.exec(st, {spi::arg_text(queue)}).rows());
     conn.finish();
-    PG_RETURN_INT64(static_cast<int64_t>(purged));
+    PG_RETURN_INT64(purged);
 }

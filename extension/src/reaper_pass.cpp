@@ -58,6 +58,7 @@ uint64_t in_batches(int64_t batch, Step&& step) {
 // at once when pushed (run_at = created_at) were announced by their push already, so the
 // question runs every pass on jobs_delayed_idx, which holds only the others: one index descent,
 // whatever the backlog. (Without that index it read the whole table, once per queue per pass.)
+// Packed rows need no look: a batch is packed only when its jobs are due at the push.
 bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz since,
                 TimestampTz until) {
     static spi::Statement st(
@@ -78,7 +79,14 @@ bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until)
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
         "ORDER BY priority, run_at, id LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    // Packed rows hold only waiting jobs; the row first in pull order answers for its queue.
+    static spi::Statement packed(
+        "SELECT 1 FROM hopper.job_batches WHERE queue = $1 AND run_at <= $2 "
+        "ORDER BY priority, run_at, first_id LIMIT 1",
+        {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(until))})
+                .empty() ||
+           !conn.exec(packed, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(until))})
                 .empty();
 }
 

@@ -14,6 +14,11 @@ using namespace hopper;
 HOPPER_FUNCTION(hopper_job_status) {
     int64_t id = args::job_id(fcinfo, 0);
     // Columns in hopper.job_info order. An available job whose run_at is ahead reads "scheduled".
+    // A waiting job of a packed row reads as the freshly pushed job it stands for. The branches
+    // run in order and the LIMIT stops at the first row, so a job found in hopper.jobs or history
+    // never reaches the packed rows; one statement (one snapshot) keeps a job that a claim moves
+    // out of its row meanwhile from being missed by both lookups. The packed lookup walks the
+    // primary key down from the id, whatever the statistics say when the plan is made.
     static spi::Statement st(
         "SELECT id, queue, kind, "
         "  CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' "
@@ -25,8 +30,18 @@ HOPPER_FUNCTION(hopper_job_status) {
         "SELECT id, queue, kind, state::text, attempt, max_attempts, priority, run_at, created_at, "
         "  started_at, finished_at, worker, last_error, errors, result, progress, progress_detail, "
         "  payload "
-        "FROM hopper.job_history WHERE id = $1 LIMIT 1",
-        {INT8OID});
+        "FROM hopper.job_history WHERE id = $1 "
+        "UNION ALL "
+        "(SELECT $1, b.queue, b.kind, "
+        "  CASE WHEN b.run_at > pg_catalog.now() THEN 'scheduled' ELSE 'available' END, "
+        "  0, b.max_attempts, b.priority, b.run_at, b.created_at, NULL::timestamptz, "
+        "  NULL::timestamptz, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, NULL::real, "
+        "  NULL::jsonb, b.payloads[pg_catalog.array_position(b.ids, $1)] "
+        " FROM hopper.job_batches b "
+        " WHERE b.first_id <= $1 AND b.last_id >= $1 AND $1 = ANY (b.ids[b.taken + 1 :]) "
+        " ORDER BY b.first_id DESC LIMIT 1) "
+        "LIMIT 1",
+        {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty()) throw jobs::unknown_job(id);
@@ -38,9 +53,12 @@ HOPPER_FUNCTION(hopper_job_status) {
 HOPPER_FUNCTION(hopper_queue_stats) {
     std::optional<std::string> queue;
     if (!args::is_null(fcinfo, 0)) queue = args::queue_name(fcinfo, 0);
+    // The waiting jobs of packed rows are available (or scheduled) jobs like any other; a row
+    // holds those past its taken ones, all with the row's run_at.
     static spi::Statement st(
-        "SELECT q.name, l.available, l.scheduled, l.running, h.completed, h.dead, h.cancelled, "
-        "  pg_catalog.now() - l.oldest_available, q.paused "
+        "SELECT q.name, l.available + p.available, l.scheduled + p.scheduled, l.running, "
+        "  h.completed, h.dead, h.cancelled, "
+        "  pg_catalog.now() - LEAST(l.oldest_available, p.oldest_available), q.paused "
         "FROM hopper.queues q "
         "CROSS JOIN LATERAL ("
         "  SELECT pg_catalog.count(*) FILTER (WHERE state = 'available' AND run_at <= "
@@ -53,6 +71,14 @@ HOPPER_FUNCTION(hopper_queue_stats) {
         "         pg_catalog.min(run_at) FILTER (WHERE state = 'available' "
         "           AND run_at <= pg_catalog.now()) AS oldest_available "
         "  FROM hopper.jobs j WHERE j.queue = q.name) l "
+        "CROSS JOIN LATERAL ("
+        "  SELECT COALESCE(pg_catalog.sum(pg_catalog.cardinality(b.ids) - b.taken) "
+        "           FILTER (WHERE b.run_at <= pg_catalog.now()), 0) AS available, "
+        "         COALESCE(pg_catalog.sum(pg_catalog.cardinality(b.ids) - b.taken) "
+        "           FILTER (WHERE b.run_at > pg_catalog.now()), 0) AS scheduled, "
+        "         pg_catalog.min(b.run_at) FILTER (WHERE b.run_at <= pg_catalog.now()) "
+        "           AS oldest_available "
+        "  FROM hopper.job_batches b WHERE b.queue = q.name) p "
         "CROSS JOIN LATERAL ("
         "  SELECT pg_catalog.count(*) FILTER (WHERE state = 'completed') AS completed, "
         "         pg_catalog.count(*) FILTER (WHERE state = 'dead') AS dead, "
