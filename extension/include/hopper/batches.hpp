@@ -55,9 +55,10 @@ bool unpack_job(spi::Connection& conn, int64_t id);
 
 // SQL pieces shared by the claims (queue_pull, queue_take). Each expects a CTE `candidates` of
 // locked hopper.jobs rows (id, priority, run_at) in pull order, and gives:
-//  - `packed`: the packed rows the claim may take from, locked, in pull order. A full row holds
-//    kJobsPerRow jobs, so a claim of n locks at most n / kJobsPerRow + 2 rows (and never more
-//    than n): rows it locks and does not use are skipped by other claims until it commits.
+//  - `packed`: the packed rows the claim may take from, locked, in pull order: as many as n jobs
+//    need if the rows are full (n / kJobsPerRow + 1, never more than n), since rows it locks and
+//    does not use are skipped by other claims until it commits. A claim that comes up short
+//    (rows partly taken) takes again from the next rows (queue_pull, queue_take).
 //  - `picked`: the first n jobs of both kinds in pull order: an ordinary job (batch NULL) or a
 //    packed one (batch = its row, with its id and payload). Each row gives jobs from its front.
 //  - `used`, `moved`, `emptied`: the rows' fronts moved past the packed jobs picked, and rows
@@ -70,7 +71,7 @@ static_assert(hopper::batches::kJobsPerRow == 100, "HOPPER_PACKED_CANDIDATES div
     "::text[] IS NULL OR kind = ANY (" kinds ")) AND " gate                                      \
     "  ORDER BY priority, run_at, first_id "                                                     \
     "  LIMIT LEAST(" n ", " n                                                                    \
-    " / 100 + 2) FOR UPDATE SKIP LOCKED), "                                                      \
+    " / 100 + 1) FOR UPDATE SKIP LOCKED), "                                                      \
     "picked AS MATERIALIZED (SELECT m.id, m.batch, m.payload FROM ("                             \
     "  SELECT c.id, c.priority, c.run_at, NULL::bigint AS batch, NULL::jsonb AS payload "        \
     "  FROM candidates c UNION ALL "                                                             \

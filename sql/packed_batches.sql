@@ -1,0 +1,99 @@
+-- Packed batches (hopper.pack_batches): queue_push_batch stores due jobs without keys in packed
+-- rows of up to 100; claims merge them with ordinary rows in pull order.
+SET hopper.pack_batches = on;
+SELECT hopper.queue_create('pk');
+
+-- 250 jobs: three packed rows and no row per job; ids come back ascending in payload order.
+WITH pushed AS (
+    SELECT id, row_number() OVER () AS slot
+    FROM hopper.queue_push_batch('pk', ARRAY(SELECT jsonb_build_object('n', g)
+                                             FROM generate_series(1, 250) g)) AS t(id))
+SELECT count(*) AS pushed, bool_and(id = (SELECT min(id) FROM pushed) + slot - 1) AS ascending
+FROM pushed;
+SELECT count(*) AS packed_rows, sum(cardinality(ids)) AS packed_jobs
+FROM hopper.job_batches WHERE queue = 'pk';
+SELECT count(*) AS job_rows FROM hopper.jobs WHERE queue = 'pk';
+
+-- Pulls take from the front of the first row, in order, each job leased with attempt 1.
+SELECT payload->>'n' AS n, attempt, lease_token IS NOT NULL AS leased, queue
+FROM hopper.queue_pull('pk', 3);
+SELECT taken FROM hopper.job_batches WHERE queue = 'pk' ORDER BY first_id LIMIT 1;
+
+-- A single push with a better priority overtakes the packed jobs.
+SELECT hopper.queue_push('pk', '{"n": "urgent"}', priority => -1) IS NOT NULL AS pushed;
+SELECT payload->>'n' AS n FROM hopper.queue_pull('pk', 2);
+
+-- A claimed packed job is an ordinary running job: its token completes it, a stale one does not.
+SELECT p.payload->>'n' AS n, hopper.queue_complete(p.id, p.lease_token + 1000) AS stale,
+       hopper.queue_complete(p.id, p.lease_token) AS completed
+FROM hopper.queue_pull('pk', 1) p;
+SELECT p.payload->>'n' AS n, hopper.queue_fail(p.id, p.lease_token, 'boom', retry_in => '1 hour')
+       AS after_failure
+FROM hopper.queue_pull('pk', 1) p;
+
+-- One pull across rows: the rest of the first row and the front of the second.
+SELECT count(*) AS pulled, min((payload->>'n')::int) AS first, max((payload->>'n')::int) AS last
+FROM hopper.queue_pull('pk', 150);
+SELECT count(*) AS packed_rows, sum(cardinality(ids) - taken) AS waiting
+FROM hopper.job_batches WHERE queue = 'pk';
+SELECT available, scheduled, running FROM hopper.queue_stats('pk');
+
+-- The kinds filter applies to a packed row's kind.
+SELECT count(*) FROM hopper.queue_push_batch('pk-kinds', ARRAY['{"a": 1}', '{"a": 2}']::jsonb[],
+                                             kind => 'resize');
+SELECT count(*) AS other FROM hopper.queue_pull('pk-kinds', 5, kinds => ARRAY['other']);
+SELECT count(*) AS resize FROM hopper.queue_pull('pk-kinds', 5, kinds => ARRAY['resize']);
+
+-- queue_take: a rollback gives the jobs back to the row; a commit finishes them into history.
+SELECT count(*) FROM hopper.queue_push_batch('pk-take', ARRAY(SELECT jsonb_build_object('n', g)
+                                                             FROM generate_series(1, 5) g));
+BEGIN;
+SELECT payload->>'n' AS n, attempt FROM hopper.queue_take('pk-take', 2);
+ROLLBACK;
+SELECT taken FROM hopper.job_batches WHERE queue = 'pk-take';
+BEGIN;
+SELECT payload->>'n' AS n, attempt FROM hopper.queue_take('pk-take', 2);
+COMMIT;
+SELECT payload->>'n' AS n, state, attempt FROM hopper.job_history WHERE queue = 'pk-take'
+ORDER BY n;
+
+-- A taken packed job that fails after a rollback to a savepoint is put back and its attempt
+-- counted, as an ordinary taken job is.
+BEGIN;
+SELECT id AS taken_id FROM hopper.queue_take('pk-take', 1) \gset
+SAVEPOINT work;
+ROLLBACK TO SAVEPOINT work;
+SELECT hopper.queue_fail_taken(:taken_id, 'broke', retry_in => '1 hour') AS failed;
+COMMIT;
+SELECT state, attempt, last_error FROM hopper.job_status(:taken_id);
+SELECT count(*) AS in_history FROM hopper.job_history WHERE id = :taken_id;
+
+-- A queue with limits counts rows: its first claim turns packed rows into rows, and its batches
+-- are not packed.
+SELECT count(*) FROM hopper.queue_push_batch('pk-limited', ARRAY(SELECT jsonb_build_object('n', g)
+                                                                FROM generate_series(1, 4) g));
+SELECT hopper.queue_set_rate_limit('pk-limited', 100, '1 second');
+SELECT payload->>'n' AS n FROM hopper.queue_pull('pk-limited', 2);
+SELECT count(*) AS packed_rows FROM hopper.job_batches WHERE queue = 'pk-limited';
+SELECT count(*) AS job_rows FROM hopper.jobs WHERE queue = 'pk-limited';
+SELECT count(*) FROM hopper.queue_push_batch('pk-limited', ARRAY['{"x": 1}', '{"x": 2}']::jsonb[]);
+SELECT count(*) AS packed_rows FROM hopper.job_batches WHERE queue = 'pk-limited';
+
+-- Not packed: keyed batches, batches scheduled for later, one-job batches, and with the setting
+-- off.
+SELECT count(*) FROM hopper.queue_push_batch('pk-rows', ARRAY['{"k": 1}', '{"k": 2}']::jsonb[],
+                                             dedup_keys => ARRAY['a', 'b']);
+SELECT count(*) FROM hopper.queue_push_batch('pk-rows', ARRAY['{"c": 1}', '{"c": 2}']::jsonb[],
+                                             concurrency_keys => ARRAY['t1', 't2']);
+SELECT count(*) FROM hopper.queue_push_batch('pk-rows', ARRAY['{"s": 1}', '{"s": 2}']::jsonb[],
+                                             run_at => now() + interval '1 hour');
+SELECT count(*) FROM hopper.queue_push_batch('pk-rows', ARRAY['{"one": 1}']::jsonb[]);
+SET hopper.pack_batches = off;
+SELECT count(*) FROM hopper.queue_push_batch('pk-rows', ARRAY['{"off": 1}', '{"off": 2}']::jsonb[]);
+SELECT count(*) AS packed_rows FROM hopper.job_batches WHERE queue = 'pk-rows';
+SELECT count(*) AS job_rows FROM hopper.jobs WHERE queue = 'pk-rows';
+RESET hopper.pack_batches;
+
+SELECT bool_and(hopper.queue_drop(q)) AS dropped
+FROM unnest(ARRAY['pk', 'pk-kinds', 'pk-take', 'pk-limited', 'pk-rows']) q;
+SELECT count(*) AS packed_rows_left FROM hopper.job_batches WHERE queue LIKE 'pk%';
