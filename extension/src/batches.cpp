@@ -20,9 +20,8 @@ namespace {
 // each slice of kJobsPerRow ($8) jobs becomes one row.
 spi::Statement& insert_statement() {
     static spi::Statement st(
-        "WITH q AS (SELECT name, max_attempts FROM hopper.queues WHERE name = $1 AND NOT limited), "
-        "flag AS (UPDATE hopper.queues SET packed = true "
-        "  WHERE name = $1 AND NOT packed AND NOT limited RETURNING 1), "
+        "WITH q AS (SELECT name, max_attempts, packed FROM hopper.queues "
+        "  WHERE name = $1 AND NOT limited), "
         "i AS MATERIALIZED (SELECT pg_catalog.array_agg(pg_catalog.nextval('hopper.job_id_seq')) "
         "  AS ids FROM pg_catalog.generate_series(1, $7) g WHERE EXISTS (SELECT 1 FROM q)) "
         "INSERT INTO hopper.job_batches (first_id, last_id, queue, priority, run_at, created_at, "
@@ -32,8 +31,9 @@ spi::Statement& insert_statement() {
         "  $6[s + pg_catalog.array_lower($6, 1) - 1 : e + pg_catalog.array_lower($6, 1) - 1] "
         "FROM q, i, pg_catalog.generate_series(1, $7, $8) s, "
         "  LATERAL (SELECT LEAST(s + $8 - 1, $7)) x(e) "
-        "ORDER BY s RETURNING ids",
-        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, INT4OID, INT4OID});
+        "ORDER BY s RETURNING ids, (SELECT packed FROM q)",
+        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, INT4OID, INT4OID},
+        CURSOR_OPT_GENERIC_PLAN);
     return st;
 }
 
@@ -115,6 +115,13 @@ std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batc
          spi::arg_text(batch.kind), spi::arg_datum(batch.payloads),
          spi::arg_int4(static_cast<int32_t>(batch.jobs)), spi::arg_int4(kJobsPerRow)});
     if (r.empty()) return std::nullopt;
+    // The queue's first packed push marks it, in the same transaction as its rows: claims read
+    // packed rows only on marked queues. Later pushes find the mark and write nothing more.
+    if (!r.get_bool(0, 2)) {
+        static spi::Statement mark(
+            "UPDATE hopper.queues SET packed = true WHERE name = $1 AND NOT packed", {TEXTOID});
+        conn.exec(mark, {spi::arg_text(batch.queue)});
+    }
     std::vector<int64_t> ids;
     ids.reserve(static_cast<size_t>(batch.jobs));
     for (uint64_t row = 0; row < r.rows(); ++row) {

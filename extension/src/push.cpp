@@ -242,7 +242,6 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
 
     spi::Connection conn;
     reaper::ensure_running(conn);
-    queues::ensure(conn, queue);
 
     bool any_concurrency_key = std::any_of(concurrency_keys.begin(), concurrency_keys.end(),
                                            [](const auto& k) { return k.has_value(); });
@@ -254,7 +253,14 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
                             max_attempts,
                             PG_GETARG_DATUM(1),
                             static_cast<int64_t>(n)};
-        if (auto ids = batches::push(conn, batch)) {
+        // The packed insert reads the queue itself: only when it stored nothing (no such queue,
+        // or one with limits) is the queue made, and the insert tried once more.
+        auto ids = batches::push(conn, batch);
+        if (!ids) {
+            queues::ensure(conn, queue);
+            ids = batches::push(conn, batch);
+        }
+        if (ids) {
             made_available(queue, priority, run_at, ids->front(), static_cast<int64_t>(n));
             conn.finish();
             for (int64_t id : *ids) {
@@ -264,6 +270,8 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
             }
             return (Datum)0;
         }
+    } else {
+        queues::ensure(conn, queue);
     }
 
     // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with

@@ -34,7 +34,10 @@ void require(spi::Connection& conn, const std::string& queue) {
 
 void ensure(spi::Connection& conn, const std::string& queue) {
     if (!guc::auto_create_queues) return require(conn, queue);
-    insert_if_absent(conn, queue);
+    // Looked up first: an INSERT ... ON CONFLICT evaluates the table's CHECK constraints (parsing
+    // them anew each time) before it finds the queue that is nearly always there.
+    static spi::Statement exists("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
+    if (conn.exec(exists, {spi::arg_text(queue)}).empty()) insert_if_absent(conn, queue);
 }
 
 }  // namespace hopper::queues
