@@ -62,7 +62,11 @@ bool unpack_job(spi::Connection& conn, int64_t id);
 //  - `picked`: the first n jobs of both kinds in pull order: an ordinary job (batch NULL) or a
 //    packed one (batch = its row, with its id and payload). Each row gives jobs from its front.
 //  - `used`, `moved`, `emptied`: the rows' fronts moved past the packed jobs picked, and rows
-//    left empty deleted.
+//    left empty deleted. The new front comes from `packed`, the version the claim locked: the
+//    UPDATE and the DELETE match rows by key alone, because a condition on the version their own
+//    snapshot saw (another claim may have moved the front and committed since) is rechecked on
+//    the locked version only for rows that passed it, and a row could then be neither moved nor
+//    deleted and its jobs handed out twice.
 static_assert(hopper::batches::kJobsPerRow == 100, "HOPPER_PACKED_CANDIDATES divides by 100");
 #define HOPPER_PACKED_CANDIDATES(queue, due, kinds, n, gate)                                     \
     "packed AS MATERIALIZED ("                                                                   \
@@ -82,11 +86,10 @@ static_assert(hopper::batches::kJobsPerRow == 100, "HOPPER_PACKED_CANDIDATES div
     ")::integer])) u(id, payload) "                                                              \
     "  ) m ORDER BY m.priority, m.run_at, m.id LIMIT " n                                         \
     "), "                                                                                        \
-    "used AS (SELECT batch, pg_catalog.count(*)::integer AS n FROM picked "                      \
-    "  WHERE batch IS NOT NULL GROUP BY batch), "                                                \
-    "moved AS (UPDATE hopper.job_batches b SET taken = b.taken + u.n FROM used u "               \
-    "  WHERE b.first_id = u.batch AND b.taken + u.n < pg_catalog.cardinality(b.ids) RETURNING "  \
-    "1), "                                                                                       \
+    "used AS (SELECT k.batch, p.taken + pg_catalog.count(*)::integer AS taken, "                 \
+    "    p.taken + pg_catalog.count(*)::integer >= pg_catalog.cardinality(p.ids) AS empty "      \
+    "  FROM picked k JOIN packed p ON p.first_id = k.batch GROUP BY k.batch, p.taken, p.ids), "  \
+    "moved AS (UPDATE hopper.job_batches b SET taken = u.taken FROM used u "                     \
+    "  WHERE b.first_id = u.batch AND NOT u.empty RETURNING 1), "                                \
     "emptied AS (DELETE FROM hopper.job_batches b USING used u "                                 \
-    "  WHERE b.first_id = u.batch AND b.taken + u.n >= pg_catalog.cardinality(b.ids) RETURNING " \
-    "1), "
+    "  WHERE b.first_id = u.batch AND u.empty RETURNING 1), "
