@@ -28,62 +28,61 @@ using namespace hopper;
 namespace {
 
 // Result columns: id, queue, kind, payload, attempt, run_at, created_at (hopper.taken_job), then
-// the priority (for the claim hint) and whether the queue announces finished jobs.
+// the priority (for the claim hint), whether the queue announces finished jobs, and whether the
+// job came from a packed row.
 // clang-format off
-#define HOPPER_TAKE_SQL(resume_condition)                                                          \
-    "WITH q AS (SELECT limited, packed, notify_done, retention > interval '0' AS keeps "                   \
-    "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
-    "candidates AS MATERIALIZED ("                                                                 \
-    "  SELECT id FROM hopper.jobs "                                                                \
-    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition                \
-    "    AND ($4::text[] IS NULL OR kind = ANY ($4)) "                                             \
-    "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited AND NOT packed) "                           \
-    "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                           \
-    "taken AS ("                                                                                   \
-    "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "             \
-    "  RETURNING j.id, j.queue, j.priority, j.run_at, j.attempt + 1 AS attempt, j.max_attempts, "  \
-    "    j.created_at, $2 AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
-    "    j.last_error, j.errors, j.progress_detail, j.payload), "                                  \
-    "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("t")                                   \
-    "  1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "             \
-    "  pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                          \
-    "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::timestamptz, " \
-    "  NULL::timestamptz, NULL::smallint, NULL::boolean, packed AND NOT limited "                   \
-    "FROM q WHERE limited OR packed "                                                                        \
-    "UNION ALL "                                                                                   \
-    "(SELECT t.id, t.queue, t.kind, t.payload, t.attempt, t.run_at, t.created_at, t.priority, "    \
-    "   (SELECT notify_done FROM q), false FROM taken t ORDER BY t.priority, t.run_at, t.id)"
-
-// The same for a queue that has had packed jobs (include/hopper/batches.hpp); the last column
-// tells the packed jobs.
-#define HOPPER_PACKED_TAKE_SQL(resume_condition)                                                          \
-    "WITH q AS (SELECT limited, notify_done, retention > interval '0' AS keeps "                   \
+// The queue's settings, and the first $3 available jobs of hopper.jobs in pull order, locked; `gate`
+// says which queues take them here.
+#define HOPPER_TAKE_CANDIDATES(resume_condition, gate)                                             \
+    "WITH q AS (SELECT limited, packed, notify_done, retention > interval '0' AS keeps "           \
     "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
     "candidates AS MATERIALIZED ("                                                                 \
     "  SELECT id, priority, run_at FROM hopper.jobs "                                              \
     "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition                \
     "    AND ($4::text[] IS NULL OR kind = ANY ($4)) "                                             \
-    "    AND EXISTS (SELECT 1 FROM q WHERE NOT limited) "                                          \
-    "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "                           \
-    HOPPER_PACKED_CANDIDATES("$1", "$2", "$4", "$3", "EXISTS (SELECT 1 FROM q WHERE NOT limited)")  \
+    "    AND EXISTS (SELECT 1 FROM q WHERE " gate ") "                                             \
+    "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "
+
+// Takes the jobs of hopper.jobs whose ids the query `ids` gives out of the table.
+#define HOPPER_TAKE_DELETE(ids)                                                                    \
     "deleted AS ("                                                                                 \
-    "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked WHERE batch IS NULL)) " \
+    "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM " ids ")) "                \
     "  RETURNING j.id, j.queue, j.priority, j.run_at, j.attempt + 1 AS attempt, j.max_attempts, "  \
     "    j.created_at, $2 AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
-    "    j.last_error, j.errors, j.progress_detail, j.payload, false AS packed), "                 \
-    "taken AS (SELECT * FROM deleted UNION ALL "                                                   \
-    "  SELECT k.id, $1::text, p.priority, p.run_at, 1, p.max_attempts, p.created_at, $2, p.kind, " \
-    "    $5, NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, k.payload, true "       \
-    "  FROM picked k JOIN packed p ON p.first_id = k.batch), "                                     \
+    "    j.last_error, j.errors, j.progress_detail, j.payload, false AS packed), "
+
+// The jobs `taken` go to history (a queue that keeps it) and back to the caller; a queue that takes
+// nothing here answers a marker row of NULLs (marker_where), its last column `marker`.
+#define HOPPER_TAKE_FINISH(marker, marker_where)                                                   \
     "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("t")                                   \
     "  1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "             \
     "  pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                          \
     "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::timestamptz, " \
-    "  NULL::timestamptz, NULL::smallint, NULL::boolean, NULL::boolean "                           \
-    "FROM q WHERE limited "                                                                        \
+    "  NULL::timestamptz, NULL::smallint, NULL::boolean, " marker " "                              \
+    "FROM q WHERE " marker_where " "                                                               \
     "UNION ALL "                                                                                   \
     "(SELECT t.id, t.queue, t.kind, t.payload, t.attempt, t.run_at, t.created_at, t.priority, "    \
     "   (SELECT notify_done FROM q), t.packed FROM taken t ORDER BY t.priority, t.run_at, t.id)"
+
+// hopper.jobs alone. A queue with limits, or one that has had packed jobs, takes nothing here; the
+// marker's last column tells which.
+#define HOPPER_TAKE_SQL(resume_condition)                                                          \
+    HOPPER_TAKE_CANDIDATES(resume_condition, "NOT limited AND NOT packed")                         \
+    HOPPER_TAKE_DELETE("candidates")                                                               \
+    "taken AS (SELECT * FROM deleted), "                                                           \
+    HOPPER_TAKE_FINISH("packed AND NOT limited", "limited OR packed")
+
+// The same for a queue that has had packed jobs (include/hopper/batches.hpp): packed rows and
+// hopper.jobs merged in pull order; the packed jobs picked go straight to history.
+#define HOPPER_PACKED_TAKE_SQL(resume_condition)                                                   \
+    HOPPER_TAKE_CANDIDATES(resume_condition, "NOT limited")                                        \
+    HOPPER_PACKED_CANDIDATES("$1", "$2", "$4", "$3", "EXISTS (SELECT 1 FROM q WHERE NOT limited)") \
+    HOPPER_TAKE_DELETE("picked WHERE batch IS NULL")                                               \
+    "taken AS (SELECT * FROM deleted UNION ALL "                                                   \
+    "  SELECT k.id, $1::text, p.priority, p.run_at, 1, p.max_attempts, p.created_at, $2, p.kind, " \
+    "    $5, NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, k.payload, true "       \
+    "  FROM picked k JOIN packed p ON p.first_id = k.batch), "                                     \
+    HOPPER_TAKE_FINISH("NULL::boolean", "limited")
 // clang-format on
 
 // Planned once, walking jobs_pull_idx, for the reasons given at queue_pull's claim statement.
@@ -120,6 +119,9 @@ spi::Statement& resumed_packed_take_statement() {
 
 #undef HOPPER_TAKE_SQL
 #undef HOPPER_PACKED_TAKE_SQL
+#undef HOPPER_TAKE_CANDIDATES
+#undef HOPPER_TAKE_DELETE
+#undef HOPPER_TAKE_FINISH
 
 }  // namespace
 
