@@ -22,16 +22,17 @@ using namespace hopper;
 
 namespace {
 
-// The queue's settings, and the first $3 available jobs of hopper.jobs in pull order, locked; `gate`
-// says which queues claim them here.
-#define HOPPER_CLAIM_CANDIDATES(resume_condition, gate)                                          \
-    "WITH q AS (SELECT lease, limited, packed FROM hopper.queues WHERE name = $1 AND NOT "       \
-    "paused), "                                                                                  \
-    "candidates AS MATERIALIZED ("                                                               \
-    "  SELECT id, priority, run_at FROM hopper.jobs "                                            \
-    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition              \
-    "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "                                           \
-    "    AND EXISTS (SELECT 1 FROM q WHERE " gate ") "                                           \
+// The queue's settings, and the first $3 available jobs of hopper.jobs in pull order, locked;
+// `gate` says which queues claim them here.
+#define HOPPER_CLAIM_CANDIDATES(resume_condition, gate)                                    \
+    "WITH q AS (SELECT lease, limited, packed FROM hopper.queues WHERE name = $1 AND NOT " \
+    "paused), "                                                                            \
+    "candidates AS MATERIALIZED ("                                                         \
+    "  SELECT id, priority, run_at FROM hopper.jobs "                                      \
+    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition        \
+    "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "                                     \
+    "    AND EXISTS (SELECT 1 FROM q WHERE " gate                                          \
+    ") "                                                                                   \
     "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "
 
 // Leases the jobs of hopper.jobs whose ids the query `ids` gives (its column id).
@@ -41,44 +42,44 @@ namespace {
     "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
     "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, " \
     "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
-    "  WHERE j.id = ANY (ARRAY(SELECT id FROM " ids ")) "                                        \
+    "  WHERE j.id = ANY (ARRAY(SELECT id FROM " ids                                              \
+    ")) "                                                                                        \
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
     "    j.run_at, j.created_at, j.priority, false AS packed)"
 
 // hopper.jobs alone. A queue with limits, or one that has had packed jobs, claims nothing here and
 // answers a marker row of NULLs, its last column telling which of the two it is.
-#define HOPPER_CLAIM_SQL(resume_condition)                                                       \
-    HOPPER_CLAIM_CANDIDATES(resume_condition, "NOT limited AND NOT packed")                      \
-    HOPPER_CLAIM_UPDATE("candidates")                                                            \
-    " SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "   \
-    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint, "                \
-    "  packed AND NOT limited "                                                                  \
-    "FROM q WHERE limited OR packed "                                                            \
+#define HOPPER_CLAIM_SQL(resume_condition)                                                     \
+    HOPPER_CLAIM_CANDIDATES(resume_condition, "NOT limited AND NOT packed")                    \
+    HOPPER_CLAIM_UPDATE("candidates")                                                          \
+    " SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, " \
+    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint, "              \
+    "  packed AND NOT limited "                                                                \
+    "FROM q WHERE limited OR packed "                                                          \
     "UNION ALL (SELECT * FROM claimed ORDER BY priority, run_at, id)"
 
 // The same for a queue that has had packed jobs (include/hopper/batches.hpp): packed rows and
 // hopper.jobs merged in pull order; the packed jobs picked become running rows of hopper.jobs.
-#define HOPPER_PACKED_CLAIM_SQL(resume_condition)                                                \
-    HOPPER_CLAIM_CANDIDATES(resume_condition, "NOT limited")                                     \
-    HOPPER_PACKED_CANDIDATES("$1", "$2", "$5", "$3",                                             \
-                             "EXISTS (SELECT 1 FROM q WHERE NOT limited)")                       \
-    HOPPER_CLAIM_UPDATE("picked WHERE batch IS NULL")                                            \
-    ", unpacked AS ("                                                                            \
-    "  INSERT INTO hopper.jobs (id, queue, state, priority, run_at, attempt, max_attempts, "     \
-    "    lease_token, lease_until, claimed_pid, claimed_backend_start, session_bound, "          \
-    "    created_at, started_at, kind, worker, payload) "                                        \
-    "  SELECT k.id, $1, 'running', p.priority, p.run_at, 1, p.max_attempts, "                    \
-    "    pg_catalog.nextval('hopper.lease_token_seq'), "                                         \
-    "    $2 + COALESCE($4, (SELECT lease FROM q)), $7, $8, $9, p.created_at, $2, p.kind, $6, "   \
-    "    k.payload "                                                                             \
-    "  FROM picked k JOIN packed p ON p.first_id = k.batch ORDER BY k.id "                       \
-    "  RETURNING id, queue, kind, payload, attempt, lease_token, lease_until, run_at, "          \
-    "    created_at, priority, true AS packed) "                                                 \
-    "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "    \
-    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint, NULL::boolean "  \
-    "FROM q WHERE limited "                                                                      \
-    "UNION ALL "                                                                                 \
-    "(SELECT * FROM (SELECT * FROM claimed UNION ALL SELECT * FROM unpacked) c "                 \
+#define HOPPER_PACKED_CLAIM_SQL(resume_condition)                                                  \
+    HOPPER_CLAIM_CANDIDATES(resume_condition, "NOT limited")                                       \
+    HOPPER_PACKED_CANDIDATES("$1", "$2", "$5", "$3", "EXISTS (SELECT 1 FROM q WHERE NOT limited)") \
+    HOPPER_CLAIM_UPDATE("picked WHERE batch IS NULL")                                              \
+    ", unpacked AS ("                                                                              \
+    "  INSERT INTO hopper.jobs (id, queue, state, priority, run_at, attempt, max_attempts, "       \
+    "    lease_token, lease_until, claimed_pid, claimed_backend_start, session_bound, "            \
+    "    created_at, started_at, kind, worker, payload) "                                          \
+    "  SELECT k.id, $1, 'running', p.priority, p.run_at, 1, p.max_attempts, "                      \
+    "    pg_catalog.nextval('hopper.lease_token_seq'), "                                           \
+    "    $2 + COALESCE($4, (SELECT lease FROM q)), $7, $8, $9, p.created_at, $2, p.kind, $6, "     \
+    "    k.payload "                                                                               \
+    "  FROM picked k JOIN packed p ON p.first_id = k.batch ORDER BY k.id "                         \
+    "  RETURNING id, queue, kind, payload, attempt, lease_token, lease_until, run_at, "            \
+    "    created_at, priority, true AS packed) "                                                   \
+    "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::bigint, "      \
+    "  NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::smallint, NULL::boolean "    \
+    "FROM q WHERE limited "                                                                        \
+    "UNION ALL "                                                                                   \
+    "(SELECT * FROM (SELECT * FROM claimed UNION ALL SELECT * FROM unpacked) c "                   \
     "   ORDER BY c.priority, c.run_at, c.id)"
 
 // Claims up to $3 available jobs whose time has come, in order (priority, run_at, id). SKIP LOCKED
