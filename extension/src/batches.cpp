@@ -58,13 +58,12 @@ spi::Statement& unpack_queue_statement() {
     return st;
 }
 
-// The row holding id: the nearest first_id at or below it whose waiting part names it (rows of
-// concurrent batches can interleave their ids, so the nearest row is not always the one).
+// The row holding waiting job id, if any.
 spi::Statement& unpack_job_statement() {
     static spi::Statement st(
-        HOPPER_UNPACK_SQL("first_id = (SELECT f.first_id FROM hopper.job_batches f "
-                          "WHERE f.first_id <= $1 AND f.last_id >= $1 "
-                          "AND $1 = ANY (f.ids[f.taken + 1 :]) ORDER BY f.first_id DESC LIMIT 1)"),
+        HOPPER_UNPACK_SQL(
+            "first_id = (SELECT f.first_id FROM hopper.job_batches f " HOPPER_PACKED_ROW_OF(
+                "f", "$1") ")"),
         {INT8OID}, spi::Planning::kWalkIndexes);
     return st;
 }

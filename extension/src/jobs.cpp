@@ -1,4 +1,5 @@
 // See include/hopper/jobs.hpp.
+#include "hopper/batches.hpp"
 #include "hopper/jobs.hpp"
 
 #include "hopper/sql.hpp"
@@ -9,14 +10,10 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
-// A waiting job of a packed row is available: 'available' from the row that holds job $1, the
-// nearest first_id at or below it whose waiting part names it (rows of concurrent batches
-// interleave their ids). A LIMIT 1 subquery, not an EXISTS: EXISTS drops the ORDER BY, and the
-// walk could then start from the lowest row instead of at the id.
-#define HOPPER_PACKED_STATE_OF_ID                                                  \
-    "SELECT 'available' FROM hopper.job_batches b WHERE b.first_id <= $1 "         \
-    "AND b.last_id >= $1 AND $1 = ANY (b.ids[b.taken + 1 :]) ORDER BY b.first_id " \
-    "DESC LIMIT 1"
+// A waiting job of a packed row is available. A LIMIT 1 subquery, not an EXISTS: EXISTS drops the
+// ORDER BY, and the walk could then start from the lowest row instead of at the id.
+#define HOPPER_PACKED_STATE_OF_ID \
+    "SELECT 'available' FROM hopper.job_batches b " HOPPER_PACKED_ROW_OF("b", "$1")
 
 namespace hopper::jobs {
 

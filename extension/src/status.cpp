@@ -1,5 +1,6 @@
 // Reading: job_status (one job, wherever it is) and queue_stats (counts per queue and state).
 #include "hopper/args.hpp"
+#include "hopper/batches.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/result.hpp"
@@ -37,9 +38,7 @@ HOPPER_FUNCTION(hopper_job_status) {
         "  0, b.max_attempts, b.priority, b.run_at, b.created_at, NULL::timestamptz, "
         "  NULL::timestamptz, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, NULL::real, "
         "  NULL::jsonb, b.payloads[pg_catalog.array_position(b.ids, $1)] "
-        " FROM hopper.job_batches b "
-        " WHERE b.first_id <= $1 AND b.last_id >= $1 AND $1 = ANY (b.ids[b.taken + 1 :]) "
-        " ORDER BY b.first_id DESC LIMIT 1) "
+        " FROM hopper.job_batches b " HOPPER_PACKED_ROW_OF("b", "$1") ") "
         "LIMIT 1",
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;

@@ -53,6 +53,14 @@ bool unpack_job(spi::Connection& conn, int64_t id);
 
 }  // namespace hopper::batches
 
+// The packed row whose waiting part holds job `id`, for a query on hopper.job_batches named `row`:
+// the nearest first_id at or below the id that names it (rows of concurrent batches interleave
+// their ids, so the nearest row is not always the one). The walk goes down the primary key from
+// the id.
+#define HOPPER_PACKED_ROW_OF(row, id)                                                       \
+    "WHERE " row ".first_id <= " id " AND " row ".last_id >= " id " AND " id " = ANY (" row \
+    ".ids[" row ".taken + 1 :]) ORDER BY " row ".first_id DESC LIMIT 1"
+
 // SQL pieces shared by the claims (queue_pull, queue_take). Each expects a CTE `candidates` of
 // locked hopper.jobs rows (id, priority, run_at) in pull order, and gives:
 //  - `packed`: the packed rows the claim may take from, locked, in pull order: as many as n jobs
