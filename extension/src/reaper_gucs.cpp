@@ -11,6 +11,7 @@ bool enabled = true;
 int naptime_ms = 1000;
 int batch_size = 1000;
 int prune_interval_s = 60;
+int relay_interval_ms = 1;
 bool preloaded = false;
 
 void define_gucs() {
@@ -30,6 +31,13 @@ void define_gucs() {
                             "Pause between two history retention runs of a reaper.", nullptr,
                             &prune_interval_s, 60, 1, 24 * 3600, PGC_SIGHUP, GUC_UNIT_S, nullptr,
                             nullptr, nullptr);
+    DefineCustomIntVariable(
+        "hopper.notify_relay_interval",
+        "Shortest pause between two wake-up relay steps of a reaper.",
+        "A relay step right after an idle spell goes out at once; the next waits this long, and "
+        "every push committed meanwhile is announced by it. Pushes that come while the reaper "
+        "waits do not have to signal it. 0: one step per push.",
+        &relay_interval_ms, 1, 0, 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 }
 
 const char* mode_name(Mode m) {

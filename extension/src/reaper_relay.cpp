@@ -30,11 +30,11 @@ void relay_prime() {
     primed = true;
 }
 
-void relay_step() {
-    if (!primed) return;
+bool relay_step() {
+    if (!primed) return false;
     claim_hint::WakeupCounts next = counts;
     std::vector<std::string> queues = claim_hint::woken_queues(next);
-    if (queues.empty()) return;
+    if (queues.empty()) return false;
     worker::in_transaction([&] {
         // The NOTIFY lock is held across this commit: do not make it wait for the disk. Losing
         // this transaction in a crash loses nothing but a wake-up.
@@ -46,6 +46,7 @@ void relay_step() {
     });
     // Sent: only now take the counts as seen (a failed step reports them again next time).
     counts = std::move(next);
+    return true;
 }
 
 void relay_if_woken() {
@@ -53,7 +54,7 @@ void relay_if_woken() {
     pg_guard([] { ResetLatch(MyLatch); });
     bool failed = false;
     try {
-        relay_step();
+        (void)relay_step();
     } catch (...) {
         worker::remember_failure();
         failed = true;

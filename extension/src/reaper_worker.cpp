@@ -7,6 +7,7 @@
 // next pass tries again. Below that, a sigsetjmp handler, as in PostgreSQL's own workers, catches
 // any error raised outside a guard, so that no ERROR ever becomes a FATAL exit of the worker. The
 // main function itself owns no C++ objects, so a longjmp back into it skips no destructor.
+#include <algorithm>
 #include <csetjmp>
 #include <cstring>
 
@@ -63,6 +64,20 @@ bool nap(int ms) {
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
         return (rc & WL_LATCH_SET) != 0;
+    });
+}
+
+// The rest of a relay step's pause (hopper.notify_relay_interval), slept without waiting on the
+// latch: a process that is not waiting on its latch is not signalled when it is set, so the pushes
+// that commit meanwhile only set it, and cost no kill() and no wake-up each. Returns whether one
+// did.
+bool paced_nap(int64_t us) {
+    return pg_guard([&] {
+        pg_usleep(us);
+        bool woken = MyLatch->is_set;
+        if (woken) ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+        return woken;
     });
 }
 
@@ -183,16 +198,19 @@ constexpr int kStepAsideCheckMs = 1000;
 
 // One relay step under try/catch. After a failure the relay rests until the next pass, so that a
 // persistent error is logged once a pass rather than once a push.
+// Returns whether the step notified anyone.
 bool relay_failed_this_nap = false;
-void guarded_relay_step() {
-    if (relay_failed_this_nap) return;
+bool guarded_relay_step() {
+    if (relay_failed_this_nap) return false;
+    bool sent = false;
     try {
-        relay_step();
+        sent = relay_step();
     } catch (...) {
         worker::remember_failure();
         relay_failed_this_nap = true;
     }
     if (relay_failed_this_nap) worker::report_failure("hopper reaper wake-up relay");
+    return sent;
 }
 
 Next guarded_nap() {
@@ -202,14 +220,22 @@ Next guarded_nap() {
         TimestampTz start = GetCurrentTimestamp();
         TimestampTz until = start + static_cast<int64_t>(naptime_ms) * 1000;
         TimestampTz next_check = start + kStepAsideCheckMs * 1000;
+        // No relay step before this: a step that notified is followed by a pause, so that a steady
+        // stream of pushes is announced in steps of several pushes, not one step per push.
+        TimestampTz paced_until = 0;
         for (;;) {
             TimestampTz now = GetCurrentTimestamp();
             if (now >= until) break;
             TimestampTz wake_at = until < next_check ? until : next_check;
-            bool woken = nap(static_cast<int>((wake_at - now + 999) / 1000));
+            bool woken = paced_until > now ? paced_nap(std::min(paced_until, wake_at) - now)
+                                           : nap(static_cast<int>((wake_at - now + 999) / 1000));
             // A reload may have turned the reaper off or shortened its naptime: round at once.
             if (ConfigReloadPending) break;
-            if (woken) guarded_relay_step();
+            if (woken) {
+                TimestampTz began = GetCurrentTimestamp();
+                if (guarded_relay_step())
+                    paced_until = began + static_cast<int64_t>(relay_interval_ms) * 1000;
+            }
             now = GetCurrentTimestamp();
             if (now < next_check || now >= until) continue;
             next_check = now + kStepAsideCheckMs * 1000;

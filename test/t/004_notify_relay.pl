@@ -139,6 +139,31 @@ session_query($p, "RESET hopper.notify");
 	ok($done_for->('relay') >= 1, 'hopper:done for the queue that asked for it');
 }
 
+# Paced steps (hopper.notify_relay_interval): a push after a quiet spell is announced at once; the
+# pushes that follow within the interval are announced together by the step that ends it, so a
+# burst of pushes costs a few relay steps rather than one each, and none goes unannounced.
+{
+	$node->safe_psql('postgres',
+		"LOAD 'hopper'; ALTER SYSTEM SET hopper.notify_relay_interval = '700ms'; SELECT pg_reload_conf()");
+	session_query($l, 'LISTEN "hopper:burst"');
+	session_query($p, "SELECT hopper.queue_create('burst')");
+	usleep(1_000_000);    # the reload has reached the reaper, and no step is recent
+	session_query($l, 'SELECT 1');
+	session_query($p, "SELECT hopper.queue_push('burst', '{}')");
+	my ($took, $from) = wait_notification($l, 'hopper:burst', 5);
+	is($from, $reaper, 'paced relay: the first push is announced by the reaper');
+	ok(defined $took && $took < 0.5, 'paced relay: the first push is announced at once');
+	session_query($p, join('', map { "SELECT hopper.queue_push('burst', '{}');\n" } 1 .. 20));
+	my $heard = session_query($l, 'SELECT pg_sleep(2)');
+	my $steps = () = $heard =~ /"hopper:burst"/g;
+	ok($steps >= 1 && $steps <= 3,
+		"paced relay: 20 pushes in separate transactions announced in $steps steps (1 to 3)");
+	is(session_query($p, "SELECT count(*) FROM hopper.queue_pull('burst', 100)"), 21,
+		'paced relay: every pushed job is there to pull');
+	$node->safe_psql('postgres',
+		"LOAD 'hopper'; ALTER SYSTEM RESET hopper.notify_relay_interval; SELECT pg_reload_conf()");
+}
+
 # No reaper (stopped): the push notifies by itself, and the producer learns it at once (the
 # reaper it knew has exited), not at its next periodic look.
 is($node->safe_psql('postgres', 'SELECT hopper.reaper_stop()'), 't', 'reaper stopped');

@@ -17,10 +17,11 @@ namespace hopper::reaper {
 
 // Settings (GUCs), defined in reaper_gucs.cpp. All are PGC_SIGHUP: a reaper is a server process,
 // so a per-session SET would not reach it.
-extern bool enabled;          // hopper.reaper_enabled
-extern int naptime_ms;        // hopper.reaper_naptime
-extern int batch_size;        // hopper.reaper_batch_size
-extern int prune_interval_s;  // hopper.reaper_prune_interval
+extern bool enabled;           // hopper.reaper_enabled
+extern int naptime_ms;         // hopper.reaper_naptime
+extern int batch_size;         // hopper.reaper_batch_size
+extern int prune_interval_s;   // hopper.reaper_prune_interval
+extern int relay_interval_ms;  // hopper.notify_relay_interval
 void define_gucs();
 
 // The common part of a background worker's sigsetjmp handler, for an error that escaped every

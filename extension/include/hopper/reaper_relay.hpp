@@ -14,8 +14,8 @@ namespace hopper::reaper {
 void relay_prime();
 
 // One relay step: notifies the queues whose wake-up counts moved, in a transaction of its own.
-// Does nothing before relay_prime().
-void relay_step();
+// Returns whether it notified any. Does nothing before relay_prime().
+bool relay_step();
 
 // Between two batches of a long pass (a rescue storm can take seconds): a relay step if a push set
 // the latch meanwhile, so that wake-ups do not wait for the pass to end. Never throws; a failure is
