@@ -756,3 +756,14 @@ ALTER TABLE hopper.queues ADD COLUMN packed boolean NOT NULL DEFAULT false;
 GRANT UPDATE (packed) ON hopper.queues TO hopper_producer;
 GRANT SELECT, INSERT ON hopper.job_batches TO hopper_producer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.job_batches TO hopper_worker;
+
+-- Each backend remembers the queues it pushed to (their max_attempts), so that a push inserts its
+-- job without reading hopper.queues. A change that could make that memory wrong (a queue dropped
+-- or renamed, its max_attempts changed, or created by a transaction that rolls back) sends a
+-- relcache invalidation of this table, which makes every backend forget.
+CREATE FUNCTION hopper.queues_changed() RETURNS trigger
+AS 'MODULE_PATHNAME', 'hopper_queues_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION hopper.queues_changed() FROM PUBLIC;
+CREATE TRIGGER queues_changed
+    AFTER INSERT OR UPDATE OF name, max_attempts OR DELETE OR TRUNCATE ON hopper.queues
+    FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();

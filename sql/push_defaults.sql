@@ -13,6 +13,31 @@ SELECT max_attempts FROM hopper.jobs WHERE id = :id;
 SELECT hopper.queue_push('pd', '{}', dedup_key => 'k') AS id \gset
 SELECT max_attempts FROM hopper.jobs WHERE id = :id;
 
+-- The push remembers a queue's max_attempts; a change to the queue makes it forget, whether made
+-- through the API or by hand.
+SELECT hopper.queue_create('pd', max_attempts => 4) AS created;
+SELECT hopper.queue_push('pd', '{}') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+UPDATE hopper.queues SET max_attempts = 7 WHERE name = 'pd';
+SELECT hopper.queue_push('pd', '{}') AS id \gset
+SELECT max_attempts FROM hopper.jobs WHERE id = :id;
+
+-- A queue created in a transaction or subtransaction that rolled back is forgotten with it.
+BEGIN;
+SELECT hopper.queue_create('pd-gone') AS created;
+SELECT hopper.queue_push('pd-gone', '{}') IS NOT NULL AS pushed;
+ROLLBACK;
+SET hopper.auto_create_queues = off;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd-gone', '{}')$$) AS push_after_rollback;
+BEGIN;
+SAVEPOINT s;
+SELECT hopper.queue_create('pd-gone') AS created;
+SELECT hopper.queue_push('pd-gone', '{}') IS NOT NULL AS pushed;
+ROLLBACK TO SAVEPOINT s;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd-gone', '{}')$$) AS push_after_savepoint_rollback;
+COMMIT;
+RESET hopper.auto_create_queues;
+
 -- Changes of this transaction count, whatever the isolation level.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 UPDATE hopper.queues SET max_attempts = 9 WHERE name = 'pd';
@@ -40,6 +65,8 @@ SELECT max_attempts FROM hopper.jobs WHERE id = :id;
 CREATE ROLE regress_hopper_pd;
 GRANT hopper_producer TO regress_hopper_pd;
 REVOKE SELECT ON hopper.queues FROM hopper_producer;
+-- What a superuser's push remembered is not the role's to use.
+SELECT hopper.queue_push('pd', '{}') IS NOT NULL AS superuser_pushed;
 SET ROLE regress_hopper_pd;
 SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_without_select;
 RESET ROLE;
@@ -53,6 +80,7 @@ GRANT SELECT ON hopper.queues TO hopper_producer;
 -- Row level security: a queue the policy hides does not exist for the push.
 ALTER TABLE hopper.queues ENABLE ROW LEVEL SECURITY;
 CREATE POLICY regress_pd_hide ON hopper.queues FOR SELECT USING (name <> 'pd');
+SELECT hopper.queue_push('pd', '{}') IS NOT NULL AS superuser_pushed;
 SET ROLE regress_hopper_pd;
 SET hopper.auto_create_queues = off;
 SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_to_hidden;

@@ -11,6 +11,7 @@
 #include "hopper/dedup.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/push.hpp"
+#include "hopper/queue_defaults.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/result.hpp"
@@ -28,25 +29,25 @@ using namespace hopper;
 
 namespace {
 
-// One statement per push on the hot path: the queue's defaults are read in the same INSERT, and a
-// dedup hit or a missing queue shows up as "no row inserted". A job without a dedup key can never
-// conflict on jobs_dedup_idx, so its statement leaves out ON CONFLICT and the speculative insertion
-// that comes with it (the arbiter pre-check, a speculative-insertion lock, a second write to
-// confirm the row).
+// One statement per push on the hot path. The queue's max_attempts comes from this backend's
+// memory of the queue (queue_defaults.hpp), so the INSERT reads no other table. A job without a
+// dedup key can never conflict on jobs_dedup_idx, so its statement leaves out ON CONFLICT and the
+// speculative insertion that comes with it (the arbiter pre-check, a speculative-insertion lock, a
+// second write to confirm the row); a keyed job's statement returns no row on a dedup hit.
 spi::Statement& insert_one(bool keyed) {
+#define HOPPER_PUSH_INSERT(on_conflict)                                                  \
+    "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, " \
+    "dedup_key, concurrency_key, payload) "                                              \
+    "VALUES ($1, COALESCE($2, pg_catalog.now()), $3, $4, pg_catalog.now(), $5, $6, $7, " \
+    "$8) " on_conflict "RETURNING id"
     static spi::Statement with_key(
-        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, "
-        "dedup_key, concurrency_key, payload) "
-        "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
-        "pg_catalog.now(), $5, $6, $7, $8 FROM hopper.queues q WHERE q.name = $1 "
-        "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING RETURNING id",
+        HOPPER_PUSH_INSERT(
+            "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING "),
         {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID});
     static spi::Statement without_key(
-        "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, "
-        "concurrency_key, payload) "
-        "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "
-        "pg_catalog.now(), $5, $6, $7 FROM hopper.queues q WHERE q.name = $1 RETURNING id",
-        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, TEXTOID, JSONBOID});
+        HOPPER_PUSH_INSERT(""),
+        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID});
+#undef HOPPER_PUSH_INSERT
     return keyed ? with_key : without_key;
 }
 
@@ -57,11 +58,6 @@ std::optional<int64_t> find_unfinished(spi::Connection& conn, const std::string&
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(dedup_key)});
     if (r.empty()) return std::nullopt;
     return r.get_int64(0, 1);
-}
-
-bool queue_exists(spi::Connection& conn, const std::string& queue) {
-    static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
-    return !conn.exec(st, {spi::arg_text(queue)}).empty();
 }
 
 std::optional<std::string> text_element(Datum d, bool isnull, const char* argname, int index,
@@ -137,21 +133,20 @@ Pushed one(spi::Connection& conn, const Job& job) {
     bool inserted = false;
     // At most a few rounds: each one either inserts, finds the duplicate, or creates the queue.
     for (int round = 0; round < 4 && !id; ++round) {
-        spi::Arg queue = spi::arg_text(job.queue);
-        spi::Arg run_at =
-            job.run_at ? spi::arg_datum(TimestampTzGetDatum(*job.run_at)) : spi::null_arg();
-        spi::Arg priority = spi::arg_datum(Int16GetDatum(job.priority));
-        spi::Arg max_attempts =
-            job.max_attempts ? spi::arg_int4(*job.max_attempts) : spi::null_arg();
-        spi::Result r =
-            job.dedup_key
-                ? conn.exec(insert_one(true),
-                            {queue, run_at, priority, max_attempts, spi::arg_text(job.kind),
-                             spi::arg_text(job.dedup_key), spi::arg_text(job.concurrency_key),
-                             spi::arg_datum(job.payload)})
-                : conn.exec(insert_one(false),
-                            {queue, run_at, priority, max_attempts, spi::arg_text(job.kind),
-                             spi::arg_text(job.concurrency_key), spi::arg_datum(job.payload)});
+        std::optional<int32_t> queue_max_attempts = queue_defaults::known(job.queue);
+        if (!queue_max_attempts) queue_max_attempts = queue_defaults::look_up(conn, job.queue);
+        if (!queue_max_attempts) {
+            queues::ensure(conn, job.queue);
+            continue;
+        }
+        spi::Result r = conn.exec(
+            insert_one(job.dedup_key.has_value()),
+            {spi::arg_text(job.queue),
+             job.run_at ? spi::arg_datum(TimestampTzGetDatum(*job.run_at)) : spi::null_arg(),
+             spi::arg_datum(Int16GetDatum(job.priority)),
+             spi::arg_int4(job.max_attempts.value_or(*queue_max_attempts)), spi::arg_text(job.kind),
+             spi::arg_text(job.dedup_key), spi::arg_text(job.concurrency_key),
+             spi::arg_datum(job.payload)});
         if (!r.empty()) {
             id = r.get_int64(0, 1);
             inserted = true;
@@ -166,8 +161,7 @@ Pushed one(spi::Connection& conn, const Job& job) {
             made_available(job.queue, job.priority, job.run_at, *id, 1);
             break;
         }
-        if (job.dedup_key && (id = find_unfinished(conn, job.queue, *job.dedup_key))) break;
-        if (!queue_exists(conn, job.queue)) queues::ensure(conn, job.queue);
+        if (job.dedup_key) id = find_unfinished(conn, job.queue, *job.dedup_key);
     }
     if (!id)
         throw PgError(

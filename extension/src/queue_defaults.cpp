@@ -1,0 +1,103 @@
+// See include/hopper/queue_defaults.hpp.
+#include <unordered_map>
+
+#include "hopper/queue_defaults.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "miscadmin.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+}
+
+namespace hopper::queue_defaults {
+namespace {
+
+// A backend pushes to a handful of queues; past this many the memory starts over rather than grow
+// without bound in a session that pushes to ever new names.
+constexpr size_t kMaxRemembered = 1024;
+
+// Remembered per role as well as per queue: the lookup runs with the privileges and row level
+// security of the role that pushes, which SET ROLE or a SECURITY DEFINER function changes.
+struct Key {
+    Oid role;
+    std::string queue;
+    bool operator==(const Key& o) const { return role == o.role && queue == o.queue; }
+};
+struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+        return std::hash<std::string>()(k.queue) * 31 + k.role;
+    }
+};
+std::unordered_map<Key, int32_t, KeyHash> remembered;
+// hopper.queues as last looked up (InvalidOid: not yet, or forgotten with the entries).
+Oid queues_relid = InvalidOid;
+// Moves with every invalidation: a lookup whose read may predate one does not remember its result.
+uint64_t generation = 0;
+bool callback_registered = false;
+
+void forget() noexcept {
+    remembered.clear();
+    queues_relid = InvalidOid;
+    ++generation;
+}
+
+// GRANT and REVOKE on the table, row level security policies and the table's own changes all
+// invalidate its relcache entry.
+void on_relcache_invalidation(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == queues_relid) forget();
+}
+
+// A role granted or revoked can change what a role may read through its memberships.
+void on_membership_change(Datum, int, uint32) { forget(); }
+
+}  // namespace
+
+std::optional<int32_t> known(const std::string& queue) {
+    if (remembered.empty()) return std::nullopt;
+    pg_guard([] { AcceptInvalidationMessages(); });
+    auto it = remembered.find(Key{GetUserId(), queue});
+    if (it == remembered.end()) return std::nullopt;
+    return it->second;
+}
+
+std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) {
+    static spi::Statement st("SELECT max_attempts FROM hopper.queues WHERE name = $1", {TEXTOID});
+    if (!callback_registered) {
+        pg_guard([] {
+            CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+            CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, on_membership_change, (Datum)0);
+        });
+        callback_registered = true;
+    }
+    uint64_t before = generation;
+    Oid relid = pg_guard([] {
+        return get_relname_relid("queues", get_namespace_oid("hopper", false));
+    });
+    spi::Result r = conn.exec(st, {spi::arg_text(queue)});
+    if (r.empty()) return std::nullopt;
+    int32_t max_attempts = r.get_int32(0, 1);
+    if (generation == before && OidIsValid(relid)) {
+        if (remembered.size() >= kMaxRemembered) remembered.clear();
+        queues_relid = relid;
+        remembered.emplace(Key{GetUserId(), queue}, max_attempts);
+    }
+    return max_attempts;
+}
+
+}  // namespace hopper::queue_defaults
+
+using namespace hopper;
+
+// AFTER ... FOR EACH STATEMENT on hopper.queues: makes every backend forget the queues it knows.
+HOPPER_FUNCTION(hopper_queues_changed) {
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        throw PgError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+                      "hopper.queues_changed() must be called as a trigger");
+    auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+    pg_guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
+    return PointerGetDatum(nullptr);
+}
