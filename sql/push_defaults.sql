@@ -90,6 +90,38 @@ RESET ROLE;
 DROP POLICY regress_pd_hide ON hopper.queues;
 ALTER TABLE hopper.queues DISABLE ROW LEVEL SECURITY;
 
+-- The push needs INSERT and SELECT on hopper.jobs, as its INSERT ... RETURNING id would.
+REVOKE INSERT ON hopper.jobs FROM hopper_producer;
+SET ROLE regress_hopper_pd;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_without_insert;
+RESET ROLE;
+GRANT INSERT ON hopper.jobs TO hopper_producer;
+
+-- A trigger added to hopper.jobs by hand fires for every push, and a policy applies.
+CREATE TABLE regress_pd_seen (id bigint, queue text);
+CREATE FUNCTION regress_pd_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO regress_pd_seen VALUES (NEW.id, NEW.queue);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER regress_pd_seen AFTER INSERT ON hopper.jobs
+    FOR EACH ROW EXECUTE FUNCTION regress_pd_seen();
+SELECT hopper.queue_push('pd', '{}') AS id \gset
+SELECT count(*) AS trigger_saw_push FROM regress_pd_seen WHERE id = :id;
+DROP TRIGGER regress_pd_seen ON hopper.jobs;
+DROP FUNCTION regress_pd_seen();
+DROP TABLE regress_pd_seen;
+ALTER TABLE hopper.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY regress_pd_read ON hopper.jobs FOR SELECT USING (true);
+CREATE POLICY regress_pd_no_pd ON hopper.jobs FOR INSERT WITH CHECK (queue <> 'pd');
+SET ROLE regress_hopper_pd;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_against_policy;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd-auto', '{}')$$) AS push_within_policy;
+RESET ROLE;
+DROP POLICY regress_pd_read ON hopper.jobs;
+DROP POLICY regress_pd_no_pd ON hopper.jobs;
+ALTER TABLE hopper.jobs DISABLE ROW LEVEL SECURITY;
+
 SELECT queue, count(*) FROM hopper.jobs WHERE queue LIKE 'pd%' GROUP BY queue ORDER BY queue;
 SELECT hopper.queue_drop('pd'), hopper.queue_drop('pd-auto');
 DROP ROLE regress_hopper_pd;

@@ -11,6 +11,7 @@
 #include "hopper/dedup.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/push.hpp"
+#include "hopper/push_insert.hpp"
 #include "hopper/queue_defaults.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/reaper.hpp"
@@ -139,14 +140,22 @@ Pushed one(spi::Connection& conn, const Job& job) {
             queues::ensure(conn, job.queue);
             continue;
         }
+        int32_t max_attempts = job.max_attempts.value_or(*queue_max_attempts);
+        if (!job.dedup_key) {
+            if (auto direct = insert_direct(job, max_attempts)) {
+                id = *direct;
+                inserted = true;
+                made_available(job.queue, job.priority, job.run_at, *id, 1);
+                break;
+            }
+        }
         spi::Result r = conn.exec(
             insert_one(job.dedup_key.has_value()),
             {spi::arg_text(job.queue),
              job.run_at ? spi::arg_datum(TimestampTzGetDatum(*job.run_at)) : spi::null_arg(),
-             spi::arg_datum(Int16GetDatum(job.priority)),
-             spi::arg_int4(job.max_attempts.value_or(*queue_max_attempts)), spi::arg_text(job.kind),
-             spi::arg_text(job.dedup_key), spi::arg_text(job.concurrency_key),
-             spi::arg_datum(job.payload)});
+             spi::arg_datum(Int16GetDatum(job.priority)), spi::arg_int4(max_attempts),
+             spi::arg_text(job.kind), spi::arg_text(job.dedup_key),
+             spi::arg_text(job.concurrency_key), spi::arg_datum(job.payload)});
         if (!r.empty()) {
             id = r.get_int64(0, 1);
             inserted = true;

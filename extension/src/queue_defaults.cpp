@@ -52,7 +52,9 @@ void on_relcache_invalidation(Datum, Oid relid) {
 }
 
 // A role granted or revoked can change what a role may read through its memberships.
-void on_membership_change(Datum, int, uint32) { forget(); }
+void on_membership_change(Datum, int, uint32) {
+    forget();
+}
 
 }  // namespace
 
@@ -74,9 +76,8 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
         callback_registered = true;
     }
     uint64_t before = generation;
-    Oid relid = pg_guard([] {
-        return get_relname_relid("queues", get_namespace_oid("hopper", false));
-    });
+    Oid relid =
+        pg_guard([] { return get_relname_relid("queues", get_namespace_oid("hopper", false)); });
     spi::Result r = conn.exec(st, {spi::arg_text(queue)});
     if (r.empty()) return std::nullopt;
     int32_t max_attempts = r.get_int32(0, 1);
