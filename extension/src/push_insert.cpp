@@ -59,9 +59,9 @@ bool fill(TupleDesc desc, Row& row, Datum* values, bool* isnull, Oid seq) {
         } else if (is("queue")) {
             values[i] = text_datum(job.queue);
         } else if (is("state")) {
-            Oid label = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
-                                        ObjectIdGetDatum(att->atttypid),
-                                        CStringGetDatum("available"));
+            Oid label =
+                GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid, ObjectIdGetDatum(att->atttypid),
+                                CStringGetDatum("available"));
             if (!OidIsValid(label)) return false;
             values[i] = ObjectIdGetDatum(label);
         } else if (is("priority")) {
