@@ -750,8 +750,10 @@ CREATE TABLE hopper.job_batches (
 ) WITH (fillfactor = 80);
 CREATE INDEX job_batches_pull_idx ON hopper.job_batches (queue, priority, run_at, first_id);
 SELECT pg_catalog.pg_extension_config_dump('hopper.job_batches', '');
--- Set by a queue's first packed push, in its transaction, and never cleared: claims on a queue
--- without it read hopper.jobs alone, so queues that never get packed jobs pay nothing for them.
+-- Set by a queue's first packed push, in its transaction, and cleared by the reaper once the queue
+-- has no packed row left: claims on a queue without it read hopper.jobs alone, so queues that have
+-- no packed jobs pay nothing for them. (include/hopper/batches.hpp, kMarkLockKey1, says how a
+-- clear never races a push.)
 ALTER TABLE hopper.queues ADD COLUMN packed boolean NOT NULL DEFAULT false;
 GRANT UPDATE (packed) ON hopper.queues TO hopper_producer;
 GRANT SELECT, INSERT ON hopper.job_batches TO hopper_producer;
@@ -760,10 +762,11 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.job_batches TO hopper_worker;
 -- Each backend remembers the queues it pushed to (their max_attempts), so that a push inserts its
 -- job without reading hopper.queues. A change that could make that memory wrong (a queue dropped
 -- or renamed, its max_attempts changed, or created by a transaction that rolls back) sends a
--- relcache invalidation of this table, which makes every backend forget.
+-- relcache invalidation of this table, which makes every backend forget. So does a change of a
+-- queue's packed mark, which backends remember for their claims.
 CREATE FUNCTION hopper.queues_changed() RETURNS trigger
 AS 'MODULE_PATHNAME', 'hopper_queues_changed' LANGUAGE C;
 REVOKE ALL ON FUNCTION hopper.queues_changed() FROM PUBLIC;
 CREATE TRIGGER queues_changed
-    AFTER INSERT OR UPDATE OF name, max_attempts OR DELETE OR TRUNCATE ON hopper.queues
+    AFTER INSERT OR UPDATE OF name, max_attempts, packed OR DELETE OR TRUNCATE ON hopper.queues
     FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();

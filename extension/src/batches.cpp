@@ -9,7 +9,10 @@
 extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "catalog/namespace.h"
 #include "utils/array.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -81,30 +84,70 @@ int64_t unpacked(const spi::Result& r) {
 }  // namespace
 
 namespace {
-// Never cleared, as the flag it mirrors; a queue dropped and made again under the same name only
-// costs this session the slower claim statement.
-std::unordered_set<std::string>& packed_queues() {
-    static std::unordered_set<std::string> queues;
-    return queues;
+std::unordered_set<std::string> packed_queues;
+// hopper.queues when a queue was remembered; every change of a mark invalidates its relcache entry
+// (the trigger hopper.queues_changed), and then the memory starts over.
+Oid queues_relid = InvalidOid;
+bool callback_registered = false;
+
+void on_relcache_invalidation(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == queues_relid) packed_queues.clear();
+}
+
+// The lock a packed push holds from before it reads the mark until it commits (kMarkLockKey1).
+void hold_mark(spi::Connection& conn, const std::string& queue) {
+    static spi::Statement st(
+        "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, pg_catalog.hashtext($2))",
+        {INT4OID, TEXTOID});
+    conn.exec(st, {spi::arg_int4(static_cast<int32_t>(kMarkLockKey1)), spi::arg_text(queue)});
 }
 }  // namespace
 
 bool seen_packed(const std::string& queue) {
-    return packed_queues().count(queue) > 0;
+    return packed_queues.count(queue) > 0;
 }
 
 bool marks_packed(const spi::Result& r, int col, const std::string& queue) {
     if (r.empty() || !r.is_null(0, 1) || r.is_null(0, col) || !r.get_bool(0, col)) return false;
-    packed_queues().insert(queue);
+    pg_guard([] {
+        if (!callback_registered) {
+            CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+            callback_registered = true;
+        }
+        queues_relid = get_relname_relid("queues", get_namespace_oid("hopper", false));
+    });
+    packed_queues.insert(queue);
     return true;
+}
+
+bool unmark_if_drained(spi::Connection& conn, const std::string& queue) {
+    if (IsolationUsesXactSnapshot()) return false;
+    static spi::Statement try_lock(
+        "SELECT pg_catalog.pg_try_advisory_xact_lock($1, pg_catalog.hashtext($2))",
+        {INT4OID, TEXTOID});
+    if (!conn.exec(try_lock,
+                   {spi::arg_int4(static_cast<int32_t>(kMarkLockKey1)), spi::arg_text(queue)})
+             .get_bool(0, 1))
+        return false;
+    // A statement of its own, so its snapshot follows the lock and sees every packed push that
+    // committed before it. The queue's row is skipped, not waited for, if someone holds it.
+    static spi::Statement clear(
+        "WITH q AS (SELECT name FROM hopper.queues WHERE name = $1 AND packed "
+        "  FOR NO KEY UPDATE SKIP LOCKED) "
+        "UPDATE hopper.queues u SET packed = false FROM q WHERE u.name = q.name "
+        "  AND NOT EXISTS (SELECT 1 FROM hopper.job_batches b WHERE b.queue = $1) RETURNING 1",
+        {TEXTOID});
+    return !conn.exec(clear, {spi::arg_text(queue)}).empty();
 }
 
 bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at) {
     return guc::pack_batches && jobs >= 2 && !any_key &&
-           (!run_at || *run_at <= GetCurrentTransactionStartTimestamp());
+           (!run_at || *run_at <= GetCurrentTransactionStartTimestamp()) &&
+           !IsolationUsesXactSnapshot();
 }
 
 std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch) {
+    hold_mark(conn, batch.queue);
     spi::Result r = conn.exec(
         insert_statement(),
         {spi::arg_text(batch.queue),
@@ -115,7 +158,8 @@ std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batc
          spi::arg_int4(static_cast<int32_t>(batch.jobs)), spi::arg_int4(kJobsPerRow)});
     if (r.empty()) return std::nullopt;
     // The queue's first packed push marks it, in the same transaction as its rows: claims read
-    // packed rows only on marked queues. Later pushes find the mark and write nothing more.
+    // packed rows only on marked queues. Later pushes find the mark and write nothing more, until
+    // the reaper clears it (kMarkLockKey1).
     if (!r.get_bool(0, 2)) {
         static spi::Statement mark(
             "UPDATE hopper.queues SET packed = true WHERE name = $1 AND NOT packed", {TEXTOID});

@@ -1,4 +1,5 @@
 // See include/hopper/reaper_pass.hpp.
+#include "hopper/batches.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/reaper_pass.hpp"
@@ -130,6 +131,18 @@ PassOutcome run_steps(PassState& state) {
         });
         check_for_interrupts();
     }
+
+    // Queues whose packed rows are all gone go back to the claims that read hopper.jobs alone.
+    worker::in_transaction([&] {
+        spi::Connection conn;
+        static spi::Statement drained(
+            "SELECT name FROM hopper.queues q WHERE packed "
+            "AND NOT EXISTS (SELECT 1 FROM hopper.job_batches b WHERE b.queue = q.name)",
+            {});
+        spi::Result r = conn.exec(drained, {});
+        for (uint64_t i = 0; i < r.rows(); ++i) batches::unmark_if_drained(conn, r.get_text(i, 1));
+        conn.finish();
+    });
 
     // Periodic jobs: a transaction per batch of due schedules, each job pushed with its tick.
     in_batches(batch, [&](spi::Connection& conn) {

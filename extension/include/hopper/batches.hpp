@@ -27,17 +27,35 @@ struct Push {
     int64_t jobs = 0;
 };
 
-// Whether a batch may be packed: hopper.pack_batches is on, it has two jobs or more, no keys, and
-// its jobs are due by the time the push's transaction started.
+// Whether a batch may be packed: hopper.pack_batches is on, it has two jobs or more, no keys, its
+// jobs are due by the time the push's transaction started, and the transaction takes a snapshot
+// per statement (see kMarkLockKey1).
 bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at);
+
+// hopper.queues.packed tells claims to read hopper.job_batches too. A packed push marks its queue
+// in its own transaction, and the reaper clears the mark once the queue's packed rows are gone
+// (unmark_if_drained), so that a queue drained of them claims as cheaply as one never packed.
+// A push that found the mark set writes nothing to hopper.queues, so a clear could otherwise
+// slip in between its read of the mark and its commit and leave its rows unseen by every claim:
+// packed pushes hold this advisory lock (two-int4 form: classid kMarkLockKey1, objid
+// hashtext(queue)) shared from before they read the mark until they commit, and the clear takes
+// it exclusively, without waiting, before it looks for rows. A transaction snapshot taken before
+// the lock could still miss a push that committed in between: under REPEATABLE READ and
+// SERIALIZABLE batches are not packed and marks are not cleared.
+constexpr uint32_t kMarkLockKey1 = 0x686f7062;  // "hopb"
+
+// Clears `queue`'s mark if it has no packed row left and no packed push is in flight; returns
+// whether it did. Never waits.
+bool unmark_if_drained(spi::Connection& conn, const std::string& queue);
 
 // Stores the batch in packed rows and returns the new ids in payload order, or nothing when the
 // queue has limits (its claims count rows: the caller pushes a row per job instead). The queue
 // must exist.
 std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch);
 
-// Whether this session has seen that `queue` has had packed jobs (hopper.queues.packed, which is
-// never cleared): its claims then go straight to the statements that read packed rows.
+// Whether this session has seen `queue` marked as having packed jobs (hopper.queues.packed): its
+// claims then go straight to the statements that read packed rows. Forgotten when the mark changes
+// (a relcache invalidation of hopper.queues).
 bool seen_packed(const std::string& queue);
 // Whether claim result r is the marker row of a queue with packed jobs: ids NULL and its column
 // `col` true. Remembers the queue for seen_packed.
