@@ -10,7 +10,11 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -94,12 +98,18 @@ void on_relcache_invalidation(Datum, Oid relid) {
     if (relid == InvalidOid || relid == queues_relid) packed_queues.clear();
 }
 
-// The lock a packed push holds from before it reads the mark until it commits (kMarkLockKey1).
-void hold_mark(spi::Connection& conn, const std::string& queue) {
-    static spi::Statement st(
-        "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, pg_catalog.hashtext($2))",
-        {INT4OID, TEXTOID});
-    conn.exec(st, {spi::arg_int4(static_cast<int32_t>(kMarkLockKey1)), spi::arg_text(queue)});
+// The lock a packed push holds from before it reads the mark until it commits (kMarkLockKey1):
+// what pg_advisory_xact_lock_shared(kMarkLockKey1, hashtext(queue)) takes, without a statement.
+void hold_mark(const std::string& queue) {
+    pg_guard([&] {
+        text* name = cstring_to_text_with_len(queue.data(), static_cast<int>(queue.size()));
+        int32 hash = DatumGetInt32(
+            DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, PointerGetDatum(name)));
+        pfree(name);
+        LOCKTAG tag;
+        SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kMarkLockKey1, static_cast<uint32>(hash), 2);
+        (void)LockAcquire(&tag, ShareLock, /*sessionLock=*/false, /*dontWait=*/false);
+    });
 }
 }  // namespace
 
@@ -147,7 +157,7 @@ bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at) {
 }
 
 std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch) {
-    hold_mark(conn, batch.queue);
+    hold_mark(batch.queue);
     spi::Result r = conn.exec(
         insert_statement(),
         {spi::arg_text(batch.queue),
