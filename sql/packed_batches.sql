@@ -94,6 +94,59 @@ SELECT count(*) AS packed_rows FROM hopper.job_batches WHERE queue = 'pk-rows';
 SELECT count(*) AS job_rows FROM hopper.jobs WHERE queue = 'pk-rows';
 RESET hopper.pack_batches;
 
+-- A packed row as stored: ids and payloads side by side in payload order, the batch's settings
+-- once; max_attempts from the push, or else from the queue.
+SET hopper.pack_batches = on;
+SELECT hopper.queue_create('pk-row', max_attempts => 4);
+SELECT count(*) FROM hopper.queue_push_batch('pk-row', ARRAY(SELECT jsonb_build_object('n', g)
+                                                            FROM generate_series(1, 120) g),
+                                             priority => 3, kind => 'thumb');
+SELECT count(*) FROM hopper.queue_push_batch('pk-row', ARRAY['{"m": 1}', '{"m": 2}']::jsonb[],
+                                             max_attempts => 2);
+SELECT cardinality(ids) AS jobs, first_id = ids[1] AS first_is_first,
+       last_id = ids[cardinality(ids)] AS last_is_last,
+       ids = ARRAY(SELECT i FROM unnest(ids) i ORDER BY i) AS ascending,
+       payloads[1] AS first_payload, payloads[cardinality(payloads)] AS last_payload,
+       priority, kind, max_attempts, taken, run_at = created_at AS due_at_push
+FROM hopper.job_batches WHERE queue = 'pk-row' ORDER BY first_id;
+
+-- With a trigger on hopper.job_batches, batches go through the SQL INSERT, and the trigger fires.
+CREATE FUNCTION regress_pk_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'packed row of % jobs', cardinality(NEW.ids);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER regress_pk_seen BEFORE INSERT ON hopper.job_batches
+    FOR EACH ROW EXECUTE FUNCTION regress_pk_seen();
+SELECT count(*) FROM hopper.queue_push_batch('pk-row', ARRAY(SELECT jsonb_build_object('t', g)
+                                                            FROM generate_series(1, 150) g));
+DROP TRIGGER regress_pk_seen ON hopper.job_batches;
+DROP FUNCTION regress_pk_seen();
+SELECT count(*) AS packed_rows, sum(cardinality(ids)) AS packed_jobs
+FROM hopper.job_batches WHERE queue = 'pk-row';
+
+-- A producer role packs as the owner does; without SELECT on hopper.job_batches (the ids the
+-- INSERT returns) the push is refused and writes nothing.
+\i sql/include/try.sql
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+CREATE ROLE regress_pk_app;
+GRANT hopper_producer TO regress_pk_app;
+SET ROLE regress_pk_app;
+SET hopper.pack_batches = on;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_push_batch('pk-row', ARRAY['{"r": 1}', '{"r": 2}']::jsonb[])$$)
+    AS producer_packs;
+RESET ROLE;
+REVOKE SELECT ON hopper.job_batches FROM hopper_producer;
+SET ROLE regress_pk_app;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_push_batch('pk-row', ARRAY['{"r": 3}', '{"r": 4}']::jsonb[])$$)
+    AS without_select;
+RESET ROLE;
+GRANT SELECT ON hopper.job_batches TO hopper_producer;
+DROP ROLE regress_pk_app;
+SELECT count(*) AS packed_rows, sum(cardinality(ids)) AS packed_jobs
+FROM hopper.job_batches WHERE queue = 'pk-row';
+RESET hopper.pack_batches;
+
 SELECT bool_and(hopper.queue_drop(q)) AS dropped
-FROM unnest(ARRAY['pk', 'pk-kinds', 'pk-take', 'pk-limited', 'pk-rows']) q;
+FROM unnest(ARRAY['pk', 'pk-kinds', 'pk-take', 'pk-limited', 'pk-rows', 'pk-row']) q;
 SELECT count(*) AS packed_rows_left FROM hopper.job_batches WHERE queue LIKE 'pk%';

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "hopper/batch_insert.hpp"
 #include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
@@ -98,6 +99,25 @@ void on_relcache_invalidation(Datum, Oid relid) {
     if (relid == InvalidOid || relid == queues_relid) packed_queues.clear();
 }
 
+// The ids of the rows the SQL INSERT returned, in payload order.
+std::vector<int64_t> returned_ids(const spi::Result& r, int64_t jobs) {
+    std::vector<int64_t> ids;
+    ids.reserve(static_cast<size_t>(jobs));
+    for (uint64_t row = 0; row < r.rows(); ++row) {
+        bool isnull = false;
+        Datum d = r.datum(row, 1, &isnull);
+        pg_guard([&] {
+            ArrayType* arr = DatumGetArrayTypeP(d);
+            int n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+            const int64* v = reinterpret_cast<const int64*>(ARR_DATA_PTR(arr));
+            ids.insert(ids.end(), v, v + n);
+        });
+    }
+    // Rows come back in insert order, which is slice order; sorting only guards that.
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
 // The lock a packed push holds from before it reads the mark until it commits (kMarkLockKey1):
 // what pg_advisory_xact_lock_shared(kMarkLockKey1, hashtext(queue)) takes, without a statement.
 void hold_mark(const std::string& queue) {
@@ -158,37 +178,35 @@ bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at) {
 
 std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch) {
     hold_mark(batch.queue);
-    spi::Result r = conn.exec(
-        insert_statement(),
-        {spi::arg_text(batch.queue),
-         batch.run_at ? spi::arg_datum(TimestampTzGetDatum(*batch.run_at)) : spi::null_arg(),
-         spi::arg_datum(Int16GetDatum(batch.priority)),
-         batch.max_attempts ? spi::arg_int4(*batch.max_attempts) : spi::null_arg(),
-         spi::arg_text(batch.kind), spi::arg_datum(batch.payloads),
-         spi::arg_int4(static_cast<int32_t>(batch.jobs)), spi::arg_int4(kJobsPerRow)});
-    if (r.empty()) return std::nullopt;
+    static spi::Statement queue_row(
+        "SELECT max_attempts, packed FROM hopper.queues WHERE name = $1 AND NOT limited",
+        {TEXTOID});
+    spi::Result q = conn.exec(queue_row, {spi::arg_text(batch.queue)});
+    if (q.empty()) return std::nullopt;
+    bool marked = q.get_bool(0, 2);
+    std::optional<std::vector<int64_t>> ids =
+        insert_direct(batch, batch.max_attempts.value_or(q.get_int32(0, 1)));
+    if (!ids) {
+        spi::Result r = conn.exec(
+            insert_statement(),
+            {spi::arg_text(batch.queue),
+             batch.run_at ? spi::arg_datum(TimestampTzGetDatum(*batch.run_at)) : spi::null_arg(),
+             spi::arg_datum(Int16GetDatum(batch.priority)),
+             batch.max_attempts ? spi::arg_int4(*batch.max_attempts) : spi::null_arg(),
+             spi::arg_text(batch.kind), spi::arg_datum(batch.payloads),
+             spi::arg_int4(static_cast<int32_t>(batch.jobs)), spi::arg_int4(kJobsPerRow)});
+        if (r.empty()) return std::nullopt;
+        marked = r.get_bool(0, 2);
+        ids = returned_ids(r, batch.jobs);
+    }
     // The queue's first packed push marks it, in the same transaction as its rows: claims read
     // packed rows only on marked queues. Later pushes find the mark and write nothing more, until
     // the reaper clears it (kMarkLockKey1).
-    if (!r.get_bool(0, 2)) {
+    if (!marked) {
         static spi::Statement mark(
             "UPDATE hopper.queues SET packed = true WHERE name = $1 AND NOT packed", {TEXTOID});
         conn.exec(mark, {spi::arg_text(batch.queue)});
     }
-    std::vector<int64_t> ids;
-    ids.reserve(static_cast<size_t>(batch.jobs));
-    for (uint64_t row = 0; row < r.rows(); ++row) {
-        bool isnull = false;
-        Datum d = r.datum(row, 1, &isnull);
-        pg_guard([&] {
-            ArrayType* arr = DatumGetArrayTypeP(d);
-            int n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
-            const int64* v = reinterpret_cast<const int64*>(ARR_DATA_PTR(arr));
-            ids.insert(ids.end(), v, v + n);
-        });
-    }
-    // Rows come back in insert order, which is slice order; sorting only guards that.
-    std::sort(ids.begin(), ids.end());
     return ids;
 }
 

@@ -1,0 +1,201 @@
+// See include/hopper/batch_insert.hpp.
+#include <cstring>
+
+#include "hopper/batch_insert.hpp"
+#include "hopper/boundary.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+}
+
+namespace hopper::batches {
+namespace {
+
+struct Rows {
+    const Push* batch;
+    int32_t max_attempts;
+    int64_t* ids;  // batch->jobs of them, filled here
+    bool inserted;
+};
+
+enum Column {
+    kFirstId,
+    kLastId,
+    kQueue,
+    kPriority,
+    kRunAt,
+    kCreatedAt,
+    kKind,
+    kMaxAttempts,
+    kTaken,
+    kIds,
+    kPayloads,
+    kUnknown
+};
+
+Column column_of(const char* name) {
+    static const char* const names[] = {"first_id", "last_id",    "queue",   "priority",
+                                        "run_at",   "created_at", "kind",    "max_attempts",
+                                        "taken",    "ids",        "payloads"};
+    for (int c = 0; c < kUnknown; ++c)
+        if (std::strcmp(name, names[c]) == 0) return static_cast<Column>(c);
+    return kUnknown;
+}
+
+// Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
+void insert_rows(void* arg) {
+    Rows& rows = *static_cast<Rows*>(arg);
+    const Push& batch = *rows.batch;
+    rows.inserted = false;
+    Oid ns = get_namespace_oid("hopper", false);
+    Oid relid = get_relname_relid("job_batches", ns);
+    Oid seq = get_relname_relid("job_id_seq", ns);
+    if (!OidIsValid(relid) || !OidIsValid(seq)) return;
+    // INSERT, and SELECT for the ids the INSERT would return. Granted per column only: the SQL
+    // statement sorts that out (and raises what it raises).
+    if (pg_class_aclmask(relid, GetUserId(), ACL_INSERT | ACL_SELECT, ACLMASK_ALL) !=
+        (ACL_INSERT | ACL_SELECT))
+        return;
+    Relation rel = table_open(relid, RowExclusiveLock);
+    TupleDesc desc = RelationGetDescr(rel);
+    bool plain = rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relrowsecurity &&
+                 rel->trigdesc == nullptr && !(desc->constr && desc->constr->has_generated_stored);
+    for (int i = 0; plain && i < desc->natts; ++i) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (!att->attisdropped && column_of(NameStr(att->attname)) == kUnknown) plain = false;
+    }
+    if (!plain) {
+        table_close(rel, NoLock);
+        return;
+    }
+
+    Datum* payloads;
+    bool* payload_nulls;
+    int n;
+    deconstruct_array(DatumGetArrayTypeP(batch.payloads), JSONBOID, -1, false, TYPALIGN_INT,
+                      &payloads, &payload_nulls, &n);
+    if (n != batch.jobs)
+        elog(ERROR, "hopper: a packed batch of %d payloads, %ld expected", n,
+             static_cast<long>(batch.jobs));
+    // All ids first, in payload order, as the SQL INSERT drew them.
+    for (int i = 0; i < n; ++i) rows.ids[i] = nextval_internal(seq, true);
+
+    EState* estate = CreateExecutorState();
+    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = relid;
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = ACL_INSERT;
+    ExecInitRangeTable(estate, list_make1(rte));
+    ResultRelInfo* rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rri, rel, 1, nullptr, 0);
+    estate->es_output_cid = GetCurrentCommandId(true);
+    ExecOpenIndices(rri, false);
+    TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+    MemoryContext per_row =
+        AllocSetContextCreate(CurrentMemoryContext, "hopper packed row", ALLOCSET_DEFAULT_SIZES);
+    TimestampTz now = GetCurrentTransactionStartTimestamp();
+    Datum queue = PointerGetDatum(
+        cstring_to_text_with_len(batch.queue.data(), static_cast<int>(batch.queue.size())));
+    Datum kind = batch.kind ? PointerGetDatum(cstring_to_text_with_len(
+                                  batch.kind->data(), static_cast<int>(batch.kind->size())))
+                            : (Datum)0;
+    for (int s = 0; s < n; s += kJobsPerRow) {
+        int e = s + kJobsPerRow < n ? s + kJobsPerRow : n;
+        MemoryContext outer = MemoryContextSwitchTo(per_row);
+        Datum* id_values = static_cast<Datum*>(palloc(sizeof(Datum) * (e - s)));
+        for (int i = s; i < e; ++i) id_values[i - s] = Int64GetDatum(rows.ids[i]);
+        ArrayType* ids = construct_array(id_values, e - s, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+                                         TYPALIGN_DOUBLE);
+        ArrayType* slice = construct_array(payloads + s, e - s, JSONBOID, -1, false, TYPALIGN_INT);
+        MemoryContextSwitchTo(outer);
+        ExecClearTuple(slot);
+        for (int i = 0; i < desc->natts; ++i) {
+            Form_pg_attribute att = TupleDescAttr(desc, i);
+            Datum& v = slot->tts_values[i];
+            bool& isnull = slot->tts_isnull[i];
+            v = (Datum)0;
+            isnull = att->attisdropped;
+            if (isnull) continue;
+            switch (column_of(NameStr(att->attname))) {
+                case kFirstId:
+                    v = Int64GetDatum(rows.ids[s]);
+                    break;
+                case kLastId:
+                    v = Int64GetDatum(rows.ids[e - 1]);
+                    break;
+                case kQueue:
+                    v = queue;
+                    break;
+                case kPriority:
+                    v = Int16GetDatum(batch.priority);
+                    break;
+                case kRunAt:
+                    v = TimestampTzGetDatum(batch.run_at.value_or(now));
+                    break;
+                case kCreatedAt:
+                    v = TimestampTzGetDatum(now);
+                    break;
+                case kKind:
+                    v = kind;
+                    isnull = !batch.kind;
+                    break;
+                case kMaxAttempts:
+                    v = Int32GetDatum(rows.max_attempts);
+                    break;
+                case kTaken:
+                    v = Int32GetDatum(0);
+                    break;
+                case kIds:
+                    v = PointerGetDatum(ids);
+                    break;
+                case kPayloads:
+                    v = PointerGetDatum(slice);
+                    break;
+                case kUnknown:
+                    break;  // refused above
+            }
+        }
+        ExecStoreVirtualTuple(slot);
+        ExecSimpleRelationInsert(rri, estate, slot);
+        ExecClearTuple(slot);
+        MemoryContextReset(per_row);
+    }
+    MemoryContextDelete(per_row);
+    ExecCloseIndices(rri);
+    MemoryContextSwitchTo(old);
+    ExecResetTupleTable(estate->es_tupleTable, false);
+    FreeExecutorState(estate);
+    table_close(rel, NoLock);
+    // What follows in this transaction sees the rows, as it would after an SPI statement.
+    CommandCounterIncrement();
+    rows.inserted = true;
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> insert_direct(const Push& batch, int32_t max_attempts) {
+    std::vector<int64_t> ids(static_cast<size_t>(batch.jobs));
+    Rows rows{&batch, max_attempts, ids.data(), false};
+    detail::guarded_call(insert_rows, &rows);
+    if (!rows.inserted) return std::nullopt;
+    return ids;
+}
+
+}  // namespace hopper::batches
