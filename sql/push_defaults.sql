@@ -97,6 +97,18 @@ SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_without_ins
 RESET ROLE;
 GRANT INSERT ON hopper.jobs TO hopper_producer;
 
+-- A partial index added by hand, after this session has pushed (its pushes keep the predicates of
+-- hopper.jobs' partial indexes prepared), takes the jobs its predicate admits and no others; after
+-- it is dropped, pushes go on.
+SELECT hopper.queue_push('pd', '{"u": 1}') IS NOT NULL AS pushed_before_index;
+CREATE UNIQUE INDEX regress_pd_unique_u ON hopper.jobs ((payload->>'u')) WHERE payload ? 'u';
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{"u": 1}')$$) AS same_u;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{"v": 1}')$$) AS no_u;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{"v": 1}')$$) AS no_u_again;
+DROP INDEX hopper.regress_pd_unique_u;
+SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{"u": 1}')$$) AS same_u_after_drop;
+DELETE FROM hopper.jobs WHERE queue = 'pd' AND payload ?| ARRAY['u', 'v'];
+
 -- A trigger added to hopper.jobs by hand fires for every push, and a policy applies.
 CREATE TABLE regress_pd_seen (id bigint, queue text);
 CREATE FUNCTION regress_pd_seen() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "hopper/boundary.hpp"
+#include "hopper/index_predicates.hpp"
 #include "hopper/push_insert.hpp"
 
 extern "C" {
@@ -133,6 +134,7 @@ void insert_row(void* arg) {
     if (fill(desc, row, slot->tts_values, slot->tts_isnull, seq)) {
         ExecStoreVirtualTuple(slot);
         ExecOpenIndices(rri, false);
+        index_predicates::prepare(rri);
         ExecSimpleRelationInsert(rri, estate, slot);
         ExecCloseIndices(rri);
         row.inserted = true;
