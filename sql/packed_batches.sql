@@ -142,6 +142,12 @@ SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_push_batch('pk-row', ARRA
     AS without_select;
 RESET ROLE;
 GRANT SELECT ON hopper.job_batches TO hopper_producer;
+REVOKE USAGE ON SEQUENCE hopper.job_id_seq FROM hopper_producer;
+SET ROLE regress_pk_app;
+SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_push_batch('pk-row', ARRAY['{"r": 5}', '{"r": 6}']::jsonb[])$$)
+    AS without_sequence;
+RESET ROLE;
+GRANT USAGE ON SEQUENCE hopper.job_id_seq TO hopper_producer;
 DROP ROLE regress_pk_app;
 SELECT count(*) AS packed_rows, sum(cardinality(ids)) AS packed_jobs
 FROM hopper.job_batches WHERE queue = 'pk-row';

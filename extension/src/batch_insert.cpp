@@ -91,8 +91,9 @@ void insert_rows(void* arg) {
     if (n != batch.jobs)
         elog(ERROR, "hopper: a packed batch of %d payloads, %ld expected", n,
              static_cast<long>(batch.jobs));
-    // All ids first, in payload order, as the SQL INSERT drew them.
-    for (int i = 0; i < n; ++i) rows.ids[i] = nextval_internal(seq, true);
+    // All ids first, in payload order, as the SQL INSERT drew them. The first draw checks the
+    // caller's right to the sequence, which holds for the rest of the batch.
+    for (int i = 0; i < n; ++i) rows.ids[i] = nextval_internal(seq, /*check_permissions=*/i == 0);
 
     EState* estate = CreateExecutorState();
     MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
