@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "hopper/boundary.hpp"
-#include "hopper/index_predicates.hpp"
+#include "hopper/direct_insert.hpp"
 #include "hopper/push_insert.hpp"
 
 extern "C" {
@@ -103,49 +103,17 @@ void insert_row(void* arg) {
     Oid relid = get_relname_relid("jobs", ns);
     Oid seq = get_relname_relid("job_id_seq", ns);
     if (!OidIsValid(relid) || !OidIsValid(seq)) return;
-    Oid user = GetUserId();
-    // INSERT, and SELECT for the id the INSERT would return. Granted per column only: the SQL
-    // statement sorts that out (and raises what it raises).
-    if (pg_class_aclmask(relid, user, ACL_INSERT | ACL_SELECT, ACLMASK_ALL) !=
-        (ACL_INSERT | ACL_SELECT))
-        return;
-    Relation rel = table_open(relid, RowExclusiveLock);
-    TupleDesc desc = RelationGetDescr(rel);
-    if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relrowsecurity ||
-        rel->trigdesc != nullptr || (desc->constr && desc->constr->has_generated_stored)) {
-        table_close(rel, NoLock);
-        return;
-    }
-
-    EState* estate = CreateExecutorState();
-    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = relid;
-    rte->relkind = rel->rd_rel->relkind;
-    rte->rellockmode = RowExclusiveLock;
-    rte->requiredPerms = ACL_INSERT;
-    ExecInitRangeTable(estate, list_make1(rte));
-    ResultRelInfo* rri = makeNode(ResultRelInfo);
-    InitResultRelInfo(rri, rel, 1, nullptr, 0);
-    estate->es_output_cid = GetCurrentCommandId(true);
-    TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
-    ExecClearTuple(slot);
-    if (fill(desc, row, slot->tts_values, slot->tts_isnull, seq)) {
-        ExecStoreVirtualTuple(slot);
-        ExecOpenIndices(rri, false);
-        index_predicates::prepare(rri);
-        ExecSimpleRelationInsert(rri, estate, slot);
-        ExecCloseIndices(rri);
+    Relation rel = direct_insert::open_plain(relid);
+    if (rel == nullptr) return;
+    direct_insert::Inserter in;
+    direct_insert::begin(rel, &in);
+    if (fill(RelationGetDescr(rel), row, in.slot->tts_values, in.slot->tts_isnull, seq)) {
+        direct_insert::insert(&in);
         row.inserted = true;
     }
-    MemoryContextSwitchTo(old);
-    ExecResetTupleTable(estate->es_tupleTable, false);
-    FreeExecutorState(estate);
-    table_close(rel, NoLock);
     // What follows in this transaction (a dedup window's look, the caller's next statement) sees
-    // the row, as it would after an SPI statement.
-    if (row.inserted) CommandCounterIncrement();
+    // the row.
+    direct_insert::end(rel, &in, row.inserted);
 }
 
 }  // namespace

@@ -19,8 +19,7 @@ my $node = PostgreSQL::Test::Cluster->new('relay');
 $node->init;
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION hopper');
-ok(defined wait_until($node, 'postgres',
-		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL"),
+ok(defined reaper_runs($node, 'postgres'),
 	'the reaper runs');
 my ($reaper) = split /\|/, reaper_of($node, 'postgres');
 
@@ -175,8 +174,7 @@ ok(defined $t_fb && $t_fb < 1, 'and it arrives at once');
 
 # Started again: relayed again once the producer's periodic look (every 5 s) has found it.
 is($node->safe_psql('postgres', 'SELECT hopper.reaper_start()'), 't', 'reaper started again');
-ok(defined wait_until($node, 'postgres',
-		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL"),
+ok(defined reaper_runs($node, 'postgres'),
 	'the new reaper runs');
 ($reaper) = split /\|/, reaper_of($node, 'postgres');
 my $from_again = '';

@@ -19,8 +19,7 @@ $node->init;
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION hopper');
 $node->safe_psql('postgres', "SELECT hopper.queue_create('pw')");
-ok(defined wait_until($node, 'postgres',
-		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL"),
+ok(defined reaper_runs($node, 'postgres'),
 	'the reaper runs');
 
 my $pull = "SELECT id, extract(epoch FROM pg_catalog.clock_timestamp()) "

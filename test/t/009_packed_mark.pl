@@ -17,8 +17,7 @@ $node->init;
 $node->append_conf('postgresql.conf', "hopper.reaper_naptime = 100ms\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION hopper');
-ok(defined wait_until($node, 'postgres',
-		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL"),
+ok(defined reaper_runs($node, 'postgres'),
 	'the reaper runs');
 
 my $push = "SET hopper.pack_batches = on;\n"

@@ -10,7 +10,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 use Exporter 'import';
-our @EXPORT = qw(wait_until reaper_of session_query session_send session_result start_session
+our @EXPORT = qw(wait_until reaper_runs reaper_of session_query session_send session_result start_session
   session_backend_pid session_client_pid rescued_after wait_notification);
 
 # Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
@@ -27,6 +27,14 @@ sub wait_until
 		usleep(50_000);
 	}
 	return undef;
+}
+
+# Waits until the reaper of database $db has finished a pass; returns what wait_until returns.
+sub reaper_runs
+{
+	my ($node, $db) = @_;
+	return wait_until($node, $db,
+		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE last_run IS NOT NULL");
 }
 
 # Seconds from the epoch time $t0 to the rescue of job $id, as the job's error log records it (the

@@ -1,0 +1,39 @@
+// What the direct inserts (include/hopper/push_insert.hpp, batch_insert.hpp) share: the checks that
+// decide whether a table may be written without the SQL INSERT, and a result relation of their own
+// to insert rows through, as COPY and logical replication do.
+//
+// Plain C over PostgreSQL's API: call these under pg_guard, with no C++ object that has a
+// destructor alive in between.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "nodes/execnodes.h"
+#include "utils/relcache.h"
+}
+
+namespace hopper::direct_insert {
+
+// Opens `relid` (RowExclusiveLock) if the caller may INSERT into it and SELECT from it (what the
+// INSERT ... RETURNING it stands for needs) and nothing about it asks for the SQL INSERT: row level
+// security, triggers, stored generated columns, or not being a plain table. Privileges granted per
+// column only also send the caller to SQL, which sorts them out. nullptr otherwise.
+Relation open_plain(Oid relid);
+
+struct Inserter {
+    EState* estate;
+    ResultRelInfo* rri;
+    TupleTableSlot* slot;  // virtual, of the table's row type: fill tts_values and tts_isnull
+    MemoryContext caller;
+};
+
+// Sets up the result relation and its indexes; the current memory context is the executor's until
+// end().
+void begin(Relation rel, Inserter* in);
+// Inserts the row in in->slot (constraints, heap, every index entry), then clears the slot.
+void insert(Inserter* in);
+// Tears down, closes `rel`, and makes the rows inserted, if any, visible to what follows in the
+// transaction, as an SPI statement would.
+void end(Relation rel, Inserter* in, bool inserted);
+
+}  // namespace hopper::direct_insert

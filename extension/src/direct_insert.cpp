@@ -1,0 +1,65 @@
+// See include/hopper/direct_insert.hpp.
+#include "hopper/direct_insert.hpp"
+#include "hopper/index_predicates.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/acl.h"
+#include "utils/rel.h"
+}
+
+namespace hopper::direct_insert {
+
+Relation open_plain(Oid relid) {
+    if (pg_class_aclmask(relid, GetUserId(), ACL_INSERT | ACL_SELECT, ACLMASK_ALL) !=
+        (ACL_INSERT | ACL_SELECT))
+        return nullptr;
+    Relation rel = table_open(relid, RowExclusiveLock);
+    TupleDesc desc = RelationGetDescr(rel);
+    if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relrowsecurity ||
+        rel->trigdesc != nullptr || (desc->constr && desc->constr->has_generated_stored)) {
+        table_close(rel, NoLock);
+        return nullptr;
+    }
+    return rel;
+}
+
+void begin(Relation rel, Inserter* in) {
+    in->estate = CreateExecutorState();
+    in->caller = MemoryContextSwitchTo(in->estate->es_query_cxt);
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(rel);
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = ACL_INSERT;
+    ExecInitRangeTable(in->estate, list_make1(rte));
+    in->rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(in->rri, rel, 1, nullptr, 0);
+    in->estate->es_output_cid = GetCurrentCommandId(true);
+    ExecOpenIndices(in->rri, false);
+    index_predicates::prepare(in->rri);
+    in->slot = ExecInitExtraTupleSlot(in->estate, RelationGetDescr(rel), &TTSOpsVirtual);
+    ExecClearTuple(in->slot);
+}
+
+void insert(Inserter* in) {
+    ExecStoreVirtualTuple(in->slot);
+    ExecSimpleRelationInsert(in->rri, in->estate, in->slot);
+    ExecClearTuple(in->slot);
+}
+
+void end(Relation rel, Inserter* in, bool inserted) {
+    ExecCloseIndices(in->rri);
+    MemoryContextSwitchTo(in->caller);
+    ExecResetTupleTable(in->estate->es_tupleTable, false);
+    FreeExecutorState(in->estate);
+    table_close(rel, NoLock);
+    if (inserted) CommandCounterIncrement();
+}
+
+}  // namespace hopper::direct_insert
