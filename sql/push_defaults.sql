@@ -109,6 +109,25 @@ DROP INDEX hopper.regress_pd_unique_u;
 SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{"u": 1}')$$) AS same_u_after_drop;
 DELETE FROM hopper.jobs WHERE queue = 'pd' AND payload ?| ARRAY['u', 'v'];
 
+-- A batch of rows: in payload order, ids ascending, with the batch's settings and each job's
+-- concurrency key; max_attempts from the batch or else the queue.
+SELECT hopper.queue_create('pd-batch', max_attempts => 7);
+CREATE TEMP TABLE regress_pd_pushed AS
+SELECT id, row_number() OVER () AS slot
+FROM hopper.queue_push_batch('pd-batch', ARRAY['{"s": 1}', '{"s": 2}', '{"s": 3}']::jsonb[],
+                             priority => 2, kind => 'k',
+                             concurrency_keys => ARRAY['a', NULL, 'b']) AS t(id);
+SELECT p.slot, j.payload, j.priority, j.kind, j.max_attempts, j.concurrency_key, j.state,
+       j.run_at = j.created_at AS due_at_push,
+       j.id = (SELECT min(id) FROM regress_pd_pushed) + p.slot - 1 AS ascending
+FROM regress_pd_pushed p JOIN hopper.jobs j ON j.id = p.id ORDER BY p.slot;
+TRUNCATE regress_pd_pushed;
+INSERT INTO regress_pd_pushed
+SELECT id, 0 FROM hopper.queue_push_batch('pd-batch', ARRAY['{}', '{}']::jsonb[], max_attempts => 3) id;
+SELECT j.max_attempts FROM regress_pd_pushed p JOIN hopper.jobs j ON j.id = p.id;
+DROP TABLE regress_pd_pushed;
+SELECT hopper.queue_drop('pd-batch');
+
 -- A trigger added to hopper.jobs by hand fires for every push, and a policy applies.
 CREATE TABLE regress_pd_seen (id bigint, queue text);
 CREATE FUNCTION regress_pd_seen() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -120,6 +139,8 @@ CREATE TRIGGER regress_pd_seen AFTER INSERT ON hopper.jobs
     FOR EACH ROW EXECUTE FUNCTION regress_pd_seen();
 SELECT hopper.queue_push('pd', '{}') AS id \gset
 SELECT count(*) AS trigger_saw_push FROM regress_pd_seen WHERE id = :id;
+SELECT count(*) AS batch_pushed FROM hopper.queue_push_batch('pd', ARRAY['{"b": 1}', '{"b": 2}', '{"b": 3}']::jsonb[]);
+SELECT count(*) AS trigger_saw_batch FROM regress_pd_seen WHERE id > :id;
 DROP TRIGGER regress_pd_seen ON hopper.jobs;
 DROP FUNCTION regress_pd_seen();
 DROP TABLE regress_pd_seen;
@@ -129,6 +150,8 @@ CREATE POLICY regress_pd_no_pd ON hopper.jobs FOR INSERT WITH CHECK (queue <> 'p
 SET ROLE regress_hopper_pd;
 SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_against_policy;
 SELECT pg_temp.try($$SELECT hopper.queue_push('pd-auto', '{}')$$) AS push_within_policy;
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('pd', ARRAY['{}', '{}']::jsonb[])$$) AS batch_against_policy;
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('pd-auto', ARRAY['{}', '{}']::jsonb[])$$) AS batch_within_policy;
 RESET ROLE;
 DROP POLICY regress_pd_read ON hopper.jobs;
 DROP POLICY regress_pd_no_pd ON hopper.jobs;

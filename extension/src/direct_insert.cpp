@@ -51,6 +51,7 @@ void insert(Inserter* in) {
     ExecStoreVirtualTuple(in->slot);
     ExecSimpleRelationInsert(in->rri, in->estate, in->slot);
     ExecClearTuple(in->slot);
+    ResetPerTupleExprContext(in->estate);
 }
 
 void end(Relation rel, Inserter* in, bool inserted) {
