@@ -7,20 +7,14 @@
 
 extern "C" {
 #include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
-#include "executor/executor.h"
-#include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 }
 
 namespace hopper::batches {

@@ -118,17 +118,18 @@ std::vector<int64_t> returned_ids(const spi::Result& r, int64_t jobs) {
     return ids;
 }
 
-// The lock a packed push holds from before it reads the mark until it commits (kMarkLockKey1):
-// what pg_advisory_xact_lock_shared(kMarkLockKey1, hashtext(queue)) takes, without a statement.
-void hold_mark(const std::string& queue) {
-    pg_guard([&] {
+// The queue's mark lock (kMarkLockKey1), to the end of the transaction: the tag of
+// pg_advisory_xact_lock(kMarkLockKey1, hashtext(queue)) and its shared form. Whether it was granted
+// (always, unless dont_wait).
+bool take_mark_lock(const std::string& queue, LOCKMODE mode, bool dont_wait) {
+    return pg_guard([&] {
         text* name = cstring_to_text_with_len(queue.data(), static_cast<int>(queue.size()));
         int32 hash = DatumGetInt32(
             DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, PointerGetDatum(name)));
         pfree(name);
         LOCKTAG tag;
         SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kMarkLockKey1, static_cast<uint32>(hash), 2);
-        (void)LockAcquire(&tag, ShareLock, /*sessionLock=*/false, /*dontWait=*/false);
+        return LockAcquire(&tag, mode, /*sessionLock=*/false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
     });
 }
 }  // namespace
@@ -152,15 +153,9 @@ bool marks_packed(const spi::Result& r, int col, const std::string& queue) {
 
 bool unmark_if_drained(spi::Connection& conn, const std::string& queue) {
     if (IsolationUsesXactSnapshot()) return false;
-    static spi::Statement try_lock(
-        "SELECT pg_catalog.pg_try_advisory_xact_lock($1, pg_catalog.hashtext($2))",
-        {INT4OID, TEXTOID});
-    if (!conn.exec(try_lock,
-                   {spi::arg_int4(static_cast<int32_t>(kMarkLockKey1)), spi::arg_text(queue)})
-             .get_bool(0, 1))
-        return false;
-    // A statement of its own, so its snapshot follows the lock and sees every packed push that
-    // committed before it. The queue's row is skipped, not waited for, if someone holds it.
+    if (!take_mark_lock(queue, ExclusiveLock, /*dont_wait=*/true)) return false;
+    // The statement's snapshot follows the lock, so it sees every packed push that committed
+    // before it. The queue's row is skipped, not waited for, if someone holds it.
     static spi::Statement clear(
         "WITH q AS (SELECT name FROM hopper.queues WHERE name = $1 AND packed "
         "  FOR NO KEY UPDATE SKIP LOCKED) "
@@ -177,7 +172,8 @@ bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at) {
 }
 
 std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch) {
-    hold_mark(batch.queue);
+    // Held from before the mark is read until the push commits (kMarkLockKey1).
+    (void)take_mark_lock(batch.queue, ShareLock, /*dont_wait=*/false);
     static spi::Statement queue_row(
         "SELECT max_attempts, packed FROM hopper.queues WHERE name = $1 AND NOT limited",
         {TEXTOID});

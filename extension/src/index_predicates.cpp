@@ -26,20 +26,20 @@ Kept kept[kMaxKept];
 int n_kept = 0;
 MemoryContext kept_context = nullptr;
 bool callback_registered = false;
-
-void forget() {
-    n_kept = 0;
-    if (kept_context != nullptr) MemoryContextReset(kept_context);
-}
+// Set by an invalidation; the predicates are dropped at the next prepare(). Not at once: an
+// invalidation is read whenever the backend first takes a lock in a transaction, which can be in
+// the middle of an insert that holds the predicates (the id sequence's lock, taken after
+// prepare()).
+bool stale = false;
 
 void on_relcache_invalidation(Datum, Oid relid) {
     if (relid == InvalidOid) {
-        forget();
+        stale = true;
         return;
     }
     for (int i = 0; i < n_kept; ++i)
         if (kept[i].index == relid || kept[i].table == relid) {
-            forget();
+            stale = true;
             return;
         }
 }
@@ -60,6 +60,11 @@ void prepare(ResultRelInfo* rri) {
     if (kept_context == nullptr)
         kept_context = AllocSetContextCreate(TopMemoryContext, "hopper index predicates",
                                              ALLOCSET_SMALL_SIZES);
+    if (stale) {
+        n_kept = 0;
+        MemoryContextReset(kept_context);
+        stale = false;
+    }
     Oid table = RelationGetRelid(rri->ri_RelationDesc);
     for (int i = 0; i < rri->ri_NumIndices; ++i) {
         IndexInfo* info = rri->ri_IndexRelationInfo[i];

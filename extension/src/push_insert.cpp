@@ -6,16 +6,10 @@
 #include "hopper/push_insert.hpp"
 
 extern "C" {
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
 #include "commands/sequence.h"
-#include "executor/executor.h"
-#include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"

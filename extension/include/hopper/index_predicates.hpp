@@ -5,8 +5,9 @@
 // prepares those predicates (expression_planner, then ExecInitQual) the first time a result
 // relation's indexes see a row; a direct insert opens a result relation per push, so hopper.jobs'
 // seven predicates were planned again for every job: 12% of the direct insert. The prepared
-// predicates are kept per index in a memory context of their own and dropped on any relcache
-// invalidation of the table or of one of its indexes (CREATE or DROP INDEX, REINDEX, ...).
+// predicates are kept per index in a memory context of their own and dropped, at the next insert,
+// after any relcache invalidation of the table or of one of its indexes (CREATE or DROP INDEX,
+// REINDEX, ANALYZE, ...).
 #pragma once
 
 extern "C" {
