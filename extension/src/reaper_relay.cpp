@@ -4,6 +4,7 @@
 
 #include "hopper/claim_hint.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/reaper.hpp"
 #include "hopper/reaper_relay.hpp"
 #include "hopper/worker_txn.hpp"
 
@@ -12,6 +13,7 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
 }
 
 namespace hopper::reaper {
@@ -20,6 +22,7 @@ namespace {
 // Lives across transactions and passes (a static of the reaper process).
 bool primed = false;
 claim_hint::WakeupCounts counts;
+TimestampTz paced_until = 0;
 
 }  // namespace
 
@@ -35,6 +38,7 @@ bool relay_step() {
     claim_hint::WakeupCounts next = counts;
     std::vector<std::string> queues = claim_hint::woken_queues(next);
     if (queues.empty()) return false;
+    TimestampTz began = GetCurrentTimestamp();
     worker::in_transaction([&] {
         // The NOTIFY lock is held across this commit: do not make it wait for the disk. Losing
         // this transaction in a crash loses nothing but a wake-up.
@@ -46,11 +50,16 @@ bool relay_step() {
     });
     // Sent: only now take the counts as seen (a failed step reports them again next time).
     counts = std::move(next);
+    paced_until = began + static_cast<int64_t>(relay_interval_ms) * 1000;
     return true;
 }
 
+TimestampTz relay_paced_until() {
+    return paced_until;
+}
+
 void relay_if_woken() {
-    if (!primed || !MyLatch->is_set) return;
+    if (!primed || !MyLatch->is_set || GetCurrentTimestamp() < paced_until) return;
     pg_guard([] { ResetLatch(MyLatch); });
     bool failed = false;
     try {

@@ -220,22 +220,21 @@ Next guarded_nap() {
         TimestampTz start = GetCurrentTimestamp();
         TimestampTz until = start + static_cast<int64_t>(naptime_ms) * 1000;
         TimestampTz next_check = start + kStepAsideCheckMs * 1000;
-        // No relay step before this: a step that notified is followed by a pause, so that a steady
-        // stream of pushes is announced in steps of several pushes, not one step per push.
-        TimestampTz paced_until = 0;
         for (;;) {
             TimestampTz now = GetCurrentTimestamp();
             if (now >= until) break;
             TimestampTz wake_at = until < next_check ? until : next_check;
+            // No relay step before the pause after the last one ends (relay_paced_until).
+            TimestampTz paced_until = relay_paced_until();
             bool woken = paced_until > now ? paced_nap(std::min(paced_until, wake_at) - now)
                                            : nap(static_cast<int>((wake_at - now + 999) / 1000));
             // A reload may have turned the reaper off or shortened its naptime: round at once.
             if (ConfigReloadPending) break;
-            if (woken) {
-                TimestampTz began = GetCurrentTimestamp();
-                if (guarded_relay_step())
-                    paced_until = began + static_cast<int64_t>(relay_interval_ms) * 1000;
-            }
+            // Woken during the pause: the step waits for its end, on the next round.
+            if (woken && GetCurrentTimestamp() >= relay_paced_until())
+                (void)guarded_relay_step();
+            else if (woken)
+                pg_guard([] { SetLatch(MyLatch); });
             now = GetCurrentTimestamp();
             if (now < next_check || now >= until) continue;
             next_check = now + kStepAsideCheckMs * 1000;

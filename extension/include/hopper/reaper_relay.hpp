@@ -7,6 +7,11 @@
 // is made after the push's commit, whatever order transactions commit in.
 #pragma once
 
+extern "C" {
+#include "postgres.h"
+#include "datatype/timestamp.h"
+}
+
 namespace hopper::reaper {
 
 // Before the reaper's first pass announces every queue with due jobs: reads the counts, so that
@@ -14,11 +19,18 @@ namespace hopper::reaper {
 void relay_prime();
 
 // One relay step: notifies the queues whose wake-up counts moved, in a transaction of its own.
-// Returns whether it notified any. Does nothing before relay_prime().
+// Returns whether it notified any. Does nothing before relay_prime(). A step that notified starts
+// a pause of hopper.notify_relay_interval (relay_paced_until), so that a stream of pushes is
+// announced in steps of several pushes, not one step per push.
 bool relay_step();
 
+// The end of the pause after the last step that notified (0 before any): no step before then.
+// Kept across naps and passes, so that a pass ending does not cut a pause short.
+TimestampTz relay_paced_until();
+
 // Between two batches of a long pass (a rescue storm can take seconds): a relay step if a push set
-// the latch meanwhile, so that wake-ups do not wait for the pass to end. Never throws; a failure is
+// the latch meanwhile and the pause is over, so that wake-ups do not wait for the pass to end.
+// Within the pause the latch stays set for the nap after the pass. Never throws; a failure is
 // logged as a WARNING.
 void relay_if_woken();
 
