@@ -14,6 +14,7 @@
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
+#include "hopper/take_direct.hpp"
 #include "hopper/taken_here.hpp"
 #include "hopper/sql.hpp"
 
@@ -186,6 +187,25 @@ HOPPER_FUNCTION(hopper_queue_take) {
         return r.rows();
     };
 
+    // The common case goes straight through the access methods (include/hopper/take_direct.hpp);
+    // nullopt: the statement must do it.
+    auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
+        if (packed || !kinds_null || IsolationUsesXactSnapshot()) return std::nullopt;
+        auto t = take_direct::take(queue, limit, at, resume ? &hint.key : nullptr, worker);
+        if (!t) return std::nullopt;
+        took_packed = false;
+        for (auto& row : t->rows) {
+            out.add_values(row.values, row.nulls);
+            taken_here::remember(row.key.id, queue, t->notify_done);
+        }
+        if (!t->rows.empty() && may_raise) claim_hint::claimed(hint, t->rows.back().key, at);
+        return t->rows.size();
+    };
+    auto take_some = [&](int64_t limit) {
+        if (auto got = direct(limit)) return *got;
+        return add(take(limit));
+    };
+
     auto attempt = [&]() -> bool {
         // A waiting take judges "due" by the clock at each attempt, as a waiting pull does.
         if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
@@ -196,15 +216,15 @@ HOPPER_FUNCTION(hopper_queue_take) {
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
         bool knew_packed = packed;
-        uint64_t got = add(take(n));
-        if (!knew_packed && packed) got = add(take(n));
+        uint64_t got = take_some(n);
+        if (!knew_packed && packed) got = take_some(n);
         for (int rounds = 0; took_packed && got < static_cast<uint64_t>(n) && rounds < 8; ++rounds)
-            got += add(take(n - static_cast<int64_t>(got)));
+            got += take_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too, as queue_pull does.
         if (rescue::for_short_claim(conn, queue, at, n, got)) {
             resume = false;
             may_raise = false;
-            got += add(take(n - static_cast<int64_t>(got)));
+            got += take_some(n - static_cast<int64_t>(got));
         }
         return got > 0;
     };

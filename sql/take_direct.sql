@@ -1,0 +1,105 @@
+-- queue_take without a kinds filter goes straight through the table and index access methods;
+-- with one it runs the take statement. Both must leave the same trace, and anything the direct
+-- take does not handle (triggers on hopper.jobs, row level security) must still happen.
+SET hopper.notify = off;
+
+SELECT hopper.queue_create('direct') AS created;
+-- Two jobs alike in all but id and payload, each failed once (so last_error and errors are set).
+BEGIN;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('direct',
+    ARRAY['{"n": 1}', '{"n": 2}']::jsonb[], kind => 'k', priority => 3, run_at => now(),
+    concurrency_keys => ARRAY['c', 'c']);
+SELECT count(*) AS pulled FROM hopper.queue_pull('direct', 2, worker => 'first');
+COMMIT;
+SELECT count(hopper.queue_fail(id, lease_token, 'first try failed', retry_in => '0'))
+    AS failed FROM hopper.jobs WHERE queue = 'direct';
+
+-- One transaction takes one job directly and the other through the statement (kinds), with the
+-- same worker and clock.
+BEGIN;
+CREATE TEMP TABLE taken AS
+SELECT 'direct' AS path, t.* FROM hopper.queue_take('direct', 1, worker => 'w2',
+    at => now() + interval '1 second') t;
+INSERT INTO taken SELECT 'statement', t.* FROM hopper.queue_take('direct', 1, worker => 'w2',
+    kinds => ARRAY['k'], at => now() + interval '1 second') t;
+COMMIT;
+SELECT path, payload->>'n' AS n, queue, kind, attempt FROM taken ORDER BY path;
+SELECT count(DISTINCT (queue, kind, attempt, run_at, created_at)) AS distinct_results
+FROM taken;
+-- The history rows differ only in id and payload.
+SELECT count(*) AS kept,
+       count(DISTINCT (queue, state, priority, run_at, attempt, max_attempts, created_at,
+                       started_at, finished_at, kind, worker, dedup_key, concurrency_key,
+                       progress, last_error, errors, progress_detail, result)) AS distinct_rows
+FROM hopper.job_history WHERE queue = 'direct';
+SELECT state, attempt, worker, progress, last_error, jsonb_array_length(errors) AS errors,
+       started_at - finished_at AS started_by_clock, concurrency_key
+FROM hopper.job_history WHERE queue = 'direct' LIMIT 1;
+
+-- A row trigger on the history partition the rows land in fires for a direct take.
+CREATE TABLE direct_log (what text, id bigint);
+CREATE FUNCTION pg_temp.log_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO direct_log VALUES (TG_TABLE_NAME || ' ' || TG_OP, OLD.id);
+        RETURN OLD;
+    END IF;
+    INSERT INTO direct_log VALUES ('history ' || TG_OP, NEW.id);
+    RETURN NEW;
+END $$;
+SELECT tableoid::regclass AS partition FROM hopper.job_history WHERE queue = 'direct' LIMIT 1
+\gset
+CREATE TRIGGER direct_history_log AFTER INSERT ON :partition
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.log_row();
+SELECT hopper.queue_push('direct', '{"n": 3}') AS routed \gset
+SELECT count(*) AS taken FROM hopper.queue_take('direct');
+SELECT what, id = :routed AS the_job FROM direct_log;
+DROP TRIGGER direct_history_log ON :partition;
+
+-- A DELETE trigger on hopper.jobs fires: such a table sends the take to the statement.
+TRUNCATE direct_log;
+CREATE TRIGGER direct_jobs_log AFTER DELETE ON hopper.jobs
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.log_row();
+SELECT hopper.queue_push('direct', '{"n": 4}') AS deleted \gset
+SELECT payload->>'n' AS n FROM hopper.queue_take('direct');
+SELECT what, id = :deleted AS the_job FROM direct_log;
+DROP TRIGGER direct_jobs_log ON hopper.jobs;
+
+-- Row level security on hopper.jobs is obeyed: a worker whose policy hides a queue takes nothing
+-- from it.
+CREATE ROLE regress_hopper_direct_worker;
+GRANT hopper_worker TO regress_hopper_direct_worker;
+ALTER TABLE hopper.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY direct_hide ON hopper.jobs TO regress_hopper_direct_worker
+    USING (queue <> 'direct');
+SELECT hopper.queue_push('direct', '{"n": 5}') AS hidden \gset
+SET ROLE regress_hopper_direct_worker;
+SELECT count(*) AS taken_through_policy FROM hopper.queue_take('direct');
+RESET ROLE;
+DROP POLICY direct_hide ON hopper.jobs;
+ALTER TABLE hopper.jobs DISABLE ROW LEVEL SECURITY;
+SELECT state FROM hopper.jobs WHERE id = :hidden;
+SET ROLE regress_hopper_direct_worker;
+SELECT payload->>'n' AS n FROM hopper.queue_take('direct');
+RESET ROLE;
+DROP ROLE regress_hopper_direct_worker;
+
+-- Takes one after another start where the last one stopped (the queue's claim hint), and a more
+-- urgent job pushed meanwhile is still taken first.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('direct',
+    (SELECT array_agg(jsonb_build_object('n', 10 + i) ORDER BY i) FROM generate_series(1, 4) i),
+    priority => 5);
+SELECT payload->>'n' AS n FROM hopper.queue_take('direct');
+SELECT payload->>'n' AS n FROM hopper.queue_take('direct');
+SELECT hopper.queue_push('direct', '{"n": 99}', priority => 1) IS NOT NULL AS urgent_pushed;
+SELECT payload->>'n' AS n FROM hopper.queue_take('direct', 2);
+SELECT payload->>'n' AS n FROM hopper.queue_take('direct', 5);
+
+-- A queue name compares as the index orders it: a name that sorts between others takes only its
+-- own jobs.
+SELECT hopper.queue_push(q, jsonb_build_object('q', q)) IS NOT NULL AS pushed
+FROM unnest(ARRAY['direct-a', 'direct-b', 'direct-c']) q;
+SELECT payload->>'q' AS q FROM hopper.queue_take('direct-b', 10);
+SELECT queue FROM hopper.jobs WHERE queue LIKE 'direct-%' ORDER BY queue;
+
+DROP TABLE direct_log;
