@@ -5,6 +5,7 @@
 #include "hopper/batches.hpp"
 #include "hopper/claim_commit.hpp"
 #include "hopper/claim_hint.hpp"
+#include "hopper/direct_claim.hpp"
 #include "hopper/limits.hpp"
 #include "hopper/pull_wait.hpp"
 #include "hopper/reaper.hpp"
@@ -201,6 +202,25 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         return added;
     };
 
+    // The common case goes straight through the access methods (include/hopper/direct_claim.hpp);
+    // nullopt: the statement must do it.
+    std::optional<Interval> lease;
+    if (!args::is_null(fcinfo, 2)) lease = *PG_GETARG_INTERVAL_P(2);
+    auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
+        if (packed || limited || !kinds_null || IsolationUsesXactSnapshot()) return std::nullopt;
+        auto c = direct_claim::lease({queue, limit, at, resume ? &hint.key : nullptr, worker},
+                                     lease, session_bound);
+        if (!c) return std::nullopt;
+        took_packed = false;
+        for (auto& row : c->rows) out.add_values(row.values, row.nulls);
+        if (!c->rows.empty() && may_raise) claim_hint::claimed(hint, c->rows.back().key, at);
+        return c->rows.size();
+    };
+    auto claim_some = [&](int64_t limit) {
+        if (auto got = direct(limit)) return *got;
+        return add(claim(limit));
+    };
+
     auto attempt = [&]() -> bool {
         // A waiting pull judges "due" by the clock at each attempt: jobs pushed after its
         // transaction began are due for it.
@@ -209,26 +229,30 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         hint = claim_hint::begin(queue);
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
-        spi::Result r = claim(n);
-        if (!packed && batches::marks_packed(r, 11, queue)) {
-            packed = true;
-            r = claim(n);
+        std::optional<uint64_t> claimed = direct(n);
+        if (!claimed) {
+            spi::Result r = claim(n);
+            if (!packed && batches::marks_packed(r, 11, queue)) {
+                packed = true;
+                r = claim(n);
+            }
+            if (!limited && !r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
+                limited = true;
+                // The limited claim counts rows of hopper.jobs: packed jobs pushed before the
+                // queue had limits (or while it got them) become rows first.
+                batches::unpack_queue(conn, queue);
+                r = claim(n);
+            }
+            claimed = add(r);
         }
-        if (!limited && !r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
-            limited = true;
-            // The limited claim counts rows of hopper.jobs: packed jobs pushed before the queue
-            // had limits (or while it got them) become rows first.
-            batches::unpack_queue(conn, queue);
-            r = claim(n);
-        }
-        uint64_t got = add(r);
+        uint64_t got = *claimed;
         for (int rounds = 0; took_packed && got < static_cast<uint64_t>(n) && rounds < 8; ++rounds)
-            got += add(claim(n - static_cast<int64_t>(got)));
+            got += claim_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too.
         if (rescue::for_short_claim(conn, queue, at, n, got)) {
             resume = false;
             may_raise = false;
-            got += add(claim(n - static_cast<int64_t>(got)));
+            got += claim_some(n - static_cast<int64_t>(got));
         }
         // A queue with limits claims under a lock held to the end of the transaction: waiting
         // with it would hold up every other pull of the queue, so such a pull does not wait.

@@ -10,11 +10,11 @@
 #include "hopper/args.hpp"
 #include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
+#include "hopper/direct_claim.hpp"
 #include "hopper/pull_wait.hpp"
 #include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/result.hpp"
-#include "hopper/take_direct.hpp"
 #include "hopper/taken_here.hpp"
 #include "hopper/sql.hpp"
 
@@ -187,11 +187,11 @@ HOPPER_FUNCTION(hopper_queue_take) {
         return r.rows();
     };
 
-    // The common case goes straight through the access methods (include/hopper/take_direct.hpp);
+    // The common case goes straight through the access methods (include/hopper/direct_claim.hpp);
     // nullopt: the statement must do it.
     auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
         if (packed || !kinds_null || IsolationUsesXactSnapshot()) return std::nullopt;
-        auto t = take_direct::take(queue, limit, at, resume ? &hint.key : nullptr, worker);
+        auto t = direct_claim::take({queue, limit, at, resume ? &hint.key : nullptr, worker});
         if (!t) return std::nullopt;
         took_packed = false;
         for (auto& row : t->rows) {

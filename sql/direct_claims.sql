@@ -1,6 +1,7 @@
--- queue_take without a kinds filter goes straight through the table and index access methods;
--- with one it runs the take statement. Both must leave the same trace, and anything the direct
--- take does not handle (triggers on hopper.jobs, row level security) must still happen.
+-- queue_take and queue_pull without a kinds filter go straight through the table and index access
+-- methods; with one they run their claim statements. Both ways must leave the same trace, and
+-- what the direct claims do not handle (triggers on hopper.jobs, row level security) must still
+-- happen.
 SET hopper.notify = off;
 
 SELECT hopper.queue_create('direct') AS created;
@@ -103,3 +104,62 @@ SELECT payload->>'q' AS q FROM hopper.queue_take('direct-b', 10);
 SELECT queue FROM hopper.jobs WHERE queue LIKE 'direct-%' ORDER BY queue;
 
 DROP TABLE direct_log;
+
+-- queue_pull leases the same way: one job leased directly and one through the statement (kinds)
+-- end up alike but for id, payload and token.
+SELECT hopper.queue_create('direct-lease', lease => '45 seconds') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('direct-lease',
+    ARRAY['{"n": 1}', '{"n": 2}']::jsonb[], kind => 'k', priority => 2, run_at => now());
+BEGIN;
+CREATE TEMP TABLE leased AS
+SELECT 'direct' AS path, l.* FROM hopper.queue_pull('direct-lease', 1, worker => 'w3',
+    at => now() + interval '1 second', session_bound => true) l;
+INSERT INTO leased SELECT 'statement', l.* FROM hopper.queue_pull('direct-lease', 1,
+    worker => 'w3', kinds => ARRAY['k'], at => now() + interval '1 second',
+    session_bound => true) l;
+COMMIT;
+SELECT path, payload->>'n' AS n, queue, kind, attempt FROM leased ORDER BY path;
+SELECT count(DISTINCT lease_token) AS tokens,
+       count(DISTINCT (queue, kind, attempt, lease_until, run_at, created_at)) AS distinct_results
+FROM leased;
+SELECT count(*) AS running,
+       count(DISTINCT (j.state, j.priority, j.run_at, j.attempt, j.lease_until, j.started_at,
+                       j.worker, j.claimed_pid, j.claimed_backend_start, j.session_bound))
+           AS distinct_rows,
+       bool_and(j.lease_token = l.lease_token) AS tokens_match,
+       bool_and(j.claimed_pid = pg_backend_pid()) AS claimed_here,
+       bool_and(j.lease_until - j.started_at = interval '45 seconds') AS queue_lease,
+       bool_and(j.session_bound AND j.worker = 'w3') AS bound_to_w3
+FROM hopper.jobs j JOIN leased l USING (id);
+-- The tokens fence: each completes its own job only.
+SELECT hopper.queue_complete(a.id, b.lease_token) AS with_other_token
+FROM leased a JOIN leased b ON a.path <> b.path ORDER BY a.path;
+SELECT hopper.queue_complete(id, lease_token) AS completed FROM leased ORDER BY path;
+SELECT count(*) AS kept FROM hopper.job_history WHERE queue = 'direct-lease';
+
+-- A lease given to the call overrides the queue's; an UPDATE trigger on hopper.jobs fires.
+CREATE TABLE direct_update_log (id bigint, state text);
+CREATE FUNCTION pg_temp.log_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO direct_update_log VALUES (NEW.id, NEW.state::text);
+    RETURN NEW;
+END $$;
+SELECT hopper.queue_push('direct-lease', '{"n": 3}') AS plain \gset
+SELECT lease_until - now() AS given_lease
+FROM hopper.queue_pull('direct-lease', 1, lease => '2 minutes');
+CREATE TRIGGER direct_update_log AFTER UPDATE ON hopper.jobs
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.log_update();
+SELECT hopper.queue_push('direct-lease', '{"n": 4}') AS triggered \gset
+SELECT payload->>'n' AS n FROM hopper.queue_pull('direct-lease');
+SELECT id = :triggered AS the_job, state FROM direct_update_log;
+DROP TRIGGER direct_update_log ON hopper.jobs;
+DROP TABLE direct_update_log;
+
+-- Concurrent pulls pass each other's locked jobs (SKIP LOCKED) in
+-- test/isolation/specs/take.spec; a pull of an empty or paused queue gets nothing.
+SELECT hopper.queue_push('direct-lease', '{"n": 5}') IS NOT NULL AS pushed;
+SELECT hopper.queue_pause('direct-lease');
+SELECT count(*) AS from_paused FROM hopper.queue_pull('direct-lease', 5);
+SELECT hopper.queue_resume('direct-lease');
+SELECT count(*) AS from_resumed FROM hopper.queue_pull('direct-lease', 5);
+SELECT count(*) AS from_empty FROM hopper.queue_pull('direct-lease', 5);

@@ -1,0 +1,79 @@
+// What the code that reads and writes hopper's tables straight through the access methods
+// (direct_claim.cpp) shares: lookups, the queue's settings, and the writer of history rows.
+//
+// Plain C over PostgreSQL's API: call these under pg_guard, with no C++ object that has a
+// destructor alive in between.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+#include "datatype/timestamp.h"
+#include "executor/execPartition.h"
+#include "nodes/execnodes.h"
+#include "utils/relcache.h"
+#include "utils/snapshot.h"
+}
+
+namespace hopper::direct_access {
+
+// The attribute number of column `name`, 0 if there is none.
+int attnum_of(TupleDesc desc, const char* name);
+// The OID of enum `type`'s label, InvalidOid if it has none.
+Oid enum_label(Oid type, const char* label);
+// Whether the current user holds every privilege of `mode` on the whole table.
+bool may(Oid relid, AclMode mode);
+// A copy of a column's value in the current memory context, detoasted: its row may be deleted.
+Datum copy_value(Form_pg_attribute att, Datum value);
+
+// What the claim statements read of a queue in hopper.queues.
+struct QueueRow {
+    bool found;
+    bool paused;
+    bool limited;
+    bool packed;
+    bool notify_done;
+    bool keeps;  // retention > 0: finished jobs go to history
+    Interval lease;
+};
+// Reads the queue's row through the table's primary key. False: the table is not as expected.
+bool read_queue(Relation queues, Datum name, Snapshot snap, QueueRow* q);
+
+// The values of a history row that are not copied from the job's row of hopper.jobs.
+enum HistoryExtra {
+    kExtraAttempt,
+    kExtraStartedAt,
+    kExtraWorker,
+    kExtraProgress,
+    kExtraState,
+    kExtraFinishedAt,
+    kExtraResult,
+    kHistoryExtras
+};
+
+constexpr int kMaxHistoryColumns = 32;
+
+// Writes rows into hopper.job_history, routed to the partition of their finished_at as the SQL
+// INSERT would be (and as logical replication routes rows).
+struct HistoryWriter {
+    Relation rel;
+    // Per history column: the hopper.jobs attribute it copies, or -1 - HistoryExtra.
+    int source[kMaxHistoryColumns];
+    bool started;
+    EState* estate;
+    ResultRelInfo* root;
+    ModifyTableState* mtstate;
+    PartitionTupleRouting* proute;  // nullptr: history is a plain table
+    TupleTableSlot* slot;
+};
+
+// Opens hopper.job_history (RowExclusiveLock) and maps its columns onto the job's and the extras.
+// False (and nothing open): a column it does not know, a type that differs from the job's, row
+// level security or triggers on the table itself.
+bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w);
+// Inserts the history row of a job whose row of hopper.jobs holds job_values (all its columns).
+void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, const bool* job_nulls,
+                    const Datum* extras, const bool* extra_nulls);
+// Fires the AFTER triggers of partitions, if any, and closes.
+void history_close(HistoryWriter* w);
+
+}  // namespace hopper::direct_access

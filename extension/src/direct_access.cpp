@@ -1,0 +1,225 @@
+// See include/hopper/direct_access.hpp.
+#include <cstring>
+
+#include "hopper/direct_access.hpp"
+
+extern "C" {
+#include "access/detoast.h"
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_enum.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+}
+
+namespace hopper::direct_access {
+
+int attnum_of(TupleDesc desc, const char* name) {
+    for (int i = 0; i < desc->natts; ++i) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (!att->attisdropped && std::strcmp(NameStr(att->attname), name) == 0) return i + 1;
+    }
+    return 0;
+}
+
+Oid enum_label(Oid type, const char* label) {
+    return GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid, ObjectIdGetDatum(type),
+                           CStringGetDatum(label));
+}
+
+bool may(Oid relid, AclMode mode) {
+    return pg_class_aclmask(relid, GetUserId(), mode, ACLMASK_ALL) == mode;
+}
+
+Datum copy_value(Form_pg_attribute att, Datum value) {
+    if (att->attbyval) return value;
+    if (att->attlen == -1) {
+        auto* v = reinterpret_cast<struct varlena*>(DatumGetPointer(value));
+        if (VARATT_IS_EXTENDED(v)) return PointerGetDatum(detoast_attr(v));
+    }
+    return datumCopy(value, false, att->attlen);
+}
+
+bool read_queue(Relation queues, Datum name, Snapshot snap, QueueRow* q) {
+    TupleDesc desc = RelationGetDescr(queues);
+    int name_col = attnum_of(desc, "name");
+    int paused = attnum_of(desc, "paused");
+    int limited = attnum_of(desc, "limited");
+    int packed = attnum_of(desc, "packed");
+    int notify_done = attnum_of(desc, "notify_done");
+    int retention = attnum_of(desc, "retention");
+    int lease = attnum_of(desc, "lease");
+    Oid pkey = RelationGetPrimaryKeyIndex(queues);
+    if (!name_col || !paused || !limited || !packed || !notify_done || !retention || !lease ||
+        !OidIsValid(pkey))
+        return false;
+    Relation idx = index_open(pkey, AccessShareLock);
+    if (idx->rd_index->indnkeyatts != 1 || idx->rd_index->indkey.values[0] != name_col) {
+        index_close(idx, AccessShareLock);
+        return false;
+    }
+    // The index's own collation: the scan's descent compares with it.
+    ScanKeyData key;
+    ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, idx->rd_indcollation[0],
+                           F_TEXTEQ, name);
+    IndexScanDesc scan = index_beginscan(queues, idx, snap, 1, 0);
+    index_rescan(scan, &key, 1, nullptr, 0);
+    TupleTableSlot* slot = table_slot_create(queues, nullptr);
+    q->found = index_getnext_slot(scan, ForwardScanDirection, slot);
+    if (q->found) {
+        bool isnull;
+        auto flag = [&](int col) {
+            Datum d = slot_getattr(slot, col, &isnull);
+            return !isnull && DatumGetBool(d);
+        };
+        q->paused = flag(paused);
+        q->limited = flag(limited);
+        q->packed = flag(packed);
+        q->notify_done = flag(notify_done);
+        Interval zero{0, 0, 0};
+        Datum r = slot_getattr(slot, retention, &isnull);
+        q->keeps =
+            !isnull && DatumGetBool(DirectFunctionCall2(interval_gt, r, IntervalPGetDatum(&zero)));
+        Datum l = slot_getattr(slot, lease, &isnull);
+        q->lease = isnull ? zero : *DatumGetIntervalP(l);
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+    index_close(idx, NoLock);
+    return true;
+}
+
+namespace {
+
+constexpr int kNullColumn = -1 - kHistoryExtras;  // a dropped column
+
+constexpr const char* kExtraNames[kHistoryExtras] = {"attempt", "started_at",  "worker", "progress",
+                                                     "state",   "finished_at", "result"};
+
+bool map_history(TupleDesc hist, TupleDesc jobs, int* source) {
+    if (hist->natts > kMaxHistoryColumns) return false;
+    for (int i = 0; i < hist->natts; ++i) {
+        Form_pg_attribute att = TupleDescAttr(hist, i);
+        source[i] = kNullColumn;
+        if (att->attisdropped) continue;
+        const char* name = NameStr(att->attname);
+        int extra = 0;
+        while (extra < kHistoryExtras && std::strcmp(name, kExtraNames[extra]) != 0) ++extra;
+        if (extra < kHistoryExtras) {
+            source[i] = -1 - extra;
+            continue;
+        }
+        int job = attnum_of(jobs, name);
+        if (job == 0 || TupleDescAttr(jobs, job - 1)->atttypid != att->atttypid) return false;
+        source[i] = job - 1;
+    }
+    return true;
+}
+
+void history_begin(HistoryWriter* w, CommandId cid) {
+    Relation hist = w->rel;
+    w->estate = CreateExecutorState();
+    MemoryContext old = MemoryContextSwitchTo(w->estate->es_query_cxt);
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(hist);
+    rte->relkind = hist->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    rte->requiredPerms = ACL_INSERT;
+    ExecInitRangeTable(w->estate, list_make1(rte));
+    w->estate->es_output_cid = cid;
+    w->root = makeNode(ResultRelInfo);
+    InitResultRelInfo(w->root, hist, 1, nullptr, 0);
+    w->proute = nullptr;
+    w->mtstate = nullptr;
+    if (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE) {
+        w->mtstate = makeNode(ModifyTableState);
+        w->mtstate->ps.plan = nullptr;
+        w->mtstate->ps.state = w->estate;
+        w->mtstate->operation = CMD_INSERT;
+        w->mtstate->resultRelInfo = w->root;
+        w->mtstate->rootResultRelInfo = w->root;
+        w->proute = ExecSetupPartitionTupleRouting(w->estate, hist);
+    } else {
+        ExecOpenIndices(w->root, false);
+    }
+    w->slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(hist), &TTSOpsVirtual);
+    MemoryContextSwitchTo(old);
+    // A partition may have row triggers of its own; their AFTER events fire at the end.
+    AfterTriggerBeginQuery();
+    w->started = true;
+}
+
+}  // namespace
+
+bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w) {
+    w->started = false;
+    w->rel = table_open(relid, RowExclusiveLock);
+    Relation hist = w->rel;
+    bool ok = (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ||
+               hist->rd_rel->relkind == RELKIND_RELATION) &&
+              !hist->rd_rel->relrowsecurity && hist->trigdesc == nullptr &&
+              map_history(RelationGetDescr(hist), jobs, w->source);
+    if (!ok) {
+        table_close(hist, NoLock);
+        w->rel = nullptr;
+    }
+    return ok;
+}
+
+void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, const bool* job_nulls,
+                    const Datum* extras, const bool* extra_nulls) {
+    if (!w->started) history_begin(w, cid);
+    int natts = RelationGetDescr(w->rel)->natts;
+    Datum* values = w->slot->tts_values;
+    bool* nulls = w->slot->tts_isnull;
+    for (int i = 0; i < natts; ++i) {
+        int s = w->source[i];
+        values[i] = s >= 0 ? job_values[s] : s == kNullColumn ? (Datum)0 : extras[-1 - s];
+        nulls[i] = s >= 0 ? job_nulls[s] : s == kNullColumn || extra_nulls[-1 - s];
+    }
+    ExecStoreVirtualTuple(w->slot);
+    MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(w->estate));
+    ResultRelInfo* target = w->root;
+    TupleTableSlot* slot = w->slot;
+    if (w->proute != nullptr) {
+        target = ExecFindPartition(w->mtstate, w->root, w->proute, w->slot, w->estate);
+        if (target->ri_RootToPartitionMap != nullptr)
+            slot = execute_attr_map_slot(target->ri_RootToPartitionMap->attrMap, w->slot,
+                                         target->ri_PartitionTupleSlot);
+    }
+    ExecSimpleRelationInsert(target, w->estate, slot);
+    MemoryContextSwitchTo(old);
+    ExecClearTuple(w->slot);
+    ResetPerTupleExprContext(w->estate);
+}
+
+void history_close(HistoryWriter* w) {
+    if (w->started) {
+        AfterTriggerEndQuery(w->estate);
+        if (w->proute != nullptr)
+            ExecCleanupTupleRouting(w->mtstate, w->proute);
+        else
+            ExecCloseIndices(w->root);
+        // The partitions that firing AFTER triggers opened for themselves.
+        ExecCloseResultRelations(w->estate);
+        ExecResetTupleTable(w->estate->es_tupleTable, false);
+        FreeExecutorState(w->estate);
+        w->started = false;
+    }
+    if (w->rel != nullptr) table_close(w->rel, NoLock);
+    w->rel = nullptr;
+}
+
+}  // namespace hopper::direct_access

@@ -1,0 +1,375 @@
+// See include/hopper/direct_claim.hpp.
+#include <cstring>
+
+#include "hopper/boundary.hpp"
+#include "hopper/direct_access.hpp"
+#include "hopper/direct_claim.hpp"
+#include "hopper/direct_insert.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+namespace hopper::direct_claim {
+namespace {
+
+using namespace direct_access;
+
+// The hopper.jobs columns a claim reads or writes.
+enum JobColumn {
+    kId,
+    kQueue,
+    kState,
+    kPriority,
+    kRunAt,
+    kAttempt,
+    kCreatedAt,
+    kKind,
+    kPayload,
+    kLeaseToken,
+    kLeaseUntil,
+    kStartedAt,
+    kWorker,
+    kClaimedPid,
+    kClaimedBackendStart,
+    kSessionBound,
+    kJobColumns
+};
+constexpr const char* kJobColumnNames[kJobColumns] = {
+    "id",           "queue",      "state",  "priority",    "run_at",
+    "attempt",      "created_at", "kind",   "payload",     "lease_token",
+    "lease_until",  "started_at", "worker", "claimed_pid", "claimed_backend_start",
+    "session_bound"};
+
+enum class Mode { kTake, kLease };
+
+struct Request {
+    Mode mode;
+    const char* queue;
+    int queue_len;
+    int64_t n;
+    TimestampTz at;
+    const claim_hint::Key* start;
+    const char* worker;  // nullptr: none
+    int worker_len;
+    const Interval* lease;  // nullptr: the queue's
+    bool session_bound;
+
+    bool usable;
+    bool notify_done;
+    int claimed;
+    int capacity;
+    Row* rows;  // palloc'd in the caller's memory context
+};
+
+// Whether jobs_pull_idx is the index the scan keys below are built for: btree, valid, on
+// (queue text, priority smallint, run_at timestamptz, id bigint).
+bool pull_index_as_expected(Relation idx, Relation jobs, const int* col) {
+    Form_pg_index ix = idx->rd_index;
+    if (idx->rd_rel->relam != BTREE_AM_OID || ix->indrelid != RelationGetRelid(jobs) ||
+        !ix->indisvalid || !ix->indisready || ix->indnkeyatts != 4)
+        return false;
+    const int keys[4] = {col[kQueue], col[kPriority], col[kRunAt], col[kId]};
+    const Oid types[4] = {TEXTOID, INT2OID, TIMESTAMPTZOID, INT8OID};
+    TupleDesc desc = RelationGetDescr(jobs);
+    for (int i = 0; i < 4; ++i)
+        if (ix->indkey.values[i] != keys[i] ||
+            TupleDescAttr(desc, keys[i] - 1)->atttypid != types[i])
+            return false;
+    return true;
+}
+
+// Whether the locked version of a candidate still qualifies, as EvalPlanQual would re-check the
+// claim statement's conditions on a row updated since the scan's snapshot.
+bool still_due(TupleTableSlot* slot, const int* col, Oid available, Datum queue, Oid collation,
+               TimestampTz at, const claim_hint::Key* start) {
+    bool isnull;
+    Datum state = slot_getattr(slot, col[kState], &isnull);
+    if (isnull || DatumGetObjectId(state) != available) return false;
+    Datum q = slot_getattr(slot, col[kQueue], &isnull);
+    if (isnull || !DatumGetBool(DirectFunctionCall2Coll(texteq, collation, q, queue))) return false;
+    TimestampTz run_at = DatumGetTimestampTz(slot_getattr(slot, col[kRunAt], &isnull));
+    if (isnull || run_at > at) return false;
+    if (start == nullptr) return true;
+    int16 priority = DatumGetInt16(slot_getattr(slot, col[kPriority], &isnull));
+    int64 id = DatumGetInt64(slot_getattr(slot, col[kId], &isnull));
+    if (priority != start->priority) return priority > start->priority;
+    if (run_at != start->run_at) return run_at > start->run_at;
+    return id >= start->id;
+}
+
+// Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
+void claim_rows(void* arg) {
+    Request* r = static_cast<Request*>(arg);
+    bool take = r->mode == Mode::kTake;
+    r->usable = false;
+    r->claimed = 0;
+    MemoryContext caller = CurrentMemoryContext;
+    Oid ns = get_namespace_oid("hopper", true);
+    if (!OidIsValid(ns)) return;
+    Oid jobs_id = get_relname_relid("jobs", ns);
+    Oid queues_id = get_relname_relid("queues", ns);
+    Oid history_id = get_relname_relid("job_history", ns);
+    Oid pull_id = get_relname_relid("jobs_pull_idx", ns);
+    Oid token_seq = get_relname_relid("lease_token_seq", ns);
+    if (!OidIsValid(jobs_id) || !OidIsValid(queues_id) || !OidIsValid(history_id) ||
+        !OidIsValid(pull_id) || !OidIsValid(token_seq))
+        return;
+    // What the statements need: FOR UPDATE, and the DELETE and history INSERT or the UPDATE.
+    if (!may(queues_id, ACL_SELECT) ||
+        (take ? !may(jobs_id, ACL_SELECT | ACL_UPDATE | ACL_DELETE) || !may(history_id, ACL_INSERT)
+              : !may(jobs_id, ACL_SELECT | ACL_UPDATE)))
+        return;
+
+    // As an SPI statement would: see what came before in this transaction, on a new snapshot.
+    CommandCounterIncrement();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    Snapshot snap = GetActiveSnapshot();
+    Datum queue = PointerGetDatum(cstring_to_text_with_len(r->queue, r->queue_len));
+
+    Relation queues = table_open(queues_id, AccessShareLock);
+    QueueRow q{};
+    bool ok = !queues->rd_rel->relrowsecurity && read_queue(queues, queue, snap, &q);
+    table_close(queues, NoLock);
+    if (!ok || (q.found && !q.paused && (q.limited || q.packed))) {
+        PopActiveSnapshot();
+        return;  // the statement's markers tell the caller what to do
+    }
+    if (!q.found || q.paused) {
+        PopActiveSnapshot();
+        r->usable = true;  // nothing to claim, as the statement would find
+        return;
+    }
+
+    Relation jobs = table_open(jobs_id, RowExclusiveLock);
+    TupleDesc jd = RelationGetDescr(jobs);
+    int col[kJobColumns];
+    ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
+         jobs->trigdesc == nullptr && !(jd->constr && jd->constr->has_generated_stored);
+    for (int c = 0; c < kJobColumns && ok; ++c)
+        ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
+    Oid available = InvalidOid;
+    Oid done_state = InvalidOid;  // completed (take) or running (lease)
+    if (ok) {
+        Oid state_type = TupleDescAttr(jd, col[kState] - 1)->atttypid;
+        available = enum_label(state_type, "available");
+        done_state = enum_label(state_type, take ? "completed" : "running");
+        ok = OidIsValid(available) && OidIsValid(done_state);
+    }
+    Relation idx = index_open(pull_id, AccessShareLock);
+    ok = ok && pull_index_as_expected(idx, jobs, col);
+
+    HistoryWriter history{};
+    bool keep = ok && take && q.keeps;
+    if (keep) ok = history_open(history_id, jd, &history);
+    if (!ok) {
+        index_close(idx, NoLock);
+        table_close(jobs, NoLock);
+        PopActiveSnapshot();
+        return;
+    }
+
+    // queue = $1, [(priority, run_at, id) >= start,] run_at <= at: the statements' index
+    // conditions, in index column order, each with the index column's collation.
+    ScanKeyData keys[3];
+    ScanKeyData row[3];
+    int nkeys = 0;
+    ScanKeyEntryInitialize(&keys[nkeys++], 0, 1, BTEqualStrategyNumber, InvalidOid,
+                           idx->rd_indcollation[0], F_TEXTEQ, queue);
+    if (r->start != nullptr) {
+        const Datum values[3] = {Int16GetDatum(r->start->priority),
+                                 TimestampTzGetDatum(r->start->run_at),
+                                 Int64GetDatum(r->start->id)};
+        for (int i = 0; i < 3; ++i)
+            ScanKeyEntryInitialize(&row[i], SK_ROW_MEMBER | (i == 2 ? SK_ROW_END : 0), i + 2,
+                                   BTGreaterEqualStrategyNumber, InvalidOid,
+                                   idx->rd_indcollation[i + 1],
+                                   index_getprocid(idx, i + 2, BTORDER_PROC), values[i]);
+        ScanKeyEntryInitialize(&keys[nkeys++], SK_ROW_HEADER, 2, BTGreaterEqualStrategyNumber,
+                               InvalidOid, idx->rd_indcollation[1], InvalidOid,
+                               PointerGetDatum(row));
+    }
+    ScanKeyEntryInitialize(&keys[nkeys++], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
+                           idx->rd_indcollation[2], F_TIMESTAMPTZ_LE, TimestampTzGetDatum(r->at));
+
+    // A lease updates the row through a result relation of its own, with every index.
+    direct_insert::Inserter updater{};
+    if (!take) {
+        direct_insert::begin(jobs, &updater);
+        updater.estate->es_snapshot = snap;
+    }
+    IndexScanDesc scan = index_beginscan(jobs, idx, snap, nkeys, 0);
+    index_rescan(scan, keys, nkeys, nullptr, 0);
+    TupleTableSlot* found = table_slot_create(jobs, nullptr);
+    TupleTableSlot* locked = table_slot_create(jobs, nullptr);
+    CommandId cid = GetCurrentCommandId(true);
+    Datum worker = r->worker != nullptr
+                       ? PointerGetDatum(cstring_to_text_with_len(r->worker, r->worker_len))
+                       : (Datum)0;
+    TimestampTz lease_until = 0;
+    if (!take)
+        lease_until = DatumGetTimestampTz(
+            DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(r->at),
+                                IntervalPGetDatum(r->lease != nullptr ? r->lease : &q.lease)));
+    Datum extras[kHistoryExtras];
+    bool extra_nulls[kHistoryExtras] = {};
+    extras[kExtraStartedAt] = TimestampTzGetDatum(r->at);
+    extras[kExtraWorker] = worker;
+    extra_nulls[kExtraWorker] = r->worker == nullptr;
+    extras[kExtraProgress] = Float4GetDatum(1.0f);
+    extras[kExtraState] = ObjectIdGetDatum(done_state);
+    extras[kExtraFinishedAt] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+    extras[kExtraResult] = (Datum)0;
+    extra_nulls[kExtraResult] = true;
+
+    while (r->claimed < r->n && index_getnext_slot(scan, ForwardScanDirection, found)) {
+        CHECK_FOR_INTERRUPTS();
+        TM_FailureData tmfd;
+        // FOR UPDATE SKIP LOCKED: a row locked by anyone else is passed over; one updated since
+        // the snapshot is locked in its newest version and re-checked.
+        TM_Result res =
+            table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid, LockTupleExclusive,
+                             LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+        if (res != TM_Ok) continue;
+        if (!still_due(locked, col, available, queue, idx->rd_indcollation[0], r->at, r->start))
+            continue;
+
+        slot_getallattrs(locked);
+        Datum* v = locked->tts_values;
+        bool* isnull = locked->tts_isnull;
+        int32 attempt = DatumGetInt32(v[col[kAttempt] - 1]) + 1;
+        int64 token = 0;
+        if (take) {
+            simple_table_tuple_delete(jobs, &locked->tts_tid, snap);
+            if (keep) {
+                extras[kExtraAttempt] = Int32GetDatum(attempt);
+                history_insert(&history, cid, v, isnull, extras, extra_nulls);
+            }
+        } else {
+            token = nextval_internal(token_seq, true);
+            TupleTableSlot* next = updater.slot;
+            ExecClearTuple(next);
+            std::memcpy(next->tts_values, v, sizeof(Datum) * jd->natts);
+            std::memcpy(next->tts_isnull, isnull, sizeof(bool) * jd->natts);
+            auto set = [&](int c, Datum d, bool null) {
+                next->tts_values[col[c] - 1] = d;
+                next->tts_isnull[col[c] - 1] = null;
+            };
+            set(kState, ObjectIdGetDatum(done_state), false);
+            set(kAttempt, Int32GetDatum(attempt), false);
+            set(kLeaseToken, Int64GetDatum(token), false);
+            set(kLeaseUntil, TimestampTzGetDatum(lease_until), false);
+            set(kStartedAt, TimestampTzGetDatum(r->at), false);
+            set(kWorker, worker, r->worker == nullptr);
+            set(kClaimedPid, Int32GetDatum(MyProcPid), false);
+            set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
+            set(kSessionBound, BoolGetDatum(r->session_bound), false);
+            ExecStoreVirtualTuple(next);
+            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
+            ExecSimpleRelationUpdate(updater.rri, updater.estate, nullptr, locked, next);
+            MemoryContextSwitchTo(old);
+            ResetPerTupleExprContext(updater.estate);
+        }
+
+        MemoryContext old = MemoryContextSwitchTo(caller);
+        if (r->claimed == r->capacity) {
+            r->capacity *= 2;
+            r->rows = static_cast<Row*>(repalloc(r->rows, sizeof(Row) * r->capacity));
+        }
+        Row& out = r->rows[r->claimed++];
+        auto put = [&](int i, int c) {
+            int a = col[c] - 1;
+            out.nulls[i] = isnull[a];
+            out.values[i] = isnull[a] ? (Datum)0 : copy_value(TupleDescAttr(jd, a), v[a]);
+        };
+        put(0, kId);
+        out.values[1] = datumCopy(queue, false, -1);
+        out.nulls[1] = false;
+        put(2, kKind);
+        put(3, kPayload);
+        out.values[4] = Int32GetDatum(attempt);
+        out.nulls[4] = false;
+        if (take) {
+            put(5, kRunAt);
+            put(6, kCreatedAt);
+        } else {
+            out.values[5] = Int64GetDatum(token);
+            out.values[6] = TimestampTzGetDatum(lease_until);
+            out.nulls[5] = out.nulls[6] = false;
+            put(7, kRunAt);
+            put(8, kCreatedAt);
+        }
+        out.key = {DatumGetInt16(v[col[kPriority] - 1]), DatumGetTimestampTz(v[col[kRunAt] - 1]),
+                   DatumGetInt64(v[col[kId] - 1])};
+        MemoryContextSwitchTo(old);
+    }
+
+    ExecDropSingleTupleTableSlot(locked);
+    ExecDropSingleTupleTableSlot(found);
+    index_endscan(scan);
+    index_close(idx, NoLock);
+    if (keep) history_close(&history);
+    if (take)
+        table_close(jobs, NoLock);
+    else
+        direct_insert::end(jobs, &updater, false);
+    PopActiveSnapshot();
+    // What follows in this transaction sees the claim, as after an SPI statement.
+    if (r->claimed > 0) CommandCounterIncrement();
+    r->usable = true;
+    r->notify_done = q.notify_done;
+}
+
+std::optional<Claimed> run(Request& r, const Claim& claim) {
+    r.queue = claim.queue.data();
+    r.queue_len = static_cast<int>(claim.queue.size());
+    r.n = claim.n;
+    r.at = claim.at;
+    r.start = claim.start;
+    r.worker = claim.worker ? claim.worker->data() : nullptr;
+    r.worker_len = claim.worker ? static_cast<int>(claim.worker->size()) : 0;
+    r.capacity = static_cast<int>(claim.n < 16 ? claim.n : 16);
+    r.rows = pg_guard([&] { return static_cast<Row*>(palloc(sizeof(Row) * r.capacity)); });
+    detail::guarded_call(claim_rows, &r);
+    if (!r.usable) return std::nullopt;
+    Claimed c;
+    c.notify_done = r.notify_done;
+    c.rows.assign(r.rows, r.rows + r.claimed);
+    return c;
+}
+
+}  // namespace
+
+std::optional<Claimed> take(const Claim& claim) {
+    Request r{};
+    r.mode = Mode::kTake;
+    return run(r, claim);
+}
+
+std::optional<Claimed> lease(const Claim& claim, const std::optional<Interval>& lease,
+                             bool session_bound) {
+    Request r{};
+    r.mode = Mode::kLease;
+    r.lease = lease ? &*lease : nullptr;
+    r.session_bound = session_bound;
+    return run(r, claim);
+}
+
+}  // namespace hopper::direct_claim
