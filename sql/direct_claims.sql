@@ -163,3 +163,24 @@ SELECT count(*) AS from_paused FROM hopper.queue_pull('direct-lease', 5);
 SELECT hopper.queue_resume('direct-lease');
 SELECT count(*) AS from_resumed FROM hopper.queue_pull('direct-lease', 5);
 SELECT count(*) AS from_empty FROM hopper.queue_pull('direct-lease', 5);
+
+-- Completions go the same way: the history row keeps the lease's attempt, start and worker, and
+-- the result; queue_complete_many gives each job its own result, once per id.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('direct-lease',
+    ARRAY['{"n": 6}', '{"n": 7}', '{"n": 8}']::jsonb[]);
+CREATE TEMP TABLE held AS
+SELECT id, lease_token, payload->>'n' AS n FROM hopper.queue_pull('direct-lease', 3, worker => 'w4');
+CREATE TEMP TABLE held_rows AS SELECT j.* FROM hopper.jobs j JOIN held USING (id);
+SELECT hopper.queue_complete(id, lease_token, jsonb_build_object('done', n)) AS completed
+FROM held WHERE n = '6';
+SELECT held.n AS completed_n FROM hopper.queue_complete_many(
+    (SELECT array_agg(id ORDER BY n) || array_agg(id ORDER BY n) FROM held WHERE n <> '6'),
+    (SELECT array_agg(lease_token ORDER BY n) || array_agg(lease_token ORDER BY n)
+     FROM held WHERE n <> '6'),
+    (SELECT array_agg(jsonb_build_object('done', n) ORDER BY n)
+         || array_agg(jsonb_build_object('again', n) ORDER BY n)
+     FROM held WHERE n <> '6')) c(id)
+JOIN held USING (id) ORDER BY n;
+SELECT held.n, h.state, h.result, h.attempt = j.attempt AS same_attempt,
+       h.started_at = j.started_at AS same_start, h.worker
+FROM hopper.job_history h JOIN held USING (id) JOIN held_rows j USING (id) ORDER BY held.n;

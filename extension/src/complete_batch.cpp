@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hopper/args.hpp"
+#include "hopper/direct_complete.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/result.hpp"
@@ -159,19 +160,45 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
         "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, spi::Planning::kWalkIndexes);
 #undef HOPPER_HELD_CTE
-    spi::Connection conn;
-    spi::Result r =
-        conn.exec(results_null ? without_results : with_results,
-                  {spi::arg_datum(PG_GETARG_DATUM(0)), spi::arg_datum(PG_GETARG_DATUM(1)),
-                   spi::arg_datum(results_null ? (Datum)0 : PG_GETARG_DATUM(2), results_null)});
     struct Done {
         std::string queue;
         bool notify;
     };
     std::unordered_map<int64_t, Done> done;
-    done.reserve(r.rows());
-    for (uint64_t i = 0; i < r.rows(); ++i)
-        done.emplace(r.get_int64(i, 1), Done{r.get_text(i, 2), r.get_bool(i, 3)});
+    done.reserve(n);
+    spi::Connection conn;
+    // Straight through the access methods when it can (include/hopper/direct_complete.hpp).
+    std::vector<direct_complete::Item> items(n);
+    std::vector<Datum> results(n);
+    std::vector<char> result_nulls(n, 1);
+    if (!results_null) {
+        Datum d = PG_GETARG_DATUM(2);
+        pg_guard([&] {
+            Datum* elems;
+            bool* nulls;
+            int count;
+            deconstruct_array(DatumGetArrayTypeP(d), JSONBOID, -1, false, TYPALIGN_INT, &elems,
+                              &nulls, &count);
+            for (int i = 0; i < count && static_cast<size_t>(i) < n; ++i) {
+                results[i] = elems[i];
+                result_nulls[i] = nulls[i];
+            }
+        });
+    }
+    for (size_t i = 0; i < n; ++i)
+        items[i] = {ids.values[i], tokens.values[i], results[i], result_nulls[i] != 0};
+    if (auto direct = direct_complete::complete(items)) {
+        for (size_t i = 0; i < n; ++i)
+            if ((*direct)[i].done)
+                done.emplace(ids.values[i], Done{(*direct)[i].queue, (*direct)[i].notify_done});
+    } else {
+        spi::Result r =
+            conn.exec(results_null ? without_results : with_results,
+                      {spi::arg_datum(PG_GETARG_DATUM(0)), spi::arg_datum(PG_GETARG_DATUM(1)),
+                       spi::arg_datum(results_null ? (Datum)0 : PG_GETARG_DATUM(2), results_null)});
+        for (uint64_t i = 0; i < r.rows(); ++i)
+            done.emplace(r.get_int64(i, 1), Done{r.get_text(i, 2), r.get_bool(i, 3)});
+    }
 
     std::unordered_set<int64_t> distinct(ids.values.begin(), ids.values.end());
     if (done.size() < distinct.size()) {

@@ -1,0 +1,215 @@
+// See include/hopper/direct_complete.hpp.
+#include <cstring>
+
+#include "hopper/boundary.hpp"
+#include "hopper/direct_access.hpp"
+#include "hopper/direct_complete.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+namespace hopper::direct_complete {
+namespace {
+
+using namespace direct_access;
+
+enum JobColumn { kId, kQueue, kState, kLeaseToken, kAttempt, kStartedAt, kWorker, kJobColumns };
+constexpr const char* kJobColumnNames[kJobColumns] = {
+    "id", "queue", "state", "lease_token", "attempt", "started_at", "worker"};
+
+// One item's outcome, in plain C.
+struct Outcome {
+    bool done;
+    bool notify_done;
+    char* queue;  // palloc'd
+};
+
+struct Request {
+    const Item* items;
+    int count;
+    bool usable;
+    Outcome* out;  // count of them, palloc'd by the caller
+};
+
+// Whether the row in slot is the running job `id` holding `token`: the DELETE's conditions.
+bool holds(TupleTableSlot* slot, const int* col, Oid running, int64 id, int64 token) {
+    bool isnull;
+    Datum v = slot_getattr(slot, col[kId], &isnull);
+    if (isnull || DatumGetInt64(v) != id) return false;
+    v = slot_getattr(slot, col[kLeaseToken], &isnull);
+    if (isnull || DatumGetInt64(v) != token) return false;
+    v = slot_getattr(slot, col[kState], &isnull);
+    return !isnull && DatumGetObjectId(v) == running;
+}
+
+// Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
+void complete_rows(void* arg) {
+    Request* r = static_cast<Request*>(arg);
+    r->usable = false;
+    MemoryContext caller = CurrentMemoryContext;
+    Oid ns = get_namespace_oid("hopper", true);
+    if (!OidIsValid(ns)) return;
+    Oid jobs_id = get_relname_relid("jobs", ns);
+    Oid queues_id = get_relname_relid("queues", ns);
+    Oid history_id = get_relname_relid("job_history", ns);
+    if (!OidIsValid(jobs_id) || !OidIsValid(queues_id) || !OidIsValid(history_id)) return;
+    // What the statement needs: the DELETE with its conditions, the queue lookups, the INSERT.
+    if (!may(jobs_id, ACL_SELECT | ACL_DELETE) || !may(queues_id, ACL_SELECT) ||
+        !may(history_id, ACL_INSERT))
+        return;
+
+    Relation jobs = table_open(jobs_id, RowExclusiveLock);
+    TupleDesc jd = RelationGetDescr(jobs);
+    int col[kJobColumns];
+    bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
+              jobs->trigdesc == nullptr;
+    for (int c = 0; c < kJobColumns && ok; ++c)
+        ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
+    Oid running = InvalidOid;
+    Oid completed = InvalidOid;
+    if (ok) {
+        Oid state_type = TupleDescAttr(jd, col[kState] - 1)->atttypid;
+        running = enum_label(state_type, "running");
+        completed = enum_label(state_type, "completed");
+        ok = OidIsValid(running) && OidIsValid(completed) &&
+             TupleDescAttr(jd, col[kId] - 1)->atttypid == INT8OID &&
+             TupleDescAttr(jd, col[kLeaseToken] - 1)->atttypid == INT8OID;
+    }
+    Oid pkey = ok ? RelationGetPrimaryKeyIndex(jobs) : InvalidOid;
+    Relation idx = nullptr;
+    if (OidIsValid(pkey)) {
+        idx = index_open(pkey, RowExclusiveLock);
+        ok = idx->rd_index->indnkeyatts == 1 && idx->rd_index->indkey.values[0] == col[kId];
+    } else {
+        ok = false;
+    }
+    Relation queues = nullptr;
+    if (ok) {
+        queues = table_open(queues_id, AccessShareLock);
+        ok = !queues->rd_rel->relrowsecurity;
+    }
+    HistoryWriter history{};
+    if (ok) ok = history_open(history_id, jd, &history);
+    if (!ok) {
+        if (queues != nullptr) table_close(queues, NoLock);
+        if (idx != nullptr) index_close(idx, NoLock);
+        table_close(jobs, NoLock);
+        return;
+    }
+
+    // As an SPI statement would: see what came before in this transaction, on a new snapshot.
+    CommandCounterIncrement();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    Snapshot snap = GetActiveSnapshot();
+    CommandId cid = GetCurrentCommandId(true);
+    TupleTableSlot* found = table_slot_create(jobs, nullptr);
+    TupleTableSlot* locked = table_slot_create(jobs, nullptr);
+    IndexScanDesc scan = index_beginscan(jobs, idx, snap, 1, 0);
+    Datum extras[kHistoryExtras];
+    bool extra_nulls[kHistoryExtras] = {};
+    extras[kExtraProgress] = Float4GetDatum(1.0f);
+    extras[kExtraState] = ObjectIdGetDatum(completed);
+    extras[kExtraFinishedAt] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+    // The queue last looked up: a batch's jobs are mostly of one queue.
+    Datum queue_name = (Datum)0;
+    QueueRow q{};
+
+    for (int i = 0; i < r->count; ++i) {
+        CHECK_FOR_INTERRUPTS();
+        const Item& item = r->items[i];
+        Outcome& out = r->out[i];
+        out.done = false;
+        out.notify_done = false;
+        out.queue = nullptr;
+        ScanKeyData key;
+        ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid, F_INT8EQ,
+                               Int64GetDatum(item.id));
+        index_rescan(scan, &key, 1, nullptr, 0);
+        if (!index_getnext_slot(scan, ForwardScanDirection, found)) continue;
+        if (!holds(found, col, running, item.id, item.token)) continue;
+        // The DELETE waits for whoever holds the row, then re-checks its newest version.
+        TM_FailureData tmfd;
+        TM_Result res =
+            table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid, LockTupleExclusive,
+                             LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+        if (res != TM_Ok || !holds(locked, col, running, item.id, item.token)) continue;
+
+        slot_getallattrs(locked);
+        Datum* v = locked->tts_values;
+        bool* isnull = locked->tts_isnull;
+        Datum queue = v[col[kQueue] - 1];
+        if (queue_name == (Datum)0 || !DatumGetBool(DirectFunctionCall2Coll(
+                                          texteq, DEFAULT_COLLATION_OID, queue_name, queue))) {
+            queue_name = datumCopy(queue, false, -1);
+            if (!read_queue(queues, queue_name, snap, &q))
+                elog(ERROR, "hopper: hopper.queues is not as the extension made it");
+            // A job whose queue is gone keeps its history, as the statement's COALESCE says.
+            if (!q.found) q.keeps = true, q.notify_done = false;
+        }
+        simple_table_tuple_delete(jobs, &locked->tts_tid, snap);
+        if (q.keeps) {
+            auto copy = [&](HistoryExtra e, int c) {
+                extras[e] = v[col[c] - 1];
+                extra_nulls[e] = isnull[col[c] - 1];
+            };
+            copy(kExtraAttempt, kAttempt);
+            copy(kExtraStartedAt, kStartedAt);
+            copy(kExtraWorker, kWorker);
+            extras[kExtraResult] = item.result;
+            extra_nulls[kExtraResult] = item.result_null;
+            history_insert(&history, cid, v, isnull, extras, extra_nulls);
+        }
+        out.done = true;
+        out.notify_done = q.notify_done;
+        out.queue = MemoryContextStrdup(caller, TextDatumGetCString(queue));
+    }
+
+    index_endscan(scan);
+    ExecDropSingleTupleTableSlot(locked);
+    ExecDropSingleTupleTableSlot(found);
+    history_close(&history);
+    table_close(queues, NoLock);
+    index_close(idx, NoLock);
+    table_close(jobs, NoLock);
+    PopActiveSnapshot();
+    // What follows in this transaction sees the completions, as after an SPI statement.
+    CommandCounterIncrement();
+    r->usable = true;
+}
+
+}  // namespace
+
+std::optional<std::vector<Done>> complete(const std::vector<Item>& items) {
+    Request r{};
+    r.items = items.data();
+    r.count = static_cast<int>(items.size());
+    r.out = pg_guard([&] {
+        return static_cast<Outcome*>(palloc0(sizeof(Outcome) * (items.empty() ? 1 : items.size())));
+    });
+    detail::guarded_call(complete_rows, &r);
+    if (!r.usable) return std::nullopt;
+    std::vector<Done> done(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+        done[i].done = r.out[i].done;
+        done[i].notify_done = r.out[i].notify_done;
+        if (r.out[i].queue != nullptr) done[i].queue = r.out[i].queue;
+    }
+    return done;
+}
+
+}  // namespace hopper::direct_complete
