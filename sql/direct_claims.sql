@@ -3,6 +3,7 @@
 -- what the direct claims do not handle (triggers on hopper.jobs, row level security) must still
 -- happen.
 SET hopper.notify = off;
+\i sql/include/try.sql
 
 SELECT hopper.queue_create('direct') AS created;
 -- Two jobs alike in all but id and payload, each failed once (so last_error and errors are set).
@@ -184,3 +185,20 @@ JOIN held USING (id) ORDER BY n;
 SELECT held.n, h.state, h.result, h.attempt = j.attempt AS same_attempt,
        h.started_at = j.started_at AS same_start, h.worker
 FROM hopper.job_history h JOIN held USING (id) JOIN held_rows j USING (id) ORDER BY held.n;
+
+-- A read-only transaction claims and completes nothing, with the statements' error.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('direct-lease',
+    ARRAY['{"n": 9}', '{"n": 10}']::jsonb[]);
+SELECT id AS ro_id, lease_token AS ro_token FROM hopper.queue_pull('direct-lease') \gset
+BEGIN READ ONLY;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_take('direct-lease')$$) AS take_read_only;
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('direct-lease')$$) AS pull_read_only;
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT pg_temp.try(format('SELECT hopper.queue_complete(%s, %s)', :ro_id, :ro_token))
+    AS complete_read_only;
+ROLLBACK;
+SELECT payload->>'n' AS n, state FROM hopper.jobs WHERE queue = 'direct-lease' ORDER BY id;
+SELECT hopper.queue_complete(:ro_id, :ro_token) AS completed;

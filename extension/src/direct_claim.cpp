@@ -122,6 +122,8 @@ void claim_rows(void* arg) {
     r->usable = false;
     r->claimed = 0;
     MemoryContext caller = CurrentMemoryContext;
+    // A read-only transaction (or a standby) gets the statement's error.
+    if (XactReadOnly) return;
     Oid ns = get_namespace_oid("hopper", true);
     if (!OidIsValid(ns)) return;
     Oid jobs_id = get_relname_relid("jobs", ns);

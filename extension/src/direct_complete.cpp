@@ -62,6 +62,8 @@ void complete_rows(void* arg) {
     Request* r = static_cast<Request*>(arg);
     r->usable = false;
     MemoryContext caller = CurrentMemoryContext;
+    // A read-only transaction (or a standby) gets the statement's error.
+    if (XactReadOnly) return;
     Oid ns = get_namespace_oid("hopper", true);
     if (!OidIsValid(ns)) return;
     Oid jobs_id = get_relname_relid("jobs", ns);
