@@ -122,8 +122,9 @@ void claim_rows(void* arg) {
     r->usable = false;
     r->claimed = 0;
     MemoryContext caller = CurrentMemoryContext;
-    // A read-only transaction (or a standby) gets the statement's error.
-    if (XactReadOnly) return;
+    // A read-only transaction (or a standby) gets the statement's error; under REPEATABLE READ or
+    // SERIALIZABLE a row changed since the snapshot is a serialization failure, not one to follow.
+    if (XactReadOnly || IsolationUsesXactSnapshot()) return;
     Oid ns = get_namespace_oid("hopper", true);
     if (!OidIsValid(ns)) return;
     Oid jobs_id = get_relname_relid("jobs", ns);
@@ -259,6 +260,7 @@ void claim_rows(void* arg) {
         int32 attempt = DatumGetInt32(v[col[kAttempt] - 1]) + 1;
         int64 token = 0;
         if (take) {
+            CheckCmdReplicaIdentity(jobs, CMD_DELETE);
             simple_table_tuple_delete(jobs, &locked->tts_tid, snap);
             if (keep) {
                 extras[kExtraAttempt] = Int32GetDatum(attempt);

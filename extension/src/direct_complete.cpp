@@ -14,6 +14,7 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -62,8 +63,9 @@ void complete_rows(void* arg) {
     Request* r = static_cast<Request*>(arg);
     r->usable = false;
     MemoryContext caller = CurrentMemoryContext;
-    // A read-only transaction (or a standby) gets the statement's error.
-    if (XactReadOnly) return;
+    // A read-only transaction (or a standby) gets the statement's error; under REPEATABLE READ or
+    // SERIALIZABLE a row changed since the snapshot is a serialization failure, not one to follow.
+    if (XactReadOnly || IsolationUsesXactSnapshot()) return;
     Oid ns = get_namespace_oid("hopper", true);
     if (!OidIsValid(ns)) return;
     Oid jobs_id = get_relname_relid("jobs", ns);
@@ -163,6 +165,7 @@ void complete_rows(void* arg) {
             // A job whose queue is gone keeps its history, as the statement's COALESCE says.
             if (!q.found) q.keeps = true, q.notify_done = false;
         }
+        CheckCmdReplicaIdentity(jobs, CMD_DELETE);
         simple_table_tuple_delete(jobs, &locked->tts_tid, snap);
         if (q.keeps) {
             auto copy = [&](HistoryExtra e, int c) {
