@@ -202,3 +202,12 @@ SELECT pg_temp.try(format('SELECT hopper.queue_complete(%s, %s)', :ro_id, :ro_to
 ROLLBACK;
 SELECT payload->>'n' AS n, state FROM hopper.jobs WHERE queue = 'direct-lease' ORDER BY id;
 SELECT hopper.queue_complete(:ro_id, :ro_token) AS completed;
+
+-- A rule on hopper.jobs is obeyed too (the push runs the SQL INSERT): one that logs each push.
+CREATE TABLE direct_rule_log (id bigint);
+CREATE RULE direct_log_insert AS ON INSERT TO hopper.jobs
+    DO ALSO INSERT INTO direct_rule_log VALUES (NEW.id);
+SELECT hopper.queue_push('direct-lease', '{"n": 11}') AS ruled \gset
+SELECT count(*) AS rule_fired FROM direct_rule_log;
+DROP RULE direct_log_insert ON hopper.jobs;
+DROP TABLE direct_rule_log;

@@ -170,7 +170,7 @@ bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w) {
     bool ok = (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ||
                hist->rd_rel->relkind == RELKIND_RELATION) &&
               !hist->rd_rel->relrowsecurity && hist->trigdesc == nullptr &&
-              map_history(RelationGetDescr(hist), jobs, w->source);
+              !hist->rd_rel->relhasrules && map_history(RelationGetDescr(hist), jobs, w->source);
     if (!ok) {
         table_close(hist, NoLock);
         w->rel = nullptr;

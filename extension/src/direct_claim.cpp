@@ -165,7 +165,8 @@ void claim_rows(void* arg) {
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
-         jobs->trigdesc == nullptr && !(jd->constr && jd->constr->has_generated_stored);
+         jobs->trigdesc == nullptr && !jobs->rd_rel->relhasrules &&
+         !(jd->constr && jd->constr->has_generated_stored);
     for (int c = 0; c < kJobColumns && ok; ++c)
         ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
     Oid available = InvalidOid;

@@ -81,7 +81,7 @@ void complete_rows(void* arg) {
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
-              jobs->trigdesc == nullptr;
+              jobs->trigdesc == nullptr && !jobs->rd_rel->relhasrules;
     for (int c = 0; c < kJobColumns && ok; ++c)
         ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
     Oid running = InvalidOid;

@@ -21,7 +21,8 @@ Relation open_plain(Oid relid) {
     Relation rel = table_open(relid, RowExclusiveLock);
     TupleDesc desc = RelationGetDescr(rel);
     if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relrowsecurity ||
-        rel->trigdesc != nullptr || (desc->constr && desc->constr->has_generated_stored)) {
+        rel->trigdesc != nullptr || rel->rd_rel->relhasrules ||
+        (desc->constr && desc->constr->has_generated_stored)) {
         table_close(rel, NoLock);
         return nullptr;
     }

@@ -16,8 +16,8 @@ namespace hopper::direct_insert {
 
 // Opens `relid` (RowExclusiveLock) if the caller may INSERT into it and SELECT from it (what the
 // INSERT ... RETURNING it stands for needs) and nothing about it asks for the SQL INSERT: row level
-// security, triggers, stored generated columns, or not being a plain table. Privileges granted per
-// column only also send the caller to SQL, which sorts them out. nullptr otherwise.
+// security, triggers, rules, stored generated columns, or not being a plain table. Privileges
+// granted per column only also send the caller to SQL, which sorts them out. nullptr otherwise.
 Relation open_plain(Oid relid);
 
 struct Inserter {
