@@ -199,7 +199,20 @@ void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, co
             slot = execute_attr_map_slot(target->ri_RootToPartitionMap->attrMap, w->slot,
                                          target->ri_PartitionTupleSlot);
     }
-    ExecSimpleRelationInsert(target, w->estate, slot);
+    Relation rel = target->ri_RelationDesc;
+    if (w->proute != nullptr && target->ri_TrigDesc == nullptr &&
+        !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)) {
+        // What ExecSimpleRelationInsert does, less the partition constraint check: the row was
+        // routed to this partition by its bounds, as the SQL INSERT's rows are (and the INSERT
+        // skips the check for them too).
+        CheckCmdReplicaIdentity(rel, CMD_INSERT);
+        if (rel->rd_att->constr) ExecConstraints(target, slot, w->estate);
+        simple_table_tuple_insert(rel, slot);
+        if (target->ri_NumIndices > 0)
+            ExecInsertIndexTuples(target, slot, w->estate, false, false, nullptr, NIL);
+    } else {
+        ExecSimpleRelationInsert(target, w->estate, slot);
+    }
     MemoryContextSwitchTo(old);
     ExecClearTuple(w->slot);
     ResetPerTupleExprContext(w->estate);
