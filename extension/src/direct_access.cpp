@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "hopper/direct_access.hpp"
+#include "hopper/direct_insert.hpp"
 
 extern "C" {
 #include "access/detoast.h"
@@ -9,6 +10,8 @@ extern "C" {
 #include "access/nbtree.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -18,12 +21,26 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
 namespace hopper::direct_access {
+
+bool find_tables(Tables* t) {
+    if (XactReadOnly || IsolationUsesXactSnapshot()) return false;
+    Oid ns = get_namespace_oid("hopper", true);
+    if (!OidIsValid(ns)) return false;
+    t->jobs = get_relname_relid("jobs", ns);
+    t->queues = get_relname_relid("queues", ns);
+    t->history = get_relname_relid("job_history", ns);
+    t->pull_index = get_relname_relid("jobs_pull_idx", ns);
+    t->lease_token = get_relname_relid("lease_token_seq", ns);
+    return OidIsValid(t->jobs) && OidIsValid(t->queues) && OidIsValid(t->history) &&
+           OidIsValid(t->pull_index) && OidIsValid(t->lease_token);
+}
 
 int attnum_of(TupleDesc desc, const char* name) {
     for (int i = 0; i < desc->natts; ++i) {
@@ -131,16 +148,8 @@ void history_begin(HistoryWriter* w, CommandId cid) {
     Relation hist = w->rel;
     w->estate = CreateExecutorState();
     MemoryContext old = MemoryContextSwitchTo(w->estate->es_query_cxt);
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = RelationGetRelid(hist);
-    rte->relkind = hist->rd_rel->relkind;
-    rte->rellockmode = RowExclusiveLock;
-    rte->requiredPerms = ACL_INSERT;
-    ExecInitRangeTable(w->estate, list_make1(rte));
+    w->root = direct_insert::result_relation(w->estate, hist);
     w->estate->es_output_cid = cid;
-    w->root = makeNode(ResultRelInfo);
-    InitResultRelInfo(w->root, hist, 1, nullptr, 0);
     w->proute = nullptr;
     w->mtstate = nullptr;
     if (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE) {

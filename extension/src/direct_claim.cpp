@@ -12,7 +12,6 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
@@ -21,7 +20,6 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -122,23 +120,12 @@ void claim_rows(void* arg) {
     r->usable = false;
     r->claimed = 0;
     MemoryContext caller = CurrentMemoryContext;
-    // A read-only transaction (or a standby) gets the statement's error; under REPEATABLE READ or
-    // SERIALIZABLE a row changed since the snapshot is a serialization failure, not one to follow.
-    if (XactReadOnly || IsolationUsesXactSnapshot()) return;
-    Oid ns = get_namespace_oid("hopper", true);
-    if (!OidIsValid(ns)) return;
-    Oid jobs_id = get_relname_relid("jobs", ns);
-    Oid queues_id = get_relname_relid("queues", ns);
-    Oid history_id = get_relname_relid("job_history", ns);
-    Oid pull_id = get_relname_relid("jobs_pull_idx", ns);
-    Oid token_seq = get_relname_relid("lease_token_seq", ns);
-    if (!OidIsValid(jobs_id) || !OidIsValid(queues_id) || !OidIsValid(history_id) ||
-        !OidIsValid(pull_id) || !OidIsValid(token_seq))
-        return;
+    Tables t;
+    if (!find_tables(&t)) return;
     // What the statements need: FOR UPDATE, and the DELETE and history INSERT or the UPDATE.
-    if (!may(queues_id, ACL_SELECT) ||
-        (take ? !may(jobs_id, ACL_SELECT | ACL_UPDATE | ACL_DELETE) || !may(history_id, ACL_INSERT)
-              : !may(jobs_id, ACL_SELECT | ACL_UPDATE)))
+    if (!may(t.queues, ACL_SELECT) ||
+        (take ? !may(t.jobs, ACL_SELECT | ACL_UPDATE | ACL_DELETE) || !may(t.history, ACL_INSERT)
+              : !may(t.jobs, ACL_SELECT | ACL_UPDATE)))
         return;
 
     // As an SPI statement would: see what came before in this transaction, on a new snapshot.
@@ -147,7 +134,7 @@ void claim_rows(void* arg) {
     Snapshot snap = GetActiveSnapshot();
     Datum queue = PointerGetDatum(cstring_to_text_with_len(r->queue, r->queue_len));
 
-    Relation queues = table_open(queues_id, AccessShareLock);
+    Relation queues = table_open(t.queues, AccessShareLock);
     QueueRow q{};
     bool ok = !queues->rd_rel->relrowsecurity && read_queue(queues, queue, snap, &q);
     table_close(queues, NoLock);
@@ -161,7 +148,7 @@ void claim_rows(void* arg) {
         return;
     }
 
-    Relation jobs = table_open(jobs_id, RowExclusiveLock);
+    Relation jobs = table_open(t.jobs, RowExclusiveLock);
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
@@ -177,12 +164,12 @@ void claim_rows(void* arg) {
         done_state = enum_label(state_type, take ? "completed" : "running");
         ok = OidIsValid(available) && OidIsValid(done_state);
     }
-    Relation idx = index_open(pull_id, AccessShareLock);
+    Relation idx = index_open(t.pull_index, AccessShareLock);
     ok = ok && pull_index_as_expected(idx, jobs, col);
 
     HistoryWriter history{};
     bool keep = ok && take && q.keeps;
-    if (keep) ok = history_open(history_id, jd, &history);
+    if (keep) ok = history_open(t.history, jd, &history);
     if (!ok) {
         index_close(idx, NoLock);
         table_close(jobs, NoLock);
@@ -268,7 +255,7 @@ void claim_rows(void* arg) {
                 history_insert(&history, cid, v, isnull, extras, extra_nulls);
             }
         } else {
-            token = nextval_internal(token_seq, true);
+            token = nextval_internal(t.lease_token, true);
             TupleTableSlot* next = updater.slot;
             ExecClearTuple(next);
             std::memcpy(next->tts_values, v, sizeof(Datum) * jd->natts);

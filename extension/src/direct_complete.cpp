@@ -11,7 +11,6 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -19,9 +18,9 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 }
 
 namespace hopper::direct_complete {
@@ -63,21 +62,14 @@ void complete_rows(void* arg) {
     Request* r = static_cast<Request*>(arg);
     r->usable = false;
     MemoryContext caller = CurrentMemoryContext;
-    // A read-only transaction (or a standby) gets the statement's error; under REPEATABLE READ or
-    // SERIALIZABLE a row changed since the snapshot is a serialization failure, not one to follow.
-    if (XactReadOnly || IsolationUsesXactSnapshot()) return;
-    Oid ns = get_namespace_oid("hopper", true);
-    if (!OidIsValid(ns)) return;
-    Oid jobs_id = get_relname_relid("jobs", ns);
-    Oid queues_id = get_relname_relid("queues", ns);
-    Oid history_id = get_relname_relid("job_history", ns);
-    if (!OidIsValid(jobs_id) || !OidIsValid(queues_id) || !OidIsValid(history_id)) return;
+    Tables t;
+    if (!find_tables(&t)) return;
     // What the statement needs: the DELETE with its conditions, the queue lookups, the INSERT.
-    if (!may(jobs_id, ACL_SELECT | ACL_DELETE) || !may(queues_id, ACL_SELECT) ||
-        !may(history_id, ACL_INSERT))
+    if (!may(t.jobs, ACL_SELECT | ACL_DELETE) || !may(t.queues, ACL_SELECT) ||
+        !may(t.history, ACL_INSERT))
         return;
 
-    Relation jobs = table_open(jobs_id, RowExclusiveLock);
+    Relation jobs = table_open(t.jobs, RowExclusiveLock);
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
@@ -104,11 +96,11 @@ void complete_rows(void* arg) {
     }
     Relation queues = nullptr;
     if (ok) {
-        queues = table_open(queues_id, AccessShareLock);
+        queues = table_open(t.queues, AccessShareLock);
         ok = !queues->rd_rel->relrowsecurity;
     }
     HistoryWriter history{};
-    if (ok) ok = history_open(history_id, jd, &history);
+    if (ok) ok = history_open(t.history, jd, &history);
     if (!ok) {
         if (queues != nullptr) table_close(queues, NoLock);
         if (idx != nullptr) index_close(idx, NoLock);

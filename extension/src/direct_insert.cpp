@@ -29,18 +29,23 @@ Relation open_plain(Oid relid) {
     return rel;
 }
 
-void begin(Relation rel, Inserter* in) {
-    in->estate = CreateExecutorState();
-    in->caller = MemoryContextSwitchTo(in->estate->es_query_cxt);
+ResultRelInfo* result_relation(EState* estate, Relation rel) {
     RangeTblEntry* rte = makeNode(RangeTblEntry);
     rte->rtekind = RTE_RELATION;
     rte->relid = RelationGetRelid(rel);
     rte->relkind = rel->rd_rel->relkind;
     rte->rellockmode = RowExclusiveLock;
     rte->requiredPerms = ACL_INSERT;
-    ExecInitRangeTable(in->estate, list_make1(rte));
-    in->rri = makeNode(ResultRelInfo);
-    InitResultRelInfo(in->rri, rel, 1, nullptr, 0);
+    ExecInitRangeTable(estate, list_make1(rte));
+    ResultRelInfo* rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rri, rel, 1, nullptr, 0);
+    return rri;
+}
+
+void begin(Relation rel, Inserter* in) {
+    in->estate = CreateExecutorState();
+    in->caller = MemoryContextSwitchTo(in->estate->es_query_cxt);
+    in->rri = result_relation(in->estate, rel);
     in->estate->es_output_cid = GetCurrentCommandId(true);
     ExecOpenIndices(in->rri, false);
     index_predicates::prepare(in->rri);

@@ -1,5 +1,6 @@
 // What the code that reads and writes hopper's tables straight through the access methods
-// (direct_claim.cpp) shares: lookups, the queue's settings, and the writer of history rows.
+// (direct_claim.cpp, direct_complete.cpp) shares: lookups, the queue's settings, and the writer of
+// history rows.
 //
 // Plain C over PostgreSQL's API: call these under pg_guard, with no C++ object that has a
 // destructor alive in between.
@@ -15,6 +16,19 @@ extern "C" {
 }
 
 namespace hopper::direct_access {
+
+// The tables a direct path works on. False (call the statement): hopper is not installed as
+// expected, or the transaction is read-only (the statements raise 25006) or uses one snapshot
+// throughout (REPEATABLE READ, SERIALIZABLE: a row changed since it is a serialization failure,
+// not one to follow).
+struct Tables {
+    Oid jobs;
+    Oid queues;
+    Oid history;
+    Oid pull_index;   // jobs_pull_idx
+    Oid lease_token;  // lease_token_seq
+};
+bool find_tables(Tables* t);
 
 // The attribute number of column `name`, 0 if there is none.
 int attnum_of(TupleDesc desc, const char* name);

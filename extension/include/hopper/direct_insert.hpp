@@ -20,6 +20,10 @@ namespace hopper::direct_insert {
 // granted per column only also send the caller to SQL, which sorts them out. nullptr otherwise.
 Relation open_plain(Oid relid);
 
+// A result relation for `rel` in `estate`, of its own, as COPY and logical replication make one;
+// allocated in the current memory context (the executor state's).
+ResultRelInfo* result_relation(EState* estate, Relation rel);
+
 struct Inserter {
     EState* estate;
     ResultRelInfo* rri;
