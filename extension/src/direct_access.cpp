@@ -68,31 +68,36 @@ Datum copy_value(Form_pg_attribute att, Datum value) {
     return datumCopy(value, false, att->attlen);
 }
 
-bool read_queue(Relation queues, Datum name, Snapshot snap, QueueRow* q) {
-    TupleDesc desc = RelationGetDescr(queues);
-    int name_col = attnum_of(desc, "name");
-    int paused = attnum_of(desc, "paused");
-    int limited = attnum_of(desc, "limited");
-    int packed = attnum_of(desc, "packed");
-    int notify_done = attnum_of(desc, "notify_done");
-    int retention = attnum_of(desc, "retention");
-    int lease = attnum_of(desc, "lease");
-    Oid pkey = RelationGetPrimaryKeyIndex(queues);
-    if (!name_col || !paused || !limited || !packed || !notify_done || !retention || !lease ||
-        !OidIsValid(pkey))
-        return false;
-    Relation idx = index_open(pkey, AccessShareLock);
-    if (idx->rd_index->indnkeyatts != 1 || idx->rd_index->indkey.values[0] != name_col) {
-        index_close(idx, AccessShareLock);
-        return false;
+bool open_queues(Oid relid, QueueTable* t) {
+    t->rel = table_open(relid, AccessShareLock);
+    t->pkey = nullptr;
+    TupleDesc desc = RelationGetDescr(t->rel);
+    t->name = attnum_of(desc, "name");
+    t->paused = attnum_of(desc, "paused");
+    t->limited = attnum_of(desc, "limited");
+    t->packed = attnum_of(desc, "packed");
+    t->notify_done = attnum_of(desc, "notify_done");
+    t->retention = attnum_of(desc, "retention");
+    t->lease = attnum_of(desc, "lease");
+    Oid pkey = RelationGetPrimaryKeyIndex(t->rel);
+    bool ok = !t->rel->rd_rel->relrowsecurity && t->name && t->paused && t->limited && t->packed &&
+              t->notify_done && t->retention && t->lease && OidIsValid(pkey);
+    if (ok) {
+        t->pkey = index_open(pkey, AccessShareLock);
+        ok = t->pkey->rd_index->indnkeyatts == 1 && t->pkey->rd_index->indkey.values[0] == t->name;
     }
+    if (!ok) close_queues(t);
+    return ok;
+}
+
+void read_queue(const QueueTable& t, Datum name, Snapshot snap, QueueRow* q) {
     // The index's own collation: the scan's descent compares with it.
     ScanKeyData key;
-    ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, idx->rd_indcollation[0],
-                           F_TEXTEQ, name);
-    IndexScanDesc scan = index_beginscan(queues, idx, snap, 1, 0);
+    ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+                           t.pkey->rd_indcollation[0], F_TEXTEQ, name);
+    IndexScanDesc scan = index_beginscan(t.rel, t.pkey, snap, 1, 0);
     index_rescan(scan, &key, 1, nullptr, 0);
-    TupleTableSlot* slot = table_slot_create(queues, nullptr);
+    TupleTableSlot* slot = table_slot_create(t.rel, nullptr);
     q->found = index_getnext_slot(scan, ForwardScanDirection, slot);
     if (q->found) {
         bool isnull;
@@ -100,21 +105,26 @@ bool read_queue(Relation queues, Datum name, Snapshot snap, QueueRow* q) {
             Datum d = slot_getattr(slot, col, &isnull);
             return !isnull && DatumGetBool(d);
         };
-        q->paused = flag(paused);
-        q->limited = flag(limited);
-        q->packed = flag(packed);
-        q->notify_done = flag(notify_done);
+        q->paused = flag(t.paused);
+        q->limited = flag(t.limited);
+        q->packed = flag(t.packed);
+        q->notify_done = flag(t.notify_done);
         Interval zero{0, 0, 0};
-        Datum r = slot_getattr(slot, retention, &isnull);
+        Datum r = slot_getattr(slot, t.retention, &isnull);
         q->keeps =
             !isnull && DatumGetBool(DirectFunctionCall2(interval_gt, r, IntervalPGetDatum(&zero)));
-        Datum l = slot_getattr(slot, lease, &isnull);
+        Datum l = slot_getattr(slot, t.lease, &isnull);
         q->lease = isnull ? zero : *DatumGetIntervalP(l);
     }
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);
-    index_close(idx, NoLock);
-    return true;
+}
+
+void close_queues(QueueTable* t) {
+    if (t->pkey != nullptr) index_close(t->pkey, NoLock);
+    if (t->rel != nullptr) table_close(t->rel, NoLock);
+    t->pkey = nullptr;
+    t->rel = nullptr;
 }
 
 namespace {

@@ -134,10 +134,13 @@ void claim_rows(void* arg) {
     Snapshot snap = GetActiveSnapshot();
     Datum queue = PointerGetDatum(cstring_to_text_with_len(r->queue, r->queue_len));
 
-    Relation queues = table_open(t.queues, AccessShareLock);
+    QueueTable queues;
     QueueRow q{};
-    bool ok = !queues->rd_rel->relrowsecurity && read_queue(queues, queue, snap, &q);
-    table_close(queues, NoLock);
+    bool ok = open_queues(t.queues, &queues);
+    if (ok) {
+        read_queue(queues, queue, snap, &q);
+        close_queues(&queues);
+    }
     if (!ok || (q.found && !q.paused && (q.limited || q.packed))) {
         PopActiveSnapshot();
         return;  // the statement's markers tell the caller what to do

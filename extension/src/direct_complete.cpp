@@ -94,15 +94,12 @@ void complete_rows(void* arg) {
     } else {
         ok = false;
     }
-    Relation queues = nullptr;
-    if (ok) {
-        queues = table_open(t.queues, AccessShareLock);
-        ok = !queues->rd_rel->relrowsecurity;
-    }
+    QueueTable queues{};
+    if (ok) ok = open_queues(t.queues, &queues);
     HistoryWriter history{};
     if (ok) ok = history_open(t.history, jd, &history);
     if (!ok) {
-        if (queues != nullptr) table_close(queues, NoLock);
+        close_queues(&queues);
         if (idx != nullptr) index_close(idx, NoLock);
         table_close(jobs, NoLock);
         return;
@@ -152,8 +149,7 @@ void complete_rows(void* arg) {
         if (queue_name == (Datum)0 || !DatumGetBool(DirectFunctionCall2Coll(
                                           texteq, DEFAULT_COLLATION_OID, queue_name, queue))) {
             queue_name = datumCopy(queue, false, -1);
-            if (!read_queue(queues, queue_name, snap, &q))
-                elog(ERROR, "hopper: hopper.queues is not as the extension made it");
+            read_queue(queues, queue_name, snap, &q);
             // A job whose queue is gone keeps its history, as the statement's COALESCE says.
             if (!q.found) q.keeps = true, q.notify_done = false;
         }
@@ -180,7 +176,7 @@ void complete_rows(void* arg) {
     ExecDropSingleTupleTableSlot(locked);
     ExecDropSingleTupleTableSlot(found);
     history_close(&history);
-    table_close(queues, NoLock);
+    close_queues(&queues);
     index_close(idx, NoLock);
     table_close(jobs, NoLock);
     PopActiveSnapshot();

@@ -49,8 +49,18 @@ struct QueueRow {
     bool keeps;  // retention > 0: finished jobs go to history
     Interval lease;
 };
-// Reads the queue's row through the table's primary key. False: the table is not as expected.
-bool read_queue(Relation queues, Datum name, Snapshot snap, QueueRow* q);
+// hopper.queues, open (AccessShareLock) with its primary key, and where the columns read are.
+struct QueueTable {
+    Relation rel;
+    Relation pkey;
+    int name, paused, limited, packed, notify_done, retention, lease;
+};
+// False (and nothing left open): the table is not as the extension made it, or has row level
+// security.
+bool open_queues(Oid relid, QueueTable* t);
+// Reads the queue's row through the primary key.
+void read_queue(const QueueTable& t, Datum name, Snapshot snap, QueueRow* q);
+void close_queues(QueueTable* t);
 
 // The values of a history row that are not copied from the job's row of hopper.jobs.
 enum HistoryExtra {
