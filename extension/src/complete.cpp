@@ -16,12 +16,19 @@ HOPPER_FUNCTION(hopper_queue_complete) {
     int64_t token = args::lease_token(fcinfo, 1);
     bool result_null = args::is_null(fcinfo, 2);
 
-    // Straight through the access methods when it can (include/hopper/direct_complete.hpp). A
-    // lost lease goes on to the statement, which tells an unknown id from a lost lease.
+    // Straight through the access methods when it can (include/hopper/direct_complete.hpp).
     Datum result = result_null ? (Datum)0 : PG_GETARG_DATUM(2);
-    if (auto d = direct_complete::complete({{id, token, result, result_null}}); d && (*d)[0].done) {
-        notify::job_done(id, (*d)[0].queue, "completed", (*d)[0].notify_done);
+    auto direct = direct_complete::complete({{id, token, result, result_null}});
+    if (direct && (*direct)[0].done) {
+        notify::job_done(id, (*direct)[0].queue, "completed", (*direct)[0].notify_done);
         PG_RETURN_BOOL(true);
+    }
+    if (direct) {
+        // No running job holds this token: P0002 for an unknown id, otherwise the lease was lost.
+        spi::Connection conn;
+        jobs::require_known(conn, id);
+        conn.finish();
+        PG_RETURN_BOOL(false);
     }
 
     // The fencing check is the WHERE clause: only the current lease's token matches.

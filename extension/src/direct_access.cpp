@@ -188,8 +188,8 @@ bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w) {
     Relation hist = w->rel;
     bool ok = (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ||
                hist->rd_rel->relkind == RELKIND_RELATION) &&
-              !hist->rd_rel->relrowsecurity && hist->trigdesc == nullptr &&
-              !hist->rd_rel->relhasrules && map_history(RelationGetDescr(hist), jobs, w->source);
+              !direct_insert::defers_to_sql(hist) &&
+              map_history(RelationGetDescr(hist), jobs, w->source);
     if (!ok) {
         table_close(hist, NoLock);
         w->rel = nullptr;

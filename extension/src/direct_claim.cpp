@@ -154,9 +154,7 @@ void claim_rows(void* arg) {
     Relation jobs = table_open(t.jobs, RowExclusiveLock);
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
-    ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
-         jobs->trigdesc == nullptr && !jobs->rd_rel->relhasrules &&
-         !(jd->constr && jd->constr->has_generated_stored);
+    ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);
     for (int c = 0; c < kJobColumns && ok; ++c)
         ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
     Oid available = InvalidOid;

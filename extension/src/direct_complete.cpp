@@ -4,6 +4,7 @@
 #include "hopper/boundary.hpp"
 #include "hopper/direct_access.hpp"
 #include "hopper/direct_complete.hpp"
+#include "hopper/direct_insert.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -72,8 +73,7 @@ void complete_rows(void* arg) {
     Relation jobs = table_open(t.jobs, RowExclusiveLock);
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
-    bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !jobs->rd_rel->relrowsecurity &&
-              jobs->trigdesc == nullptr && !jobs->rd_rel->relhasrules;
+    bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);
     for (int c = 0; c < kJobColumns && ok; ++c)
         ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
     Oid running = InvalidOid;

@@ -14,15 +14,18 @@ extern "C" {
 
 namespace hopper::direct_insert {
 
+bool defers_to_sql(Relation rel) {
+    TupleDesc desc = RelationGetDescr(rel);
+    return rel->rd_rel->relrowsecurity || rel->trigdesc != nullptr || rel->rd_rel->relhasrules ||
+           (desc->constr && desc->constr->has_generated_stored);
+}
+
 Relation open_plain(Oid relid) {
     if (pg_class_aclmask(relid, GetUserId(), ACL_INSERT | ACL_SELECT, ACLMASK_ALL) !=
         (ACL_INSERT | ACL_SELECT))
         return nullptr;
     Relation rel = table_open(relid, RowExclusiveLock);
-    TupleDesc desc = RelationGetDescr(rel);
-    if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relrowsecurity ||
-        rel->trigdesc != nullptr || rel->rd_rel->relhasrules ||
-        (desc->constr && desc->constr->has_generated_stored)) {
+    if (rel->rd_rel->relkind != RELKIND_RELATION || defers_to_sql(rel)) {
         table_close(rel, NoLock);
         return nullptr;
     }

@@ -207,7 +207,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     std::optional<Interval> lease;
     if (!args::is_null(fcinfo, 2)) lease = *PG_GETARG_INTERVAL_P(2);
     auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
-        if (packed || limited || !kinds_null || IsolationUsesXactSnapshot()) return std::nullopt;
+        if (packed || limited || !kinds_null) return std::nullopt;
         auto c = direct_claim::lease({queue, limit, at, resume ? &hint.key : nullptr, worker},
                                      lease, session_bound);
         if (!c) return std::nullopt;

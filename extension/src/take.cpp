@@ -190,7 +190,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
     // The common case goes straight through the access methods (include/hopper/direct_claim.hpp);
     // nullopt: the statement must do it.
     auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
-        if (packed || !kinds_null || IsolationUsesXactSnapshot()) return std::nullopt;
+        if (packed || !kinds_null) return std::nullopt;
         auto t = direct_claim::take({queue, limit, at, resume ? &hint.key : nullptr, worker});
         if (!t) return std::nullopt;
         took_packed = false;

@@ -4,9 +4,10 @@
 // to history if its queue keeps finished jobs.
 //
 // The completion statement builds a DELETE, a history INSERT and two lookups of hopper.queues on
-// every call; for one job that is most of its cost. Row level security or triggers on hopper.jobs,
-// privileges granted per column only, or a column it does not know send the caller back to its
-// statement.
+// every call; for one job that is most of its cost. What the direct path does not handle (a table
+// that direct_insert::defers_to_sql, privileges granted per column only, a column it does not
+// know, a read-only transaction, REPEATABLE READ or SERIALIZABLE: see direct_access::find_tables)
+// sends the caller back to its statement.
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,11 @@ extern "C" {
 
 namespace hopper::direct_insert {
 
+// Whether something about `rel` only the SQL statements honour: row level security, triggers,
+// rules, stored generated columns. Every direct path (inserts, claims, completions, history rows)
+// sends such a table back to SQL.
+bool defers_to_sql(Relation rel);
+
 // Opens `relid` (RowExclusiveLock) if the caller may INSERT into it and SELECT from it (what the
 // INSERT ... RETURNING it stands for needs) and nothing about it asks for the SQL INSERT: row level
 // security, triggers, rules, stored generated columns, or not being a plain table. Privileges
