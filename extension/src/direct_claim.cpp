@@ -16,6 +16,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
+#include "nodes/bitmapset.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -206,6 +207,16 @@ void claim_rows(void* arg) {
     if (!take) {
         direct_insert::begin(jobs, &updater);
         updater.estate->es_snapshot = snap;
+        // The columns a lease sets, as an UPDATE's range table names them: an index whose key
+        // keeps its value (the primary key) gets the "unchanged" hint that lets the B-tree
+        // delete old versions bottom-up, and one whose key changes (lease_until) does not.
+        // Without it every index got the hint and each full page of jobs_lease_idx, whose
+        // entries are all live, was searched for dead versions before it was split.
+        RangeTblEntry* rte = exec_rt_fetch(updater.rri->ri_RangeTableIndex, updater.estate);
+        for (int c : {kState, kAttempt, kLeaseToken, kLeaseUntil, kStartedAt, kWorker, kClaimedPid,
+                      kClaimedBackendStart, kSessionBound})
+            rte->updatedCols =
+                bms_add_member(rte->updatedCols, col[c] - FirstLowInvalidHeapAttributeNumber);
     }
     IndexScanDesc scan = index_beginscan(jobs, idx, snap, nkeys, 0);
     index_rescan(scan, keys, nkeys, nullptr, 0);
