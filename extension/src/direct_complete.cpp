@@ -135,16 +135,29 @@ void complete_rows(void* arg) {
         index_rescan(scan, &key, 1, nullptr, 0);
         if (!index_getnext_slot(scan, ForwardScanDirection, found)) continue;
         if (!holds(found, col, running, item.id, item.token)) continue;
-        // The DELETE waits for whoever holds the row, then re-checks its newest version.
+        // As the DELETE does: delete the version the snapshot sees, waiting for whoever holds
+        // it. Only if someone changed it meanwhile (a heartbeat, say) is its newest version
+        // locked and re-checked, as EvalPlanQual would; a row lock taken up front would cost
+        // every completion a WAL record for the rare case.
+        CheckCmdReplicaIdentity(jobs, CMD_DELETE);
+        slot_getallattrs(found);
+        TupleTableSlot* row = found;
         TM_FailureData tmfd;
-        TM_Result res =
-            table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid, LockTupleExclusive,
-                             LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-        if (res != TM_Ok || !holds(locked, col, running, item.id, item.token)) continue;
+        TM_Result res = table_tuple_delete(jobs, &found->tts_tid, cid, snap, InvalidSnapshot, true,
+                                           &tmfd, false);
+        if (res == TM_Updated) {
+            res = table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid, LockTupleExclusive,
+                                   LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+            if (res != TM_Ok || !holds(locked, col, running, item.id, item.token)) continue;
+            row = locked;
+            slot_getallattrs(row);
+            simple_table_tuple_delete(jobs, &row->tts_tid, snap);
+        } else if (res != TM_Ok) {
+            continue;  // deleted by someone else, or already by this call (a repeated id)
+        }
 
-        slot_getallattrs(locked);
-        Datum* v = locked->tts_values;
-        bool* isnull = locked->tts_isnull;
+        Datum* v = row->tts_values;
+        bool* isnull = row->tts_isnull;
         Datum queue = v[col[kQueue] - 1];
         if (queue_name == (Datum)0 || !DatumGetBool(DirectFunctionCall2Coll(
                                           texteq, DEFAULT_COLLATION_OID, queue_name, queue))) {
@@ -153,8 +166,6 @@ void complete_rows(void* arg) {
             // A job whose queue is gone keeps its history, as the statement's COALESCE says.
             if (!q.found) q.keeps = true, q.notify_done = false;
         }
-        CheckCmdReplicaIdentity(jobs, CMD_DELETE);
-        simple_table_tuple_delete(jobs, &locked->tts_tid, snap);
         if (q.keeps) {
             auto copy = [&](HistoryExtra e, int c) {
                 extras[e] = v[col[c] - 1];
