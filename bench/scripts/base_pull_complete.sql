@@ -2,6 +2,8 @@
 -- transaction). An empty pull sleeps :idle microseconds, like a polling worker.
 -- With stop_when_empty = 1 (drain runs) a client that finds the queue empty ends itself with a
 -- deliberate error, pgbench's only way to stop one client; otherwise it sleeps :idle microseconds.
+-- bench/run.sh writes :n into the LIMIT as a literal before pgbench reads the script: bound as a
+-- parameter, it left the baseline on a generic plan that scans the whole queue for every pull.
 WITH claimed AS (
     UPDATE bench.baseline_queue SET status = 'running', updated_at = pg_catalog.now()
     WHERE id IN (SELECT id FROM bench.baseline_queue
