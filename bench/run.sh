@@ -682,7 +682,8 @@ DRAIN=(base:base_pull_complete:1 hop:hop_pull_complete1:1 hop:hop_complete_pull:
        hop:hop_take:1
        base:base_pull_complete:10 hop:hop_pull_complete_many:10 hop:hop_complete_many_pull:10
        hopk:hop_complete_many_pull:10 hop:hop_take:10
-       base:base_pull_complete:100 hop:hop_complete_many_pull:100 hop:hop_take:100 hopk:hop_take:100
+       base:base_pull_complete:100 hop:hop_complete_many_pull:100 hopk:hop_complete_many_pull:100
+       hop:hop_take:100 hopk:hop_take:100
        hopp:hop_complete_pull:1 hopp:hop_complete_many_pull:10 hopp:hop_complete_many_pull:100 hopp:hop_take:100)
 log "drain"
 drain on "${DRAIN[@]}"
