@@ -1,0 +1,43 @@
+-- The direct paths (push, claims, completions through the access methods) know the columns and
+-- the pull index the install script made. What an operator changes must not be lost: a column
+-- added to hopper.jobs keeps its default and its value through a lease, and a pull index built
+-- another way still gives jobs in pull order. Each change is rolled back at the end.
+SET hopper.notify = off;
+
+SELECT hopper.queue_create('schema_q') AS created;
+
+-- A column of the operator's own, NOT NULL with a default.
+BEGIN;
+ALTER TABLE hopper.jobs ADD COLUMN tenant text NOT NULL DEFAULT 'acme';
+SELECT hopper.queue_push('schema_q', '{"n": 1}') IS NOT NULL AS pushed;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('schema_q',
+    ARRAY['{"n": 2}', '{"n": 3}']::jsonb[]);
+SELECT payload->>'n' AS n, tenant FROM hopper.jobs WHERE queue = 'schema_q' ORDER BY id;
+UPDATE hopper.jobs SET tenant = 'globex' WHERE queue = 'schema_q' AND payload->>'n' = '1';
+-- A lease keeps the column's value; a take and a completion move the job to history as usual.
+CREATE TEMP TABLE leased AS SELECT * FROM hopper.queue_pull('schema_q', 1);
+SELECT payload->>'n' AS n, state, tenant FROM hopper.jobs
+WHERE id = (SELECT id FROM leased);
+SELECT hopper.queue_complete(id, lease_token) AS completed FROM leased;
+SELECT payload->>'n' AS n FROM hopper.queue_take('schema_q', 1);
+SELECT payload->>'n' AS n, state FROM hopper.job_history WHERE queue = 'schema_q' ORDER BY id;
+SELECT payload->>'n' AS n, state, tenant FROM hopper.jobs WHERE queue = 'schema_q';
+ROLLBACK;
+
+-- A pull index in another column order: claims still come in pull order (priority, then
+-- run_at, then id), and the lease and completion still land.
+BEGIN;
+DROP INDEX hopper.jobs_pull_idx;
+CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, run_at, priority, id)
+    WHERE state = 'available';
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('schema_q',
+    ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[],
+    priority => 0, run_at => now() - interval '1 minute');
+SELECT hopper.queue_push('schema_q', '{"n": 4}', priority => -1) IS NOT NULL AS pushed;
+CREATE TEMP TABLE pulled AS SELECT * FROM hopper.queue_pull('schema_q', 2);
+SELECT payload->>'n' AS n, attempt FROM pulled ORDER BY id;
+SELECT count(hopper.queue_complete(id, lease_token)) AS completed FROM pulled;
+SELECT payload->>'n' AS n FROM hopper.queue_take('schema_q', 5) ORDER BY id;
+SELECT count(*) AS left_in_jobs FROM hopper.jobs WHERE queue = 'schema_q';
+ROLLBACK;
+SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_pull_idx';
