@@ -23,12 +23,17 @@ q -c "SELECT hopper.queue_create('wal_kept', retention => '7 days'),
              hopper.queue_create('wal_gone', retention => '0')" >/dev/null
 
 drain() {  # label script [pgbench -D args...]
-    local label=$1 script=$2 l0 l1
+    local label=$1 script=$2 l0 l1 path
     shift 2
+    # The pull size written into the baseline's LIMIT, as bench/run.sh does: bound as a parameter
+    # it gets a generic plan that scans the whole queue (bench/ANALYSIS.md, section 22).
+    path=$(mktemp)
+    sed 's/LIMIT :n\b/LIMIT 1/' "bench/scripts/$script" >"$path"
     q -c "VACUUM ANALYZE hopper.jobs" -c "VACUUM ANALYZE bench.baseline_queue" -c "CHECKPOINT"
     l0=$(q -c "SELECT pg_catalog.pg_current_wal_insert_lsn()")
-    PGOPTIONS="-c hopper.notify=off" "$PGBENCH" -n -M prepared -c 1 -t "$N" -f "bench/scripts/$script" \
+    PGOPTIONS="-c hopper.notify=off" "$PGBENCH" -n -M prepared -c 1 -t "$N" -f "$path" \
         -D id=0 -D tok=0 -D n=1 -D stop_when_empty=0 -D idle=1000 "$@" >/dev/null
+    rm -f "$path"
     l1=$(q -c "SELECT pg_catalog.pg_current_wal_insert_lsn()")
     # Claims commit without waiting for the disk: a durable commit flushes the WAL past l1, which
     # pg_walinspect will only read once flushed.
