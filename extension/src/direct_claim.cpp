@@ -5,6 +5,7 @@
 #include "hopper/direct_access.hpp"
 #include "hopper/direct_claim.hpp"
 #include "hopper/direct_insert.hpp"
+#include "hopper/leaf_walk.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -138,6 +139,38 @@ bool held_by_other(TupleTableSlot* found) {
            TransactionIdIsInProgress(xmax);
 }
 
+// queue = $1, [(priority, run_at, id) >= start,] run_at <= at: the statements' index conditions,
+// in index column order, each with the index column's collation. `row` holds the row comparison's
+// members and must outlive the scan.
+int scan_keys(Relation idx, Datum queue, const claim_hint::Key* start, TimestampTz at,
+              ScanKeyData* keys, ScanKeyData* row) {
+    int nkeys = 0;
+    ScanKeyEntryInitialize(&keys[nkeys++], 0, 1, BTEqualStrategyNumber, InvalidOid,
+                           idx->rd_indcollation[0], F_TEXTEQ, queue);
+    if (start != nullptr) {
+        const Datum values[3] = {Int16GetDatum(start->priority), TimestampTzGetDatum(start->run_at),
+                                 Int64GetDatum(start->id)};
+        for (int i = 0; i < 3; ++i)
+            ScanKeyEntryInitialize(&row[i], SK_ROW_MEMBER | (i == 2 ? SK_ROW_END : 0), i + 2,
+                                   BTGreaterEqualStrategyNumber, InvalidOid,
+                                   idx->rd_indcollation[i + 1],
+                                   index_getprocid(idx, i + 2, BTORDER_PROC), values[i]);
+        ScanKeyEntryInitialize(&keys[nkeys++], SK_ROW_HEADER, 2, BTGreaterEqualStrategyNumber,
+                               InvalidOid, idx->rd_indcollation[1], InvalidOid,
+                               PointerGetDatum(row));
+    }
+    ScanKeyEntryInitialize(&keys[nkeys++], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
+                           idx->rd_indcollation[2], F_TIMESTAMPTZ_LE, TimestampTzGetDatum(at));
+    return nkeys;
+}
+
+// Claims of up to this many jobs that resume at the hint read their first candidates with
+// leaf_walk (include/hopper/leaf_walk.hpp); larger ones read most of a page anyway. The walk
+// collects a few more candidates than jobs wanted: workers that start from the same hint pass
+// over each other's rows.
+constexpr int kWalkMaxJobs = 32;
+constexpr int kWalkSlack = 8;
+
 // Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
 void claim_rows(void* arg) {
     Request* r = static_cast<Request*>(arg);
@@ -203,29 +236,6 @@ void claim_rows(void* arg) {
         return;
     }
 
-    // queue = $1, [(priority, run_at, id) >= start,] run_at <= at: the statements' index
-    // conditions, in index column order, each with the index column's collation.
-    ScanKeyData keys[3];
-    ScanKeyData row[3];
-    int nkeys = 0;
-    ScanKeyEntryInitialize(&keys[nkeys++], 0, 1, BTEqualStrategyNumber, InvalidOid,
-                           idx->rd_indcollation[0], F_TEXTEQ, queue);
-    if (r->start != nullptr) {
-        const Datum values[3] = {Int16GetDatum(r->start->priority),
-                                 TimestampTzGetDatum(r->start->run_at),
-                                 Int64GetDatum(r->start->id)};
-        for (int i = 0; i < 3; ++i)
-            ScanKeyEntryInitialize(&row[i], SK_ROW_MEMBER | (i == 2 ? SK_ROW_END : 0), i + 2,
-                                   BTGreaterEqualStrategyNumber, InvalidOid,
-                                   idx->rd_indcollation[i + 1],
-                                   index_getprocid(idx, i + 2, BTORDER_PROC), values[i]);
-        ScanKeyEntryInitialize(&keys[nkeys++], SK_ROW_HEADER, 2, BTGreaterEqualStrategyNumber,
-                               InvalidOid, idx->rd_indcollation[1], InvalidOid,
-                               PointerGetDatum(row));
-    }
-    ScanKeyEntryInitialize(&keys[nkeys++], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
-                           idx->rd_indcollation[2], F_TIMESTAMPTZ_LE, TimestampTzGetDatum(r->at));
-
     // A lease updates the row through a result relation of its own, with every index.
     direct_insert::Inserter updater{};
     if (!take) {
@@ -242,8 +252,6 @@ void claim_rows(void* arg) {
             rte->updatedCols =
                 bms_add_member(rte->updatedCols, col[c] - FirstLowInvalidHeapAttributeNumber);
     }
-    IndexScanDesc scan = index_beginscan(jobs, idx, snap, nkeys, 0);
-    index_rescan(scan, keys, nkeys, nullptr, 0);
     TupleTableSlot* found = table_slot_create(jobs, nullptr);
     TupleTableSlot* locked = table_slot_create(jobs, nullptr);
     CommandId cid = GetCurrentCommandId(true);
@@ -266,18 +274,19 @@ void claim_rows(void* arg) {
     extras[kExtraResult] = (Datum)0;
     extra_nulls[kExtraResult] = true;
 
-    while (r->claimed < r->n && index_getnext_slot(scan, ForwardScanDirection, found)) {
+    // Claims the row in `found` if it is free and still due.
+    auto claim_found = [&] {
         CHECK_FOR_INTERRUPTS();
-        if (held_by_other(found)) continue;
+        if (held_by_other(found)) return;
         TM_FailureData tmfd;
         // FOR UPDATE SKIP LOCKED: a row locked by anyone else is passed over; one updated since
         // the snapshot is locked in its newest version and re-checked.
         TM_Result res =
             table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid, LockTupleExclusive,
                              LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-        if (res != TM_Ok) continue;
+        if (res != TM_Ok) return;
         if (!still_due(locked, col, available, queue, idx->rd_indcollation[0], r->at, r->start))
-            continue;
+            return;
 
         slot_getallattrs(locked);
         Datum* v = locked->tts_values;
@@ -348,11 +357,40 @@ void claim_rows(void* arg) {
         out.key = {DatumGetInt16(v[col[kPriority] - 1]), DatumGetTimestampTz(v[col[kRunAt] - 1]),
                    DatumGetInt64(v[col[kId] - 1])};
         MemoryContextSwitchTo(old);
+    };
+
+    bool scan_needed = true;
+    claim_hint::Key resume{};
+    const claim_hint::Key* from = r->start;
+    if (r->start != nullptr && r->n <= kWalkMaxJobs && leaf_walk::usable(idx)) {
+        ItemPointerData tids[kWalkMaxJobs + kWalkSlack];
+        leaf_walk::Walk w = leaf_walk::candidates(idx, queue, *r->start, r->at, snap, tids,
+                                                  static_cast<int>(r->n) + kWalkSlack);
+        IndexFetchTableData* fetch = table_index_fetch_begin(jobs);
+        for (int i = 0; i < w.found && r->claimed < r->n; ++i) {
+            bool call_again = false;
+            bool all_dead = false;
+            if (table_index_fetch_tuple(fetch, &tids[i], snap, found, &call_again, &all_dead))
+                claim_found();
+        }
+        table_index_fetch_end(fetch);
+        scan_needed = !w.exhausted;
+        resume = w.next;
+        from = &resume;
+    }
+    if (r->claimed < r->n && scan_needed) {
+        ScanKeyData keys[3];
+        ScanKeyData row[3];
+        int nkeys = scan_keys(idx, queue, from, r->at, keys, row);
+        IndexScanDesc scan = index_beginscan(jobs, idx, snap, nkeys, 0);
+        index_rescan(scan, keys, nkeys, nullptr, 0);
+        while (r->claimed < r->n && index_getnext_slot(scan, ForwardScanDirection, found))
+            claim_found();
+        index_endscan(scan);
     }
 
     ExecDropSingleTupleTableSlot(locked);
     ExecDropSingleTupleTableSlot(found);
-    index_endscan(scan);
     index_close(idx, NoLock);
     if (keep) history_close(&history);
     if (take)
