@@ -34,7 +34,8 @@ SELECT count(*) AS pushed FROM hopper.queue_push_batch('walk_long',
     (SELECT array_agg(jsonb_build_object('n', i) ORDER BY i) FROM generate_series(1, 2000) i));
 SELECT pg_relation_size('hopper.jobs_pull_idx') / 8192 > 5 AS several_pages;
 CREATE TEMP TABLE walk_got (k serial, call int, n int);
-DO $$
+-- Pulls n at a time until a pull finds nothing, recording which call got which job.
+CREATE FUNCTION pg_temp.drain(q text, n int) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     got int;
     calls int := 0;
@@ -42,11 +43,12 @@ BEGIN
     LOOP
         calls := calls + 1;
         INSERT INTO walk_got (call, n)
-            SELECT calls, (payload->>'n')::int FROM hopper.queue_pull('walk_long', 7) ORDER BY id;
+            SELECT calls, (payload->>'n')::int FROM hopper.queue_pull(q, n) ORDER BY id;
         GET DIAGNOSTICS got = ROW_COUNT;
         EXIT WHEN got = 0;
     END LOOP;
 END $$;
+SELECT pg_temp.drain('walk_long', 7);
 SELECT count(*) AS claimed, count(DISTINCT n) AS distinct_jobs, bool_and(n = k) AS in_pull_order
 FROM walk_got;
 SELECT got, count(*) AS calls FROM (SELECT call, count(*) AS got FROM walk_got GROUP BY call) c
@@ -54,21 +56,9 @@ GROUP BY got ORDER BY got;
 TRUNCATE walk_got;
 SELECT count(*) AS pushed FROM hopper.queue_push_batch('walk_long',
     (SELECT array_agg(jsonb_build_object('n', i) ORDER BY i) FROM generate_series(1, 600) i));
-DO $$
-DECLARE
-    got int;
-    calls int := 0;
-BEGIN
-    LOOP
-        calls := calls + 1;
-        INSERT INTO walk_got (call, n)
-            SELECT calls, (payload->>'n')::int FROM hopper.queue_pull('walk_long', 50) ORDER BY id;
-        GET DIAGNOSTICS got = ROW_COUNT;
-        EXIT WHEN got = 0;
-    END LOOP;
-END $$;
-SELECT count(*) AS claimed, count(DISTINCT n) AS distinct_jobs, bool_and(n = k - 2000) AS in_pull_order,
-       count(DISTINCT call) AS calls
+SELECT pg_temp.drain('walk_long', 50);
+SELECT count(*) AS claimed, count(DISTINCT n) AS distinct_jobs,
+       bool_and(n = k - 2000) AS in_pull_order, count(DISTINCT call) AS calls
 FROM walk_got;
 
 -- Several versions of one waiting job, all with its key (an operator's UPDATE of a column that

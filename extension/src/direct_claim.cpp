@@ -166,10 +166,13 @@ int scan_keys(Relation idx, Datum queue, const claim_hint::Key* start, Timestamp
 
 // Claims of up to this many jobs that resume at the hint read their first candidates with
 // leaf_walk (include/hopper/leaf_walk.hpp); larger ones read most of a page anyway. The walk
-// collects a few more candidates than jobs wanted: workers that start from the same hint pass
-// over each other's rows.
+// collects twice the jobs wanted and a few more: workers that start from the same hint pass over
+// each other's rows.
 constexpr int kWalkMaxJobs = 32;
 constexpr int kWalkSlack = 8;
+constexpr int walk_candidates(int64_t n) {
+    return static_cast<int>(2 * n) + kWalkSlack;
+}
 
 // Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
 void claim_rows(void* arg) {
@@ -363,9 +366,9 @@ void claim_rows(void* arg) {
     claim_hint::Key resume{};
     const claim_hint::Key* from = r->start;
     if (r->start != nullptr && r->n <= kWalkMaxJobs && leaf_walk::usable(idx)) {
-        ItemPointerData tids[kWalkMaxJobs + kWalkSlack];
-        leaf_walk::Walk w = leaf_walk::candidates(idx, queue, *r->start, r->at, snap, tids,
-                                                  static_cast<int>(r->n) + kWalkSlack);
+        ItemPointerData tids[walk_candidates(kWalkMaxJobs)];
+        leaf_walk::Walk w =
+            leaf_walk::candidates(idx, queue, *r->start, r->at, snap, tids, walk_candidates(r->n));
         IndexFetchTableData* fetch = table_index_fetch_begin(jobs);
         for (int i = 0; i < w.found && r->claimed < r->n; ++i) {
             bool call_again = false;
