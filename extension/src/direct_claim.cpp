@@ -239,7 +239,9 @@ void claim_rows(void* arg) {
         return;
     }
 
-    // A lease updates the row through a result relation of its own, with every index.
+    // A lease updates the row through a result relation of its own, with the indexes the new
+    // version goes into: the primary key and jobs_lease_idx (and jobs_dedup_idx, jobs_session_idx
+    // for the jobs that have a key or a session).
     direct_insert::Inserter updater{};
     if (!take) {
         direct_insert::begin(jobs, &updater);
@@ -323,6 +325,7 @@ void claim_rows(void* arg) {
             set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
             set(kSessionBound, BoolGetDatum(r->session_bound), false);
             ExecStoreVirtualTuple(next);
+            direct_insert::open_indexes_for(&updater, next);
             MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
             ExecSimpleRelationUpdate(updater.rri, updater.estate, nullptr, locked, next);
             MemoryContextSwitchTo(old);

@@ -34,11 +34,19 @@ struct Inserter {
     ResultRelInfo* rri;
     TupleTableSlot* slot;  // virtual, of the table's row type: fill tts_values and tts_isnull
     MemoryContext caller;
+    // The table's indexes not opened yet, with their kept descriptions (include/hopper/
+    // index_infos.hpp): InvalidOid once opened.
+    int n_waiting;
+    Oid* waiting;
+    IndexInfo** waiting_info;
 };
 
-// Sets up the result relation and its indexes; the current memory context is the executor's until
-// end().
+// Sets up the result relation; the current memory context is the executor's until end(). Indexes
+// whose description is kept are opened when a row first goes into them, the others at once.
 void begin(Relation rel, Inserter* in);
+// Opens the indexes that `row`, a version about to be written through in->rri, goes into and that
+// are not open yet. insert() calls it; an update calls it with the new version.
+void open_indexes_for(Inserter* in, TupleTableSlot* row);
 // Inserts the row in in->slot (constraints, heap, every index entry), then clears the slot.
 void insert(Inserter* in);
 // Tears down, closes `rel`, and makes the rows inserted, if any, visible to what follows in the

@@ -1,0 +1,90 @@
+// See include/hopper/index_infos.hpp.
+#include "hopper/index_infos.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/index.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_am_d.h"
+#include "executor/executor.h"
+#include "optimizer/optimizer.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+}
+
+namespace hopper::index_infos {
+namespace {
+
+// hopper.jobs has eight indexes and hopper.job_batches two; a table with more than this many
+// simply has the rest described per statement, as the executor does.
+constexpr int kMaxKept = 16;
+
+struct Kept {
+    Oid index;
+    Oid table;
+    IndexInfo* info;
+};
+
+Kept kept[kMaxKept];
+int n_kept = 0;
+MemoryContext kept_context = nullptr;
+bool callback_registered = false;
+// Set by an invalidation; the descriptions are dropped at the next refresh(). Not at once: an
+// invalidation is read whenever the backend first takes a lock in a transaction, which can be in
+// the middle of a write that holds the descriptions (the id sequence's lock, an index's lock).
+bool stale = false;
+
+void on_relcache_invalidation(Datum, Oid relid) {
+    if (relid == InvalidOid) {
+        stale = true;
+        return;
+    }
+    for (int i = 0; i < n_kept; ++i)
+        if (kept[i].index == relid || kept[i].table == relid) {
+            stale = true;
+            return;
+        }
+}
+
+}  // namespace
+
+void refresh() {
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+        callback_registered = true;
+    }
+    if (kept_context == nullptr)
+        kept_context = AllocSetContextCreate(TopMemoryContext, "hopper index descriptions",
+                                             ALLOCSET_SMALL_SIZES);
+    if (stale) {
+        n_kept = 0;
+        MemoryContextReset(kept_context);
+        stale = false;
+    }
+}
+
+IndexInfo* find(Oid index) {
+    for (int i = 0; i < n_kept; ++i)
+        if (kept[i].index == index) return kept[i].info;
+    return nullptr;
+}
+
+IndexInfo* keep(Relation index, Oid table) {
+    if (n_kept == kMaxKept || kept_context == nullptr || index->rd_rel->relam != BTREE_AM_OID ||
+        index->rd_index->indisexclusion ||
+        !heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr))
+        return nullptr;
+    MemoryContext old = MemoryContextSwitchTo(kept_context);
+    IndexInfo* info = BuildIndexInfo(index);
+    if (info->ii_Predicate != NIL)
+        info->ii_PredicateState = ExecInitQual(
+            reinterpret_cast<List*>(
+                expression_planner(reinterpret_cast<Expr*>(copyObjectImpl(info->ii_Predicate)))),
+            nullptr);
+    MemoryContextSwitchTo(old);
+    kept[n_kept++] = Kept{RelationGetRelid(index), table, info};
+    return info;
+}
+
+}  // namespace hopper::index_infos
