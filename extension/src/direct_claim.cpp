@@ -6,6 +6,7 @@
 #include "hopper/direct_claim.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/leaf_walk.hpp"
+#include "hopper/lease_rows.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -329,6 +330,8 @@ void claim_rows(void* arg) {
             MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
             ExecSimpleRelationUpdate(updater.rri, updater.estate, nullptr, locked, next);
             MemoryContextSwitchTo(old);
+            lease_rows::remember(RelationGetRelid(jobs), DatumGetInt64(v[col[kId] - 1]), token,
+                                 &next->tts_tid);
             ResetPerTupleExprContext(updater.estate);
         }
 

@@ -5,6 +5,7 @@
 #include "hopper/direct_access.hpp"
 #include "hopper/direct_complete.hpp"
 #include "hopper/direct_insert.hpp"
+#include "hopper/lease_rows.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -16,6 +17,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -121,6 +123,9 @@ void complete_rows(void* arg) {
     // The queue last looked up: a batch's jobs are mostly of one queue.
     Datum queue_name = (Datum)0;
     QueueRow q{};
+    // The table's length, read once if an address is recalled: one beyond it (VACUUM truncated
+    // the table since) must not be read.
+    BlockNumber blocks = InvalidBlockNumber;
 
     for (int i = 0; i < r->count; ++i) {
         CHECK_FOR_INTERRUPTS();
@@ -129,12 +134,24 @@ void complete_rows(void* arg) {
         out.done = false;
         out.notify_done = false;
         out.queue = nullptr;
-        ScanKeyData key;
-        ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid, F_INT8EQ,
-                               Int64GetDatum(item.id));
-        index_rescan(scan, &key, 1, nullptr, 0);
-        if (!index_getnext_slot(scan, ForwardScanDirection, found)) continue;
-        if (!holds(found, col, running, item.id, item.token)) continue;
+        // The row where this backend's lease left it, if it is still the one the snapshot sees;
+        // else the primary key's.
+        ItemPointerData tid;
+        bool at_hint = false;
+        if (lease_rows::recall(RelationGetRelid(jobs), item.id, item.token, &tid)) {
+            if (blocks == InvalidBlockNumber) blocks = RelationGetNumberOfBlocks(jobs);
+            at_hint = ItemPointerGetBlockNumber(&tid) < blocks &&
+                      table_tuple_fetch_row_version(jobs, &tid, snap, found) &&
+                      holds(found, col, running, item.id, item.token);
+        }
+        if (!at_hint) {
+            ScanKeyData key;
+            ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid,
+                                   F_INT8EQ, Int64GetDatum(item.id));
+            index_rescan(scan, &key, 1, nullptr, 0);
+            if (!index_getnext_slot(scan, ForwardScanDirection, found)) continue;
+            if (!holds(found, col, running, item.id, item.token)) continue;
+        }
         // As the DELETE does: delete the version the snapshot sees, waiting for whoever holds
         // it. Only if someone changed it meanwhile (a heartbeat, say) is its newest version
         // locked and re-checked, as EvalPlanQual would; a row lock taken up front would cost
