@@ -52,4 +52,27 @@ DROP INDEX hopper.regress_di_one_running;
 -- Dropped, it no longer holds: the second job is leased.
 SELECT payload->>'n' AS n FROM hopper.queue_pull('di', 1);
 
+-- A CHECK constraint whose function pushes another job, after an ANALYZE that invalidates what
+-- the outer push holds about hopper.jobs' indexes, in the middle of that push: both jobs land, and
+-- each is in the pull index.
+CREATE FUNCTION regress_di_side(p jsonb) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF p ? 'outer' THEN
+        ANALYZE hopper.jobs;
+        PERFORM hopper.queue_push('di', '{"inner": true}');
+    END IF;
+    RETURN true;
+END $$;
+ALTER TABLE hopper.jobs ADD CONSTRAINT regress_di_side CHECK (regress_di_side(payload));
+SELECT hopper.queue_push('di', '{"outer": true}') IS NOT NULL AS pushed;
+ALTER TABLE hopper.jobs DROP CONSTRAINT regress_di_side;
+DROP FUNCTION regress_di_side(jsonb);
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT payload FROM hopper.jobs WHERE queue = 'di' AND state = 'available'
+ORDER BY priority, run_at, id;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT count(*) AS taken FROM hopper.queue_take('di', 10);
+
 SELECT hopper.queue_drop('di') AS dropped;

@@ -54,12 +54,17 @@ void refresh() {
         CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
         callback_registered = true;
     }
+    if (stale && kept_context != nullptr) {
+        // A write of this transaction may still hold the old descriptions (one nested in
+        // another's CHECK constraint, say): they are freed when the transaction ends.
+        MemoryContextSetParent(kept_context, TopTransactionContext);
+        kept_context = nullptr;
+    }
     if (kept_context == nullptr)
         kept_context = AllocSetContextCreate(TopMemoryContext, "hopper index descriptions",
                                              ALLOCSET_SMALL_SIZES);
     if (stale) {
         n_kept = 0;
-        MemoryContextReset(kept_context);
         stale = false;
     }
 }

@@ -21,9 +21,9 @@ extern "C" {
 
 namespace hopper::index_infos {
 
-// Drops the kept descriptions if an invalidation came since the last call. Call it with the
-// table locked (which reads the invalidations), before find(), and not while a description it
-// returned earlier is still in use.
+// Drops the kept descriptions if an invalidation came since the last call; those already handed
+// out stay valid until the end of the transaction. Call it with the table locked (which reads the
+// invalidations), before find().
 void refresh();
 
 // The kept description of index `index`, its predicate prepared; nullptr if none is kept.
