@@ -35,16 +35,9 @@ ALTER TABLE hopper.jobs RESET (autovacuum_enabled);
 
 -- A claim whose plans were made on an empty hopper.jobs (a fresh database, just vacuumed) looks the
 -- ids it locked up by primary key once the table has filled; a join could walk the whole key.
-SELECT pg_catalog.current_database() AS regression_db \gset
--- (Left behind by a run that stopped half-way, it would fail this one.)
-SET client_min_messages = warning;
-DROP DATABASE IF EXISTS hopper_index_plans;
-RESET client_min_messages;
-CREATE DATABASE hopper_index_plans;
-\c hopper_index_plans
+\set own_db hopper_index_plans
+\i sql/include/own_database.sql
 SET hopper.notify = off;
-CREATE EXTENSION hopper;
-ALTER TABLE hopper.jobs SET (autovacuum_enabled = off);
 SELECT hopper.queue_create('plans') AS created;
 VACUUM ANALYZE hopper.jobs;
 \c
@@ -59,4 +52,4 @@ SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_pkey'::pg_catalo
     - :pkey_before < 100 AS looked_up;
 ROLLBACK;
 \c :regression_db
-DROP DATABASE hopper_index_plans;
+DROP DATABASE :"own_db";

@@ -5,14 +5,8 @@
 --
 -- In a database of its own, so that hopper.jobs holds only this test's rows and a freed place is
 -- taken by the next insert.
-SELECT pg_catalog.current_database() AS regression_db \gset
-SET client_min_messages = warning;
-DROP DATABASE IF EXISTS hopper_lease_rows;
-RESET client_min_messages;
-CREATE DATABASE hopper_lease_rows;
-\c hopper_lease_rows
-CREATE EXTENSION hopper;
-ALTER TABLE hopper.jobs SET (autovacuum_enabled = off);
+\set own_db hopper_lease_rows
+\i sql/include/own_database.sql
 SET hopper.notify = off;
 \i sql/include/try.sql
 SELECT hopper.queue_create('lr') AS created;
@@ -94,4 +88,4 @@ SELECT pg_temp.try(format('SELECT hopper.queue_complete(%s, %s)', :id, :tok)) AS
 
 SELECT hopper.queue_drop('lr') AS dropped;
 \c :regression_db
-DROP DATABASE hopper_lease_rows;
+DROP DATABASE :"own_db";

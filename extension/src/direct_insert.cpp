@@ -5,8 +5,8 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/table.h"
-#include "catalog/index.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
