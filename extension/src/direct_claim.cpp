@@ -285,11 +285,15 @@ void claim_rows(void* arg) {
         CHECK_FOR_INTERRUPTS();
         if (held_by_other(found)) return;
         TM_FailureData tmfd;
-        // FOR UPDATE SKIP LOCKED: a row locked by anyone else is passed over; one updated since
-        // the snapshot is locked in its newest version and re-checked.
-        TM_Result res =
-            table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid, LockTupleExclusive,
-                             LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+        // FOR UPDATE SKIP LOCKED: a row locked by anyone else is passed over, and so is one
+        // updated since the snapshot (TM_Updated), where EvalPlanQual would lock the newest
+        // version and re-check it. That version is nearly always another worker's fresh lease,
+        // which fails the re-check but kept the lock until this claim's commit, and the lease
+        // holder's completion then waited for that commit's flush (Lock:transactionid in drains
+        // pulling one job at a time; bench/ANALYSIS.md section 25). A row made available again
+        // after the snapshot is left for the next claim, as one made available just after it is.
+        TM_Result res = table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid,
+                                         LockTupleExclusive, LockWaitSkip, 0, &tmfd);
         if (res != TM_Ok) return;
         if (!still_due(locked, col, available, queue, idx->rd_indcollation[0], r->at, r->start))
             return;
