@@ -17,11 +17,14 @@ extern "C" {
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "partitioning/partbounds.h"
+#include "partitioning/partdesc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/partcache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -180,10 +183,105 @@ void history_begin(HistoryWriter* w, CommandId cid) {
     w->started = true;
 }
 
+// The partition key's column if `hist` is partitioned by range on one plain column, else 0.
+int range_key_of(Relation hist) {
+    if (hist->rd_rel->relkind != RELKIND_PARTITIONED_TABLE) return 0;
+    PartitionKey key = RelationGetPartitionKey(hist);
+    return key->strategy == PARTITION_STRATEGY_RANGE && key->partnatts == 1 ? key->partattrs[0] : 0;
+}
+
+// The leaf partition of `hist` whose range holds `value`, as get_partition_for_tuple finds it
+// (the default partition if none does, and partitions being detached left out, as they are for
+// an INSERT outside REPEATABLE READ, the only isolation the direct paths run in). InvalidOid if
+// there is none or it is partitioned in turn: the executor's routing deals with those.
+Oid range_partition(Relation hist, Datum value, bool isnull) {
+    PartitionKey key = RelationGetPartitionKey(hist);
+    PartitionDesc desc = RelationGetPartitionDesc(hist, true);
+    PartitionBoundInfo bounds = desc->boundinfo;
+    if (bounds == nullptr) return InvalidOid;
+    int index = -1;
+    if (!isnull) {
+        bool equal;
+        int offset = partition_range_datum_bsearch(key->partsupfunc, key->partcollation, bounds, 1,
+                                                   &value, &equal);
+        index = bounds->indexes[offset + 1];
+    }
+    if (index < 0) index = bounds->default_index;
+    if (index < 0 || !desc->is_leaf[index]) return InvalidOid;
+    return desc->oids[index];
+}
+
+// Whether `part` has the columns of `hist` in the same places, so that a row of one is a row of
+// the other (no attribute map, as the executor's routing would find).
+bool same_columns(TupleDesc hist, TupleDesc part) {
+    if (hist->natts != part->natts) return false;
+    for (int i = 0; i < hist->natts; ++i) {
+        Form_pg_attribute a = TupleDescAttr(hist, i);
+        Form_pg_attribute b = TupleDescAttr(part, i);
+        if (a->attisdropped != b->attisdropped) return false;
+        if (!a->attisdropped && (a->atttypid != b->atttypid || a->atttypmod != b->atttypmod ||
+                                 std::strcmp(NameStr(a->attname), NameStr(b->attname)) != 0))
+            return false;
+    }
+    return true;
+}
+
+void close_direct(HistoryWriter* w) {
+    if (!OidIsValid(w->direct_oid)) return;
+    direct_insert::end(w->direct_rel, &w->direct, false);
+    w->direct_oid = InvalidOid;
+    w->direct_rel = nullptr;
+}
+
+// Writes the row straight into its partition if that one is fit for it; false otherwise.
+bool insert_direct(HistoryWriter* w, CommandId cid, const Datum* values, const bool* nulls) {
+    Oid part = range_partition(w->rel, values[w->range_key - 1], nulls[w->range_key - 1]);
+    if (!OidIsValid(part) || part == w->unfit_oid) return false;
+    if (part != w->direct_oid) {
+        close_direct(w);
+        // Locked as the executor's routing locks the partitions it opens.
+        Relation rel = table_open(part, RowExclusiveLock);
+        if (rel->rd_rel->relkind != RELKIND_RELATION || direct_insert::defers_to_sql(rel) ||
+            !same_columns(RelationGetDescr(w->rel), RelationGetDescr(rel))) {
+            table_close(rel, NoLock);
+            w->unfit_oid = part;
+            return false;
+        }
+        direct_insert::begin_apart(rel, &w->direct);
+        w->direct.estate->es_output_cid = cid;
+        w->direct_rel = rel;
+        w->direct_oid = part;
+    }
+    direct_insert::Inserter* in = &w->direct;
+    TupleTableSlot* slot = in->slot;
+    int natts = RelationGetDescr(w->direct_rel)->natts;
+    std::memcpy(slot->tts_values, values, sizeof(Datum) * natts);
+    std::memcpy(slot->tts_isnull, nulls, sizeof(bool) * natts);
+    ExecStoreVirtualTuple(slot);
+    MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
+    direct_insert::open_indexes_for(in, slot);
+    // What ExecSimpleRelationInsert does, less the partition constraint check: the row was
+    // routed to this partition by its bounds, as the SQL INSERT's rows are (and the INSERT skips
+    // the check for them too).
+    Relation rel = w->direct_rel;
+    CheckCmdReplicaIdentity(rel, CMD_INSERT);
+    if (rel->rd_att->constr) ExecConstraints(in->rri, slot, in->estate);
+    simple_table_tuple_insert(rel, slot);
+    if (in->rri->ri_NumIndices > 0)
+        ExecInsertIndexTuples(in->rri, slot, in->estate, false, false, nullptr, NIL);
+    MemoryContextSwitchTo(old);
+    ExecClearTuple(slot);
+    ResetPerTupleExprContext(in->estate);
+    return true;
+}
+
 }  // namespace
 
 bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w) {
     w->started = false;
+    w->direct_oid = InvalidOid;
+    w->unfit_oid = InvalidOid;
+    w->direct_rel = nullptr;
     w->rel = table_open(relid, RowExclusiveLock);
     Relation hist = w->rel;
     bool ok = (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ||
@@ -193,21 +291,27 @@ bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w) {
     if (!ok) {
         table_close(hist, NoLock);
         w->rel = nullptr;
+        return false;
     }
-    return ok;
+    w->range_key = range_key_of(hist);
+    return true;
 }
 
 void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, const bool* job_nulls,
                     const Datum* extras, const bool* extra_nulls) {
-    if (!w->started) history_begin(w, cid);
     int natts = RelationGetDescr(w->rel)->natts;
-    Datum* values = w->slot->tts_values;
-    bool* nulls = w->slot->tts_isnull;
+    Datum values[kMaxHistoryColumns];
+    bool nulls[kMaxHistoryColumns];
     for (int i = 0; i < natts; ++i) {
         int s = w->source[i];
         values[i] = s >= 0 ? job_values[s] : s == kNullColumn ? (Datum)0 : extras[-1 - s];
         nulls[i] = s >= 0 ? job_nulls[s] : s == kNullColumn || extra_nulls[-1 - s];
     }
+    if (w->range_key != 0 && insert_direct(w, cid, values, nulls)) return;
+
+    if (!w->started) history_begin(w, cid);
+    std::memcpy(w->slot->tts_values, values, sizeof(Datum) * natts);
+    std::memcpy(w->slot->tts_isnull, nulls, sizeof(bool) * natts);
     ExecStoreVirtualTuple(w->slot);
     MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(w->estate));
     ResultRelInfo* target = w->root;
@@ -238,6 +342,7 @@ void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, co
 }
 
 void history_close(HistoryWriter* w) {
+    close_direct(w);
     if (w->started) {
         AfterTriggerEndQuery(w->estate);
         if (w->proute != nullptr)

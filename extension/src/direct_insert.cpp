@@ -68,6 +68,7 @@ void open_waiting(Inserter* in, int i) {
 }  // namespace
 
 void begin(Relation rel, Inserter* in) {
+    in->apart = false;
     in->estate = CreateExecutorState();
     in->caller = MemoryContextSwitchTo(in->estate->es_query_cxt);
     in->rri = result_relation(in->estate, rel);
@@ -97,6 +98,12 @@ void begin(Relation rel, Inserter* in) {
     ExecClearTuple(in->slot);
 }
 
+void begin_apart(Relation rel, Inserter* in) {
+    begin(rel, in);
+    MemoryContextSwitchTo(in->caller);
+    in->apart = true;
+}
+
 void open_indexes_for(Inserter* in, TupleTableSlot* row) {
     ExprContext* econtext = GetPerTupleExprContext(in->estate);
     econtext->ecxt_scantuple = row;
@@ -120,7 +127,7 @@ void insert(Inserter* in) {
 
 void end(Relation rel, Inserter* in, bool inserted) {
     ExecCloseIndices(in->rri);
-    MemoryContextSwitchTo(in->caller);
+    if (!in->apart) MemoryContextSwitchTo(in->caller);
     ExecResetTupleTable(in->estate->es_tupleTable, false);
     FreeExecutorState(in->estate);
     table_close(rel, NoLock);

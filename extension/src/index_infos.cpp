@@ -16,9 +16,10 @@ extern "C" {
 namespace hopper::index_infos {
 namespace {
 
-// hopper.jobs has eight indexes and hopper.job_batches two; a table with more than this many
-// simply has the rest described per statement, as the executor does.
-constexpr int kMaxKept = 16;
+// hopper.jobs has eight indexes, hopper.job_batches two and each history partition three (a
+// backend writes today's, then tomorrow's); past this many the rest are described per statement,
+// as the executor does.
+constexpr int kMaxKept = 32;
 
 struct Kept {
     Oid index;

@@ -15,6 +15,8 @@ extern "C" {
 #include "utils/snapshot.h"
 }
 
+#include "hopper/direct_insert.hpp"
+
 namespace hopper::direct_access {
 
 // The tables a direct path works on. False (call the statement): hopper is not installed as
@@ -77,11 +79,23 @@ enum HistoryExtra {
 constexpr int kMaxHistoryColumns = 32;
 
 // Writes rows into hopper.job_history, routed to the partition of their finished_at as the SQL
-// INSERT would be (and as logical replication routes rows).
+// INSERT would be. A table partitioned by range on one column has each row's partition found
+// from its bounds, and a partition with the table's own columns and nothing that only the
+// statements honour (see direct_insert::defers_to_sql) gets the row straight, as a direct insert
+// does. Any other partition, or table, gets it through the executor's routing, as logical
+// replication routes rows.
 struct HistoryWriter {
     Relation rel;
     // Per history column: the hopper.jobs attribute it copies, or -1 - HistoryExtra.
     int source[kMaxHistoryColumns];
+    // The partition key's column in rel (range partitions on one column), else 0.
+    int range_key;
+    // The partition written straight: open in `direct`, InvalidOid if none; and one found unfit.
+    Oid direct_oid;
+    Oid unfit_oid;
+    Relation direct_rel;
+    direct_insert::Inserter direct;
+    // The executor's routing, set up when a row first needs it.
     bool started;
     EState* estate;
     ResultRelInfo* root;

@@ -39,11 +39,15 @@ struct Inserter {
     int n_waiting;
     Oid* waiting;
     IndexInfo** waiting_info;
+    bool apart;  // begun with begin_apart()
 };
 
 // Sets up the result relation; the current memory context is the executor's until end(). Indexes
 // whose description is kept are opened when a row first goes into them, the others at once.
 void begin(Relation rel, Inserter* in);
+// As begin(), for a writer that inserts now and then among other work (the history writer of
+// direct_access.hpp): the caller's memory context stays current.
+void begin_apart(Relation rel, Inserter* in);
 // Opens the indexes that `row`, a version about to be written through in->rri, goes into and that
 // are not open yet. insert() calls it; an update calls it with the new version.
 void open_indexes_for(Inserter* in, TupleTableSlot* row);
