@@ -183,6 +183,18 @@ void history_begin(HistoryWriter* w, CommandId cid) {
     w->started = true;
 }
 
+// What ExecSimpleRelationInsert does, less the partition constraint check: the row was routed to
+// this partition by its bounds, as the SQL INSERT's rows are (and the INSERT skips the check for
+// them too).
+void insert_routed(ResultRelInfo* partition, TupleTableSlot* slot, EState* estate) {
+    Relation rel = partition->ri_RelationDesc;
+    CheckCmdReplicaIdentity(rel, CMD_INSERT);
+    if (rel->rd_att->constr) ExecConstraints(partition, slot, estate);
+    simple_table_tuple_insert(rel, slot);
+    if (partition->ri_NumIndices > 0)
+        ExecInsertIndexTuples(partition, slot, estate, false, false, nullptr, NIL);
+}
+
 // The partition key's column if `hist` is partitioned by range on one plain column, else 0.
 int range_key_of(Relation hist) {
     if (hist->rd_rel->relkind != RELKIND_PARTITIONED_TABLE) return 0;
@@ -260,15 +272,7 @@ bool insert_direct(HistoryWriter* w, CommandId cid, const Datum* values, const b
     ExecStoreVirtualTuple(slot);
     MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
     direct_insert::open_indexes_for(in, slot);
-    // What ExecSimpleRelationInsert does, less the partition constraint check: the row was
-    // routed to this partition by its bounds, as the SQL INSERT's rows are (and the INSERT skips
-    // the check for them too).
-    Relation rel = w->direct_rel;
-    CheckCmdReplicaIdentity(rel, CMD_INSERT);
-    if (rel->rd_att->constr) ExecConstraints(in->rri, slot, in->estate);
-    simple_table_tuple_insert(rel, slot);
-    if (in->rri->ri_NumIndices > 0)
-        ExecInsertIndexTuples(in->rri, slot, in->estate, false, false, nullptr, NIL);
+    insert_routed(in->rri, slot, in->estate);
     MemoryContextSwitchTo(old);
     ExecClearTuple(slot);
     ResetPerTupleExprContext(in->estate);
@@ -325,14 +329,7 @@ void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, co
     Relation rel = target->ri_RelationDesc;
     if (w->proute != nullptr && target->ri_TrigDesc == nullptr &&
         !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)) {
-        // What ExecSimpleRelationInsert does, less the partition constraint check: the row was
-        // routed to this partition by its bounds, as the SQL INSERT's rows are (and the INSERT
-        // skips the check for them too).
-        CheckCmdReplicaIdentity(rel, CMD_INSERT);
-        if (rel->rd_att->constr) ExecConstraints(target, slot, w->estate);
-        simple_table_tuple_insert(rel, slot);
-        if (target->ri_NumIndices > 0)
-            ExecInsertIndexTuples(target, slot, w->estate, false, false, nullptr, NIL);
+        insert_routed(target, slot, w->estate);
     } else {
         ExecSimpleRelationInsert(target, w->estate, slot);
     }
