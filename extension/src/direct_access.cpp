@@ -203,22 +203,20 @@ int range_key_of(Relation hist) {
 }
 
 // The leaf partition of `hist` whose range holds `value`, as get_partition_for_tuple finds it
-// (the default partition if none does, and partitions being detached left out, as they are for
-// an INSERT outside REPEATABLE READ, the only isolation the direct paths run in). InvalidOid if
-// there is none or it is partitioned in turn: the executor's routing deals with those.
+// (partitions being detached left out, as they are for an INSERT outside REPEATABLE READ, the
+// only isolation the direct paths run in). InvalidOid if no range holds it or its partition is
+// partitioned in turn: the executor's routing deals with those, and with the default partition,
+// whose constraint it checks against a range attached meanwhile.
 Oid range_partition(Relation hist, Datum value, bool isnull) {
+    if (isnull) return InvalidOid;
     PartitionKey key = RelationGetPartitionKey(hist);
     PartitionDesc desc = RelationGetPartitionDesc(hist, true);
     PartitionBoundInfo bounds = desc->boundinfo;
     if (bounds == nullptr) return InvalidOid;
-    int index = -1;
-    if (!isnull) {
-        bool equal;
-        int offset = partition_range_datum_bsearch(key->partsupfunc, key->partcollation, bounds, 1,
-                                                   &value, &equal);
-        index = bounds->indexes[offset + 1];
-    }
-    if (index < 0) index = bounds->default_index;
+    bool equal;
+    int offset = partition_range_datum_bsearch(key->partsupfunc, key->partcollation, bounds, 1,
+                                               &value, &equal);
+    int index = bounds->indexes[offset + 1];
     if (index < 0 || !desc->is_leaf[index]) return InvalidOid;
     return desc->oids[index];
 }
