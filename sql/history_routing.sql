@@ -60,16 +60,37 @@ RETURNS TABLE (rows bigint, where_routed bool, part text, payloads text, results
                     AND started_at <= finished_at AND finished_at = now() AND progress = 1)
     FROM hopper.job_history WHERE worker = tag
 $$;
+-- Both in one transaction, so that finished_at = now() holds.
+CREATE FUNCTION pg_temp.finish_and_report(tag text)
+RETURNS TABLE (rows bigint, where_routed bool, part text, payloads text, results text,
+               states text, sane bool) LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_temp.finish_three(tag);
+    RETURN QUERY SELECT * FROM pg_temp.report(tag);
+END $$;
+-- Creates hopper.<name> with the history's columns in the order `ordering` (an expression over
+-- pg_attribute's attnum and attname) gives them.
+CREATE FUNCTION pg_temp.create_reordered(name text, ordering text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    columns text;
+BEGIN
+    EXECUTE format($q$
+        SELECT string_agg(format('%%I %%s%%s', attname, format_type(atttypid, atttypmod),
+                                 CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END),
+                          ', ' ORDER BY %s)
+        FROM pg_attribute
+        WHERE attrelid = 'hopper.job_history'::regclass AND attnum > 0 AND NOT attisdropped
+    $q$, ordering) INTO columns;
+    EXECUTE format('CREATE TABLE hopper.%I (%s)', name, columns);
+END $$;
 SELECT 'hopper.job_history_p' || to_char((now() AT TIME ZONE 'UTC')::date, 'YYYYMMDD')
     AS today \gset
 SELECT format('FOR VALUES FROM (%L) TO (%L)', (now() AT TIME ZONE 'UTC')::date || ' 00:00+00',
               (now() AT TIME ZONE 'UTC')::date + 1 || ' 00:00+00') AS today_bounds \gset
 
 -- Today's partition, as the extension made it.
-BEGIN;
-SELECT pg_temp.finish_three('plain');
-SELECT * FROM pg_temp.report('plain');
-COMMIT;
+SELECT * FROM pg_temp.finish_and_report('plain');
 SELECT count(*) AS in_today FROM :today WHERE worker = 'plain';
 
 -- Its CHECK constraints hold for the rows written straight: the refused take, completion and
@@ -100,31 +121,16 @@ DROP INDEX hopper.hr_worker_idx;
 -- Today's partition replaced by one whose columns are in another order: the rows still go there,
 -- each value in its column.
 ALTER TABLE hopper.job_history DETACH PARTITION :today;
-SELECT format('CREATE TABLE hopper.hr_reversed (%s)',
-              string_agg(format('%I %s%s', attname, format_type(atttypid, atttypmod),
-                                CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END),
-                         ', ' ORDER BY attnum DESC))
-FROM pg_attribute
-WHERE attrelid = 'hopper.job_history'::regclass AND attnum > 0 AND NOT attisdropped \gexec
+SELECT pg_temp.create_reordered('hr_reversed', '-attnum');
 ALTER TABLE hopper.job_history ATTACH PARTITION hopper.hr_reversed :today_bounds;
-BEGIN;
-SELECT pg_temp.finish_three('reversed');
-SELECT * FROM pg_temp.report('reversed');
-COMMIT;
+SELECT * FROM pg_temp.finish_and_report('reversed');
 
 -- And by one where only two columns of the same type, kind and worker, trade places.
 ALTER TABLE hopper.job_history DETACH PARTITION hopper.hr_reversed;
-SELECT format('CREATE TABLE hopper.hr_swapped (%s)',
-              string_agg(format('%I %s%s', attname, format_type(atttypid, atttypmod),
-                                CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END),
-                         ', ' ORDER BY attnum + CASE attname WHEN 'kind' THEN 1.5 ELSE 0 END))
-FROM pg_attribute
-WHERE attrelid = 'hopper.job_history'::regclass AND attnum > 0 AND NOT attisdropped \gexec
+SELECT pg_temp.create_reordered('hr_swapped',
+                                'attnum + CASE attname WHEN ''kind'' THEN 1.5 ELSE 0 END');
 ALTER TABLE hopper.job_history ATTACH PARTITION hopper.hr_swapped :today_bounds;
-BEGIN;
-SELECT pg_temp.finish_three('swapped');
-SELECT * FROM pg_temp.report('swapped');
-COMMIT;
+SELECT * FROM pg_temp.finish_and_report('swapped');
 SELECT count(*) AS kind_still_null FROM hopper.job_history WHERE worker = 'swapped' AND kind IS NULL;
 
 -- And by one that has the same columns after a dropped one.
@@ -133,17 +139,11 @@ CREATE TABLE hopper.hr_dropped (spare integer,
     LIKE hopper.job_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 ALTER TABLE hopper.hr_dropped DROP COLUMN spare;
 ALTER TABLE hopper.job_history ATTACH PARTITION hopper.hr_dropped :today_bounds;
-BEGIN;
-SELECT pg_temp.finish_three('dropped');
-SELECT * FROM pg_temp.report('dropped');
-COMMIT;
+SELECT * FROM pg_temp.finish_and_report('dropped');
 
 -- No partition for today: the default one.
 ALTER TABLE hopper.job_history DETACH PARTITION hopper.hr_dropped;
-BEGIN;
-SELECT pg_temp.finish_three('default');
-SELECT * FROM pg_temp.report('default');
-COMMIT;
+SELECT * FROM pg_temp.finish_and_report('default');
 
 -- Nor a default one: every way of finishing a job fails as the INSERT does, and the jobs stay.
 ALTER TABLE hopper.job_history DETACH PARTITION hopper.job_history_default;
@@ -162,10 +162,7 @@ ALTER TABLE hopper.job_history ATTACH PARTITION hopper.job_history_default DEFAU
 ALTER TABLE hopper.job_history ATTACH PARTITION :today :today_bounds;
 SELECT hopper.queue_complete(:id, :tok) AS completed;
 SELECT count(*) AS taken FROM hopper.queue_take('hr', 5);
-BEGIN;
-SELECT pg_temp.finish_three('back');
-SELECT * FROM pg_temp.report('back');
-COMMIT;
+SELECT * FROM pg_temp.finish_and_report('back');
 SELECT count(*) AS in_today FROM :today WHERE worker = 'back';
 SELECT count(*) AS left_in_queue FROM hopper.jobs WHERE queue = 'hr';
 
