@@ -5,6 +5,7 @@
 #   make test       everything: set-up, build, a throwaway cluster, pg_regress, isolation, TAP, GoogleTest, e2e
 #   make demo       the main job: a local cluster, a generated clip transcoded to HLS by hopper-transcode
 #   make bench      the performance suite (bench/), report under bench/results/
+#   make bench-peers  hopper against pg-boss and Graphile Worker, bench/results/PEERS.md
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 
@@ -57,7 +58,7 @@ CMAKE_BUILD_TYPE ?= RelWithDebInfo
 # the bench's 20 on a fresh checkout.
 CLIENT_TESTS ?= ON
 
-.PHONY: deps client stage-install test demo bench format format-check clean-all
+.PHONY: deps client stage-install test demo bench bench-peers format format-check clean-all
 
 deps:
 	@test/deps.sh
@@ -93,6 +94,10 @@ bench: deps
 	@HOPPER_DEPS_BENCH=1 test/deps.sh
 	@$(MAKE) --no-print-directory stage-install CLIENT_TESTS=OFF
 	@bench/run.sh
+
+bench-peers: deps
+	@$(MAKE) --no-print-directory stage-install CLIENT_TESTS=OFF
+	@bench/peers.sh
 
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.hpp' 2>/dev/null)
 format:
