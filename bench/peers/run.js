@@ -22,7 +22,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const times = (n, f) => Promise.all(Array.from({ length: n }, f));
 const log = (...args) => console.log(`[peers ${new Date().toISOString().slice(11, 19)}]`, ...args);
 
-// Jobs/s of `pushers` sessions pushing one job per round trip for SECS.
+// Jobs/s of 4 sessions pushing one job per round trip for SECS.
 async function enqueue(sys) {
   await sys.reset();
   const producers = await times(CONSUMERS, () => sys.producer());
@@ -80,6 +80,15 @@ async function runUntil(sys, batch, secs, target) {
   return { completed, secs: elapsed };
 }
 
+// The jobs counted must be the jobs the queue finished. A runner's count may be off by the jobs in
+// flight when it stopped: Graphile Worker reports a job's success before its completion commits.
+async function check(sys, created, counted, batch) {
+  const finished = created - (await sys.unfinished());
+  const slack = sys.runner ? 2 * CONSUMERS * batch : 0;
+  if (Math.abs(finished - counted) > slack)
+    throw new Error(`${sys.name}: counted ${counted} jobs, the queue finished ${finished}`);
+}
+
 // A preloaded backlog drained by 4 consumers pulling `batch` at a time, for SECS or until empty.
 async function drain(sys, batch, backlog) {
   await sys.reset();
@@ -87,6 +96,7 @@ async function drain(sys, batch, backlog) {
   const r = sys.runner
     ? await runUntil(sys, batch, SECS, backlog)
     : await consume(sys, batch, (begin) => begin + SECS * 1000, true);
+  await check(sys, backlog, r.completed, batch);
   return r.completed / r.secs;
 }
 
@@ -97,14 +107,19 @@ async function steady(sys) {
   const producers = await times(CONSUMERS, () => sys.producer());
   const start = performance.now();
   const deadline = start + SECS * 1000;
+  let pushed = 0;
   const producing = Promise.all(producers.map(async (p) => {
-    while (performance.now() < deadline) await p.push();
+    while (performance.now() < deadline) {
+      await p.push();
+      pushed += 1;
+    }
   }));
   const r = sys.runner
     ? await runUntil(sys, 1, SECS, 0)
     : await consume(sys, 1, () => deadline, false);
   await producing;
   await Promise.all(producers.map((p) => p.close()));
+  await check(sys, pushed, r.completed, 1);
   return r.completed / r.secs;
 }
 

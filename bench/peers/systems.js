@@ -9,6 +9,7 @@
 //   consumer(batch) -> step()   one claim of up to `batch` jobs and their completion;
 //                               returns { completed, claimed }
 //   runner(batch, onDone)    (Graphile Worker only) its own worker pool in place of step()
+//   unfinished()             jobs neither completed nor deleted (waiting or running)
 //   close()
 //
 // Connections come from the PG* environment (bench/peers.sh sets it).
@@ -31,6 +32,10 @@ async function adminSession() {
   const c = await connect();
   await c.query('SET synchronous_commit = off');
   return c;
+}
+
+async function count(client, sql, params = []) {
+  return Number((await client.query(sql, params)).rows[0].count);
 }
 
 // n rows in chunks of 1000, each chunk one statement built by `chunk(count)`.
@@ -67,6 +72,7 @@ function baseline() {
           [k]));
       await admin.query('VACUUM ANALYZE bench.baseline_queue');
     },
+    unfinished: () => count(admin, 'SELECT pg_catalog.count(*) FROM bench.baseline_queue'),
     async producer() {
       const c = await connect();
       return {
@@ -111,6 +117,7 @@ function hopper() {
           [QUEUE, k]));
       await admin.query('VACUUM ANALYZE hopper.jobs');
     },
+    unfinished: () => count(admin, 'SELECT pg_catalog.count(*) FROM hopper.jobs'),
     async producer() {
       const c = await connect();
       return {
@@ -180,6 +187,9 @@ function pgBoss() {
         producing.insert(Array.from({ length: k }, (_, i) => ({ name: QUEUE, data: { n: i } }))));
       await admin.query('VACUUM ANALYZE pgboss.job');
     },
+    unfinished: () =>
+      count(admin, `SELECT pg_catalog.count(*) FROM pgboss.job
+                    WHERE name = $1 AND state < 'completed'`, [QUEUE]),
     async producer() {
       return { push: () => producing.send(QUEUE, PAYLOAD), close: async () => {} };
     },
@@ -233,6 +243,7 @@ function graphileWorker() {
         utils.addJobs(Array.from({ length: k }, (_, i) => ({ identifier: 'noop', payload: { n: i } }))));
       await admin.query('VACUUM ANALYZE graphile_worker._private_jobs');
     },
+    unfinished: () => count(admin, 'SELECT pg_catalog.count(*) FROM graphile_worker._private_jobs'),
     async producer() {
       return { push: () => utils.addJob('noop', PAYLOAD), close: async () => {} };
     },
