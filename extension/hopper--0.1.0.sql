@@ -774,13 +774,13 @@ GRANT SELECT, INSERT ON hopper.job_batches TO hopper_producer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.job_batches TO hopper_worker;
 
 -- Each backend remembers the queues it pushed to (their max_attempts), so that a push inserts its
--- job without reading hopper.queues. A change that could make that memory wrong (a queue dropped
--- or renamed, its max_attempts changed, or created by a transaction that rolls back) sends a
--- relcache invalidation of this table, which makes every backend forget. So does a change of a
--- queue's packed mark, which backends remember for their claims.
+-- job without reading hopper.queues, and what its claims and completions read of a queue's row
+-- (paused, limited, packed, notify_done, retention, lease). Any change to the table (a queue
+-- created, dropped or changed, or created by a transaction that rolls back) sends a relcache
+-- invalidation of it, which makes every backend forget.
 CREATE FUNCTION hopper.queues_changed() RETURNS trigger
 AS 'MODULE_PATHNAME', 'hopper_queues_changed' LANGUAGE C;
 REVOKE ALL ON FUNCTION hopper.queues_changed() FROM PUBLIC;
 CREATE TRIGGER queues_changed
-    AFTER INSERT OR UPDATE OF name, max_attempts, packed OR DELETE OR TRUNCATE ON hopper.queues
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON hopper.queues
     FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();

@@ -7,6 +7,7 @@
 #include "hopper/direct_insert.hpp"
 #include "hopper/leaf_walk.hpp"
 #include "hopper/lease_rows.hpp"
+#include "hopper/queue_rows.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -192,16 +193,21 @@ void claim_rows(void* arg) {
 
     // As an SPI statement would: see what came before in this transaction, on a new snapshot.
     CommandCounterIncrement();
+    uint64_t generation = queue_rows::accept();
+    QueueRow q{};
+    bool ok = queue_rows::recall(r->queue, r->queue_len, &q);
     PushActiveSnapshot(GetTransactionSnapshot());
     Snapshot snap = GetActiveSnapshot();
     Datum queue = PointerGetDatum(cstring_to_text_with_len(r->queue, r->queue_len));
 
-    QueueTable queues;
-    QueueRow q{};
-    bool ok = open_queues(t.queues, &queues);
-    if (ok) {
-        read_queue(queues, queue, snap, &q);
-        close_queues(&queues);
+    if (!ok) {
+        QueueTable queues;
+        ok = open_queues(t.queues, &queues);
+        if (ok) {
+            read_queue(queues, queue, snap, &q);
+            close_queues(&queues);
+            queue_rows::remember(t.queues, r->queue, r->queue_len, q, generation);
+        }
     }
     if (!ok || (q.found && !q.paused && (q.limited || q.packed))) {
         PopActiveSnapshot();

@@ -6,6 +6,7 @@
 #include "hopper/direct_complete.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/lease_rows.hpp"
+#include "hopper/queue_rows.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -109,6 +110,7 @@ void complete_rows(void* arg) {
 
     // As an SPI statement would: see what came before in this transaction, on a new snapshot.
     CommandCounterIncrement();
+    uint64_t generation = queue_rows::accept();
     PushActiveSnapshot(GetTransactionSnapshot());
     Snapshot snap = GetActiveSnapshot();
     CommandId cid = GetCurrentCommandId(true);
@@ -178,8 +180,14 @@ void complete_rows(void* arg) {
         Datum queue = v[col[kQueue] - 1];
         if (queue_name == (Datum)0 || !DatumGetBool(DirectFunctionCall2Coll(
                                           texteq, DEFAULT_COLLATION_OID, queue_name, queue))) {
-            queue_name = datumCopy(queue, false, -1);
-            read_queue(queues, queue_name, snap, &q);
+            queue_name = PointerGetDatum(pg_detoast_datum_packed(
+                reinterpret_cast<struct varlena*>(DatumGetPointer(datumCopy(queue, false, -1)))));
+            const char* name = VARDATA_ANY(DatumGetPointer(queue_name));
+            int len = static_cast<int>(VARSIZE_ANY_EXHDR(DatumGetPointer(queue_name)));
+            if (!queue_rows::recall(name, len, &q)) {
+                read_queue(queues, queue_name, snap, &q);
+                queue_rows::remember(RelationGetRelid(queues.rel), name, len, q, generation);
+            }
             // A job whose queue is gone keeps its history, as the statement's COALESCE says.
             if (!q.found) q.keeps = true, q.notify_done = false;
         }

@@ -1,0 +1,72 @@
+// See include/hopper/queue_rows.hpp.
+#include <cstring>
+
+#include "hopper/queue_rows.hpp"
+
+extern "C" {
+#include "utils/inval.h"
+}
+
+namespace hopper::queue_rows {
+namespace {
+
+// A worker serves a few queues; a backend that reads more than this many starts over. Longer
+// names are read each time (queue names are rarely long).
+constexpr int kMaxRows = 32;
+constexpr int kMaxName = 64;
+
+struct Row {
+    int len;
+    char name[kMaxName];
+    direct_access::QueueRow q;
+};
+
+Row rows[kMaxRows];
+int n_rows = 0;
+// hopper.queues as last read (InvalidOid: nothing remembered).
+Oid queues_relid = InvalidOid;
+// Moves with every invalidation that reaches this backend.
+uint64_t generation_now = 0;
+bool callback_registered = false;
+
+void on_relcache_invalidation(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == queues_relid) {
+        n_rows = 0;
+        queues_relid = InvalidOid;
+        ++generation_now;
+    }
+}
+
+}  // namespace
+
+uint64_t accept() {
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+        callback_registered = true;
+    }
+    AcceptInvalidationMessages();
+    return generation_now;
+}
+
+bool recall(const char* name, int len, direct_access::QueueRow* q) {
+    for (int i = 0; i < n_rows; ++i)
+        if (rows[i].len == len && std::memcmp(rows[i].name, name, len) == 0) {
+            *q = rows[i].q;
+            return true;
+        }
+    return false;
+}
+
+void remember(Oid queues, const char* name, int len, const direct_access::QueueRow& q,
+              uint64_t generation) {
+    if (generation != generation_now || !q.found || len > kMaxName) return;
+    if (queues_relid != queues) n_rows = 0;
+    if (n_rows == kMaxRows) n_rows = 0;
+    queues_relid = queues;
+    Row& row = rows[n_rows++];
+    row.len = len;
+    std::memcpy(row.name, name, len);
+    row.q = q;
+}
+
+}  // namespace hopper::queue_rows
