@@ -6,6 +6,7 @@
 #include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/relcache_watch.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -16,7 +17,6 @@ extern "C" {
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 }
@@ -95,7 +95,7 @@ std::unordered_set<std::string> packed_queues;
 Oid queues_relid = InvalidOid;
 bool callback_registered = false;
 
-void on_relcache_invalidation(Datum, Oid relid) {
+void on_relcache_invalidation(Oid relid) {
     if (relid == InvalidOid || relid == queues_relid) packed_queues.clear();
 }
 
@@ -142,7 +142,7 @@ bool marks_packed(const spi::Result& r, int col, const std::string& queue) {
     if (r.empty() || !r.is_null(0, 1) || r.is_null(0, col) || !r.get_bool(0, col)) return false;
     pg_guard([] {
         if (!callback_registered) {
-            CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+            relcache_watch::subscribe(on_relcache_invalidation);
             callback_registered = true;
         }
         queues_relid = get_relname_relid("queues", get_namespace_oid("hopper", false));

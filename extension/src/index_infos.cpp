@@ -1,5 +1,6 @@
 // See include/hopper/index_infos.hpp.
 #include "hopper/index_infos.hpp"
+#include "hopper/relcache_watch.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -8,7 +9,6 @@ extern "C" {
 #include "catalog/pg_am_d.h"
 #include "executor/executor.h"
 #include "optimizer/optimizer.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 }
@@ -36,7 +36,7 @@ bool callback_registered = false;
 // the middle of a write that holds the descriptions (the id sequence's lock, an index's lock).
 bool stale = false;
 
-void on_relcache_invalidation(Datum, Oid relid) {
+void on_relcache_invalidation(Oid relid) {
     if (relid == InvalidOid) {
         stale = true;
         return;
@@ -52,7 +52,7 @@ void on_relcache_invalidation(Datum, Oid relid) {
 
 void refresh() {
     if (!callback_registered) {
-        CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+        relcache_watch::subscribe(on_relcache_invalidation);
         callback_registered = true;
     }
     if (stale && kept_context != nullptr) {

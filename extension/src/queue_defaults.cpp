@@ -2,6 +2,7 @@
 #include <unordered_map>
 
 #include "hopper/queue_defaults.hpp"
+#include "hopper/relcache_watch.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -47,7 +48,7 @@ void forget() noexcept {
 
 // GRANT and REVOKE on the table, row level security policies and the table's own changes all
 // invalidate its relcache entry.
-void on_relcache_invalidation(Datum, Oid relid) {
+void on_relcache_invalidation(Oid relid) {
     if (relid == InvalidOid || relid == queues_relid) forget();
 }
 
@@ -70,7 +71,7 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
     static spi::Statement st("SELECT max_attempts FROM hopper.queues WHERE name = $1", {TEXTOID});
     if (!callback_registered) {
         pg_guard([] {
-            CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+            relcache_watch::subscribe(on_relcache_invalidation);
             CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, on_membership_change, (Datum)0);
         });
         callback_registered = true;

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "hopper/queue_rows.hpp"
+#include "hopper/relcache_watch.hpp"
 
 extern "C" {
 #include "utils/inval.h"
@@ -29,7 +30,7 @@ Oid queues_relid = InvalidOid;
 uint64_t generation_now = 0;
 bool callback_registered = false;
 
-void on_relcache_invalidation(Datum, Oid relid) {
+void on_relcache_invalidation(Oid relid) {
     if (relid == InvalidOid || relid == queues_relid) {
         n_rows = 0;
         queues_relid = InvalidOid;
@@ -41,7 +42,7 @@ void on_relcache_invalidation(Datum, Oid relid) {
 
 uint64_t accept() {
     if (!callback_registered) {
-        CacheRegisterRelcacheCallback(on_relcache_invalidation, (Datum)0);
+        relcache_watch::subscribe(on_relcache_invalidation);
         callback_registered = true;
     }
     AcceptInvalidationMessages();
