@@ -41,3 +41,19 @@ SELECT payload->>'n' AS n FROM hopper.queue_take('schema_q', 5) ORDER BY id;
 SELECT count(*) AS left_in_jobs FROM hopper.jobs WHERE queue = 'schema_q';
 ROLLBACK;
 SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_pull_idx';
+
+-- A column renamed and another made under its old name, after this session's paths have
+-- looked their columns up: a lease writes the worker into the new column, a completion copies it
+-- from there into history.
+SELECT hopper.queue_push('schema_q', '{"n": 5}') IS NOT NULL AS pushed;
+SELECT count(hopper.queue_complete(id, lease_token)) AS completed
+FROM hopper.queue_pull('schema_q', 1, worker => 'w-before');
+BEGIN;
+ALTER TABLE hopper.jobs RENAME COLUMN worker TO worker_before;
+ALTER TABLE hopper.jobs ADD COLUMN worker text;
+SELECT hopper.queue_push('schema_q', '{"n": 6}') IS NOT NULL AS pushed;
+CREATE TEMP TABLE renamed AS SELECT * FROM hopper.queue_pull('schema_q', 1, worker => 'w-new');
+SELECT worker, worker_before FROM hopper.jobs WHERE id = (SELECT id FROM renamed);
+SELECT hopper.queue_complete(id, lease_token) AS completed FROM renamed;
+SELECT worker FROM hopper.job_history WHERE id = (SELECT id FROM renamed);
+ROLLBACK;

@@ -3,6 +3,7 @@
 
 #include "hopper/direct_access.hpp"
 #include "hopper/direct_insert.hpp"
+#include "hopper/table_layout.hpp"
 
 extern "C" {
 #include "access/detoast.h"
@@ -32,8 +33,20 @@ extern "C" {
 
 namespace hopper::direct_access {
 
+namespace {
+// The key of the tables' OIDs in table_layout's memory, remembered under no relation of their own.
+const int kTablesKey = 0;
+}  // namespace
+
 bool find_tables(Tables* t) {
     if (XactReadOnly || IsolationUsesXactSnapshot()) return false;
+    int found[5];
+    if (table_layout::recall(&kTablesKey, InvalidOid, found, 5)) {
+        t->jobs = found[0], t->queues = found[1], t->history = found[2];
+        t->pull_index = found[3], t->lease_token = found[4];
+        return true;
+    }
+    uint64 since = table_layout::generation();
     Oid ns = get_namespace_oid("hopper", true);
     if (!OidIsValid(ns)) return false;
     t->jobs = get_relname_relid("jobs", ns);
@@ -41,8 +54,17 @@ bool find_tables(Tables* t) {
     t->history = get_relname_relid("job_history", ns);
     t->pull_index = get_relname_relid("jobs_pull_idx", ns);
     t->lease_token = get_relname_relid("lease_token_seq", ns);
-    return OidIsValid(t->jobs) && OidIsValid(t->queues) && OidIsValid(t->history) &&
-           OidIsValid(t->pull_index) && OidIsValid(t->lease_token);
+    bool ok = OidIsValid(t->jobs) && OidIsValid(t->queues) && OidIsValid(t->history) &&
+              OidIsValid(t->pull_index) && OidIsValid(t->lease_token);
+    if (ok) {
+        const Oid rels[] = {InvalidOid, t->jobs,       t->queues,
+                            t->history, t->pull_index, t->lease_token};
+        const int values[] = {static_cast<int>(t->jobs), static_cast<int>(t->queues),
+                              static_cast<int>(t->history), static_cast<int>(t->pull_index),
+                              static_cast<int>(t->lease_token)};
+        table_layout::remember(&kTablesKey, rels, 6, values, 5, since);
+    }
+    return ok;
 }
 
 int attnum_of(TupleDesc desc, const char* name) {
@@ -74,17 +96,14 @@ Datum copy_value(Form_pg_attribute att, Datum value) {
 bool open_queues(Oid relid, QueueTable* t) {
     t->rel = table_open(relid, AccessShareLock);
     t->pkey = nullptr;
-    TupleDesc desc = RelationGetDescr(t->rel);
-    t->name = attnum_of(desc, "name");
-    t->paused = attnum_of(desc, "paused");
-    t->limited = attnum_of(desc, "limited");
-    t->packed = attnum_of(desc, "packed");
-    t->notify_done = attnum_of(desc, "notify_done");
-    t->retention = attnum_of(desc, "retention");
-    t->lease = attnum_of(desc, "lease");
+    static const char* const kNames[] = {"name",        "paused",    "limited", "packed",
+                                         "notify_done", "retention", "lease"};
+    int col[7];
+    bool ok = table_layout::attnums(t->rel, kNames, 7, col);
+    t->name = col[0], t->paused = col[1], t->limited = col[2], t->packed = col[3];
+    t->notify_done = col[4], t->retention = col[5], t->lease = col[6];
     Oid pkey = RelationGetPrimaryKeyIndex(t->rel);
-    bool ok = !t->rel->rd_rel->relrowsecurity && t->name && t->paused && t->limited && t->packed &&
-              t->notify_done && t->retention && t->lease && OidIsValid(pkey);
+    ok = ok && !t->rel->rd_rel->relrowsecurity && OidIsValid(pkey);
     if (ok) {
         t->pkey = index_open(pkey, AccessShareLock);
         ok = t->pkey->rd_index->indnkeyatts == 1 && t->pkey->rd_index->indkey.values[0] == t->name;
@@ -154,6 +173,18 @@ bool map_history(TupleDesc hist, TupleDesc jobs, int* source) {
         if (job == 0 || TupleDescAttr(jobs, job - 1)->atttypid != att->atttypid) return false;
         source[i] = job - 1;
     }
+    return true;
+}
+
+// map_history, remembered for the two tables.
+const int kHistoryMapKey = 0;
+bool mapped_history(Relation hist, Relation jobs, int* source) {
+    int natts = RelationGetDescr(hist)->natts;
+    if (table_layout::recall(&kHistoryMapKey, RelationGetRelid(hist), source, natts)) return true;
+    uint64 since = table_layout::generation();
+    if (!map_history(RelationGetDescr(hist), RelationGetDescr(jobs), source)) return false;
+    const Oid rels[] = {RelationGetRelid(hist), RelationGetRelid(jobs)};
+    table_layout::remember(&kHistoryMapKey, rels, 2, source, natts, since);
     return true;
 }
 
@@ -279,7 +310,7 @@ bool insert_direct(HistoryWriter* w, CommandId cid, const Datum* values, const b
 
 }  // namespace
 
-bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w) {
+bool history_open(Oid relid, Relation jobs, HistoryWriter* w) {
     w->started = false;
     w->direct_oid = InvalidOid;
     w->unfit_oid = InvalidOid;
@@ -288,8 +319,7 @@ bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w) {
     Relation hist = w->rel;
     bool ok = (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ||
                hist->rd_rel->relkind == RELKIND_RELATION) &&
-              !direct_insert::defers_to_sql(hist) &&
-              map_history(RelationGetDescr(hist), jobs, w->source);
+              !direct_insert::defers_to_sql(hist) && mapped_history(hist, jobs, w->source);
     if (!ok) {
         table_close(hist, NoLock);
         w->rel = nullptr;

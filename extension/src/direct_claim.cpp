@@ -8,6 +8,7 @@
 #include "hopper/leaf_walk.hpp"
 #include "hopper/lease_rows.hpp"
 #include "hopper/queue_rows.hpp"
+#include "hopper/table_layout.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -223,8 +224,7 @@ void claim_rows(void* arg) {
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);
-    for (int c = 0; c < kJobColumns && ok; ++c)
-        ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
+    ok = ok && table_layout::attnums(jobs, kJobColumnNames, kJobColumns, col);
     Oid available = InvalidOid;
     Oid done_state = InvalidOid;  // completed (take) or running (lease)
     if (ok) {
@@ -238,7 +238,7 @@ void claim_rows(void* arg) {
 
     HistoryWriter history{};
     bool keep = ok && take && q.keeps;
-    if (keep) ok = history_open(t.history, jd, &history);
+    if (keep) ok = history_open(t.history, jobs, &history);
     if (!ok) {
         index_close(idx, NoLock);
         table_close(jobs, NoLock);

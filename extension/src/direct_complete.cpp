@@ -7,6 +7,7 @@
 #include "hopper/direct_insert.hpp"
 #include "hopper/lease_rows.hpp"
 #include "hopper/queue_rows.hpp"
+#include "hopper/table_layout.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -77,8 +78,7 @@ void complete_rows(void* arg) {
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);
-    for (int c = 0; c < kJobColumns && ok; ++c)
-        ok = (col[c] = attnum_of(jd, kJobColumnNames[c])) != 0;
+    ok = ok && table_layout::attnums(jobs, kJobColumnNames, kJobColumns, col);
     Oid running = InvalidOid;
     Oid completed = InvalidOid;
     if (ok) {
@@ -100,7 +100,7 @@ void complete_rows(void* arg) {
     QueueTable queues{};
     if (ok) ok = open_queues(t.queues, &queues);
     HistoryWriter history{};
-    if (ok) ok = history_open(t.history, jd, &history);
+    if (ok) ok = history_open(t.history, jobs, &history);
     if (!ok) {
         close_queues(&queues);
         if (idx != nullptr) index_close(idx, NoLock);

@@ -107,7 +107,7 @@ struct HistoryWriter {
 // Opens hopper.job_history (RowExclusiveLock) and maps its columns onto the job's and the extras.
 // False (and nothing open): a column it does not know, a type that differs from the job's, row
 // level security or triggers on the table itself.
-bool history_open(Oid relid, TupleDesc jobs, HistoryWriter* w);
+bool history_open(Oid relid, Relation jobs, HistoryWriter* w);
 // Inserts the history row of a job whose row of hopper.jobs holds job_values (all its columns).
 void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, const bool* job_nulls,
                     const Datum* extras, const bool* extra_nulls);
