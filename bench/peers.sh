@@ -10,6 +10,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 log() { printf '[peers %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+# shellcheck source=bench/fresh_cluster.sh
+. bench/fresh_cluster.sh
 
 # pg-boss 10 and Graphile Worker 0.17 need Node.js 20 or later.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
@@ -28,13 +30,7 @@ export HOPPER_CLUSTER=peers
 cluster=test/cluster.sh
 trap '$cluster stop >/dev/null 2>&1 || true' EXIT
 log "fresh cluster"
-$cluster destroy >/dev/null 2>&1 || true
-$cluster start
-eval "$($cluster env)"
-export PGHOST PGPORT PGUSER
-export PGDATABASE=peers
-psql -XAtq -d postgres -v ON_ERROR_STOP=1 -c "CREATE DATABASE peers" >/dev/null
-psql -XAtq -v ON_ERROR_STOP=1 -f bench/setup.sql >/dev/null
+fresh_cluster peers
 
 mkdir -p bench/results
 PEERS_OUT=bench/results/PEERS.md node bench/peers/run.js

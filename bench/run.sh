@@ -62,6 +62,8 @@ t_start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+# shellcheck source=bench/fresh_cluster.sh
+. bench/fresh_cluster.sh
 
 export HOPPER_CLUSTER=bench
 cluster=test/cluster.sh
@@ -73,16 +75,9 @@ cleanup() {
 trap cleanup EXIT
 
 log "fresh cluster"
-$cluster destroy >/dev/null 2>&1 || true
-$cluster start
-eval "$($cluster env)"
-export PGHOST PGPORT PGUSER
-export PGDATABASE=bench
+fresh_cluster bench
 PGBENCH=$($cluster bindir)/pgbench
 [ -x "$PGBENCH" ] || PGBENCH=/usr/lib/postgresql/15/bin/pgbench
-
-psql -XAtq -d postgres -v ON_ERROR_STOP=1 -c "CREATE DATABASE bench" >/dev/null
-psql -XAtq -v ON_ERROR_STOP=1 -f bench/setup.sql >/dev/null
 
 log "building the latency driver"
 [ -f client/build/libhopper.a ] || make --no-print-directory client >/dev/null
