@@ -120,3 +120,32 @@ SELECT state FROM hopper.job_status(:e);
 SELECT count(*) AS completed FROM hopper.queue_complete_many(ARRAY[:e], ARRAY[:te::bigint]);
 
 SELECT queue, available, running, completed FROM hopper.queue_stats('bulk_done');
+
+-- A batch larger than the history writer holds back (64 rows), one job with a payload stored out
+-- of line: every job gets its history row, with its own payload and result, and both history
+-- indexes find each of them.
+SELECT hopper.queue_create('bulk_150') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('bulk_150',
+    ARRAY(SELECT CASE WHEN g = 70
+                      THEN pg_catalog.jsonb_build_object('n', g, 'big',
+                               (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 400) i))
+                      ELSE pg_catalog.jsonb_build_object('n', g) END
+          FROM generate_series(1, 150) g));
+CREATE TEMP TABLE held150 AS SELECT id, lease_token, payload FROM hopper.queue_pull('bulk_150', 150);
+SELECT count(*) AS held FROM held150;
+SELECT count(*) AS completed
+FROM hopper.queue_complete_many((SELECT array_agg(id ORDER BY id) FROM held150),
+                                (SELECT array_agg(lease_token ORDER BY id) FROM held150),
+                                (SELECT array_agg(pg_catalog.jsonb_build_object('r', payload->'n'))
+                                 FROM (SELECT payload FROM held150 ORDER BY id) s));
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT count(*) AS by_id, count(*) FILTER (WHERE j.payload = h.payload) AS payload_kept,
+       count(*) FILTER (WHERE j.result = pg_catalog.jsonb_build_object('r', h.payload->'n'))
+           AS result_kept,
+       count(*) FILTER (WHERE pg_catalog.length(j.payload->>'big') = 12800) AS big_kept
+FROM held150 h JOIN hopper.job_history j ON j.id = h.id;
+SELECT count(*) AS by_queue FROM hopper.job_history WHERE queue = 'bulk_150' AND state = 'completed';
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT queue, available, running, completed FROM hopper.queue_stats('bulk_150');

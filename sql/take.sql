@@ -211,3 +211,18 @@ SELECT state FROM hopper.job_history WHERE id = :for_worker;
 REVOKE EXECUTE ON FUNCTION pg_temp.try(text) FROM regress_hopper_taker, regress_hopper_take_app;
 DROP ROLE regress_hopper_taker;
 DROP ROLE regress_hopper_take_app;
+
+-- A take of more jobs than the history writer holds back (64 rows): each one is recorded, with its
+-- own payload, by the time the call returns.
+SELECT hopper.queue_create('take-many') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('take-many',
+    ARRAY(SELECT pg_catalog.jsonb_build_object('n', g) FROM generate_series(1, 100) g));
+BEGIN;
+CREATE TEMP TABLE taken_many AS SELECT id, payload FROM hopper.queue_take('take-many', 100);
+SELECT count(*) AS taken,
+       (SELECT count(*) FROM hopper.job_history h JOIN taken_many t USING (id)
+        WHERE h.payload = t.payload AND h.state = 'completed') AS recorded
+FROM taken_many;
+COMMIT;
+SELECT count(DISTINCT payload->>'n') AS distinct_payloads FROM hopper.job_history
+WHERE queue = 'take-many';

@@ -267,8 +267,29 @@ bool same_columns(TupleDesc hist, TupleDesc part) {
     return true;
 }
 
+// Writes the rows held back for the straight partition: their heap rows in one go, then each
+// one's index entries, as COPY does.
+void flush_direct(HistoryWriter* w) {
+    if (w->n_pending == 0) return;
+    direct_insert::Inserter* in = &w->direct;
+    CheckCmdReplicaIdentity(w->direct_rel, CMD_INSERT);
+    table_multi_insert(w->direct_rel, w->pending, w->n_pending, in->estate->es_output_cid, 0,
+                       nullptr);
+    for (int i = 0; i < w->n_pending; ++i) {
+        if (in->rri->ri_NumIndices > 0) {
+            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
+            ExecInsertIndexTuples(in->rri, w->pending[i], in->estate, false, false, nullptr, NIL);
+            MemoryContextSwitchTo(old);
+            ResetPerTupleExprContext(in->estate);
+        }
+        ExecClearTuple(w->pending[i]);
+    }
+    w->n_pending = 0;
+}
+
 void close_direct(HistoryWriter* w) {
     if (!OidIsValid(w->direct_oid)) return;
+    flush_direct(w);
     direct_insert::end(w->direct_rel, &w->direct, false);
     w->direct_oid = InvalidOid;
     w->direct_rel = nullptr;
@@ -292,6 +313,7 @@ bool insert_direct(HistoryWriter* w, CommandId cid, const Datum* values, const b
         w->direct.estate->es_output_cid = cid;
         w->direct_rel = rel;
         w->direct_oid = part;
+        w->n_made = 0;
     }
     direct_insert::Inserter* in = &w->direct;
     TupleTableSlot* slot = in->slot;
@@ -301,10 +323,16 @@ bool insert_direct(HistoryWriter* w, CommandId cid, const Datum* values, const b
     ExecStoreVirtualTuple(slot);
     MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
     direct_insert::open_indexes_for(in, slot);
-    insert_routed(in->rri, slot, in->estate);
+    if (w->direct_rel->rd_att->constr) ExecConstraints(in->rri, slot, in->estate);
+    MemoryContextSwitchTo(in->estate->es_query_cxt);
+    if (w->n_pending == w->n_made)
+        w->pending[w->n_made++] = table_slot_create(w->direct_rel, &in->estate->es_tupleTable);
+    // The copy owns its values: the caller's point into the job's row, which moves on.
+    ExecCopySlot(w->pending[w->n_pending++], slot);
     MemoryContextSwitchTo(old);
     ExecClearTuple(slot);
     ResetPerTupleExprContext(in->estate);
+    if (w->n_pending == kHistoryBatch) flush_direct(w);
     return true;
 }
 
@@ -312,6 +340,8 @@ bool insert_direct(HistoryWriter* w, CommandId cid, const Datum* values, const b
 
 bool history_open(Oid relid, Relation jobs, HistoryWriter* w) {
     w->started = false;
+    w->n_pending = 0;
+    w->n_made = 0;
     w->direct_oid = InvalidOid;
     w->unfit_oid = InvalidOid;
     w->direct_rel = nullptr;

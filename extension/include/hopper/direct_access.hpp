@@ -77,6 +77,8 @@ enum HistoryExtra {
 };
 
 constexpr int kMaxHistoryColumns = 32;
+// Most history rows a writer holds back for one heap_multi_insert.
+constexpr int kHistoryBatch = 64;
 
 // Writes rows into hopper.job_history, routed to the partition of their finished_at as the SQL
 // INSERT would be. A table partitioned by range on one column has each row's partition found
@@ -95,6 +97,12 @@ struct HistoryWriter {
     Oid unfit_oid;
     Relation direct_rel;
     direct_insert::Inserter direct;
+    // Rows for the straight partition, written with one heap_multi_insert when the partition
+    // changes, the buffer fills or the writer closes: a batch's history rows share their pages'
+    // locks and WAL records. Slots made in direct's executor state, n_made of them so far.
+    TupleTableSlot* pending[kHistoryBatch];
+    int n_pending;
+    int n_made;
     // The executor's routing, set up when a row first needs it.
     bool started;
     EState* estate;
