@@ -94,6 +94,8 @@ ALTER TABLE hopper.queues DISABLE ROW LEVEL SECURITY;
 REVOKE INSERT ON hopper.jobs FROM hopper_producer;
 SET ROLE regress_hopper_pd;
 SELECT pg_temp.try($$SELECT hopper.queue_push('pd', '{}')$$) AS push_without_insert;
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('pd', ARRAY['{}', '{}']::jsonb[])$$)
+    AS batch_without_insert;
 RESET ROLE;
 GRANT INSERT ON hopper.jobs TO hopper_producer;
 
@@ -125,6 +127,30 @@ TRUNCATE regress_pd_pushed;
 INSERT INTO regress_pd_pushed
 SELECT id, 0 FROM hopper.queue_push_batch('pd-batch', ARRAY['{}', '{}']::jsonb[], max_attempts => 3) id;
 SELECT j.max_attempts FROM regress_pd_pushed p JOIN hopper.jobs j ON j.id = p.id;
+-- More rows than one write holds (100): all of them, in payload order, each found through the
+-- primary key and the pull index.
+TRUNCATE regress_pd_pushed;
+INSERT INTO regress_pd_pushed
+SELECT id, row_number() OVER ()
+FROM hopper.queue_push_batch('pd-batch',
+         ARRAY(SELECT pg_catalog.jsonb_build_object('s', g) FROM generate_series(1, 250) g)) id;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT count(*) AS pushed, count(*) FILTER (WHERE (j.payload->>'s')::bigint = p.slot) AS in_order,
+       count(*) FILTER (WHERE j.id = (SELECT min(id) FROM regress_pd_pushed) + p.slot - 1)
+           AS ascending
+FROM regress_pd_pushed p JOIN hopper.jobs j ON j.id = p.id;
+-- Through jobs_pull_idx: these 250 and the three pushed above with the queue's max_attempts.
+SELECT count(*) AS in_pull_index FROM hopper.jobs
+WHERE queue = 'pd-batch' AND state = 'available' AND max_attempts = 7;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+-- A unique index added by hand holds within a batch too: a duplicate fails the whole batch.
+CREATE UNIQUE INDEX regress_pd_unique_u ON hopper.jobs ((payload->>'u')) WHERE payload ? 'u';
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('pd-batch',
+    ARRAY['{"u": 1}', '{"v": 1}', '{"u": 1}']::jsonb[])$$) AS duplicate_in_batch;
+SELECT count(*) AS kept FROM hopper.jobs WHERE queue = 'pd-batch' AND payload ?| ARRAY['u', 'v'];
+DROP INDEX hopper.regress_pd_unique_u;
 DROP TABLE regress_pd_pushed;
 SELECT hopper.queue_drop('pd-batch');
 

@@ -277,6 +277,34 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         queues::ensure(conn, queue);
     }
 
+    // A batch without dedup keys goes in as COPY writes rows, if the table lets it (see
+    // include/hopper/push_insert.hpp); the statement below does the rest.
+    if (!any_key) {
+        std::optional<int32_t> queue_max_attempts = queue_defaults::known(queue);
+        if (!queue_max_attempts) queue_max_attempts = queue_defaults::look_up(conn, queue);
+        if (queue_max_attempts) {
+            std::vector<push::Job> jobs(n);
+            for (size_t i = 0; i < n; ++i) {
+                jobs[i].queue = queue;
+                jobs[i].payload = payloads.values[i];
+                jobs[i].run_at = run_at;
+                jobs[i].priority = priority;
+                jobs[i].kind = kind;
+                jobs[i].concurrency_key = concurrency_keys[i];
+            }
+            if (auto ids = push::insert_direct(jobs, max_attempts.value_or(*queue_max_attempts))) {
+                made_available(queue, priority, run_at, ids->front(), static_cast<int64_t>(n));
+                conn.finish();
+                for (int64_t id : *ids) {
+                    Datum v = Int64GetDatum(id);
+                    bool isnull = false;
+                    out.add_values(&v, &isnull);
+                }
+                return (Datum)0;
+            }
+        }
+    }
+
     // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with
     // the payload index; a dedup hit inserts nothing for its slot. A batch without dedup keys
     // cannot conflict and leaves out ON CONFLICT, as a single push does.

@@ -1,15 +1,18 @@
 // See include/hopper/push_insert.hpp.
 #include <cstring>
+#include <vector>
 
 #include "hopper/boundary.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/push_insert.hpp"
 
 extern "C" {
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
 #include "commands/sequence.h"
+#include "executor/executor.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -37,7 +40,7 @@ Datum text_or_null(const std::optional<std::string>& s, bool* isnull) {
 
 // Fills the slot's values from the job by column name. False: a column this code does not know
 // (a later version's, or one added by hand), whose value only the SQL INSERT can tell.
-bool fill(TupleDesc desc, Row& row, Datum* values, bool* isnull, Oid seq) {
+bool fill(TupleDesc desc, Row& row, Datum* values, bool* isnull, Oid seq, bool check_sequence) {
     const Job& job = *row.job;
     TimestampTz now = GetCurrentTransactionStartTimestamp();
     for (int i = 0; i < desc->natts; ++i) {
@@ -49,7 +52,7 @@ bool fill(TupleDesc desc, Row& row, Datum* values, bool* isnull, Oid seq) {
         auto is = [&](const char* n) { return std::strcmp(name, n) == 0; };
         isnull[i] = false;
         if (is("id")) {
-            row.id = nextval_internal(seq, true);
+            row.id = nextval_internal(seq, check_sequence);
             values[i] = Int64GetDatum(row.id);
         } else if (is("queue")) {
             values[i] = text_datum(job.queue);
@@ -101,7 +104,7 @@ void insert_row(void* arg) {
     if (rel == nullptr) return;
     direct_insert::Inserter in;
     direct_insert::begin(rel, &in);
-    if (fill(RelationGetDescr(rel), row, in.slot->tts_values, in.slot->tts_isnull, seq)) {
+    if (fill(RelationGetDescr(rel), row, in.slot->tts_values, in.slot->tts_isnull, seq, true)) {
         direct_insert::insert(&in);
         row.inserted = true;
     }
@@ -110,7 +113,92 @@ void insert_row(void* arg) {
     direct_insert::end(rel, &in, row.inserted);
 }
 
+struct BatchRows {
+    const Job* jobs;  // n of them, of one queue, in payload order
+    int n;
+    int32_t max_attempts;
+    int64_t* ids;  // n of them, filled here
+    bool inserted;
+};
+
+// Rows written with one heap_multi_insert, as COPY holds them back.
+constexpr int kRowsPerWrite = 100;
+
+// The heap rows in one go, then each one's index entries, as COPY writes them.
+void write_rows(Relation rel, direct_insert::Inserter* in, TupleTableSlot** slots, int n) {
+    table_multi_insert(rel, slots, n, in->estate->es_output_cid, 0, nullptr);
+    for (int i = 0; i < n; ++i) {
+        if (in->rri->ri_NumIndices > 0) {
+            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
+            ExecInsertIndexTuples(in->rri, slots[i], in->estate, false, false, nullptr, NIL);
+            MemoryContextSwitchTo(old);
+            ResetPerTupleExprContext(in->estate);
+        }
+        ExecClearTuple(slots[i]);
+    }
+}
+
+// Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
+void insert_rows(void* arg) {
+    BatchRows& rows = *static_cast<BatchRows*>(arg);
+    rows.inserted = false;
+    Oid ns = get_namespace_oid("hopper", false);
+    Oid relid = get_relname_relid("jobs", ns);
+    Oid seq = get_relname_relid("job_id_seq", ns);
+    if (!OidIsValid(relid) || !OidIsValid(seq)) return;
+    Relation rel = direct_insert::open_plain(relid);
+    if (rel == nullptr) return;
+    direct_insert::Inserter in;
+    direct_insert::begin(rel, &in);
+    TupleDesc desc = RelationGetDescr(rel);
+    CheckCmdReplicaIdentity(rel, CMD_INSERT);
+    TupleTableSlot* slots[kRowsPerWrite];
+    int made = 0;
+    int held = 0;
+    for (int i = 0; i < rows.n; ++i) {
+        Row row{&rows.jobs[i], rows.max_attempts, 0, false};
+        MemoryContext outer = MemoryContextSwitchTo(GetPerTupleMemoryContext(in.estate));
+        // The first draw checks the caller's right to the sequence, which holds for the rest.
+        bool known = fill(desc, row, in.slot->tts_values, in.slot->tts_isnull, seq, i == 0);
+        MemoryContextSwitchTo(outer);
+        if (!known) {
+            // What fill() refuses is the table's, the same for every row: the first one finds it,
+            // before anything is written, and the SQL INSERT takes the whole batch.
+            if (i > 0) elog(ERROR, "hopper: row %d of a batch refused after the first", i + 1);
+            direct_insert::end(rel, &in, false);
+            return;
+        }
+        rows.ids[i] = row.id;
+        ExecStoreVirtualTuple(in.slot);
+        outer = MemoryContextSwitchTo(GetPerTupleMemoryContext(in.estate));
+        direct_insert::open_indexes_for(&in, in.slot);
+        if (desc->constr) ExecConstraints(in.rri, in.slot, in.estate);
+        MemoryContextSwitchTo(outer);
+        if (held == made) slots[made++] = table_slot_create(rel, &in.estate->es_tupleTable);
+        // The copy owns its values; the text values fill() made are freed with the row's memory.
+        ExecCopySlot(slots[held++], in.slot);
+        ExecClearTuple(in.slot);
+        ResetPerTupleExprContext(in.estate);
+        if (held == kRowsPerWrite) {
+            write_rows(rel, &in, slots, held);
+            held = 0;
+        }
+    }
+    if (held > 0) write_rows(rel, &in, slots, held);
+    rows.inserted = true;
+    direct_insert::end(rel, &in, true);
+}
+
 }  // namespace
+
+std::optional<std::vector<int64_t>> insert_direct(const std::vector<Job>& jobs,
+                                                  int32_t max_attempts) {
+    std::vector<int64_t> ids(jobs.size());
+    BatchRows rows{jobs.data(), static_cast<int>(jobs.size()), max_attempts, ids.data(), false};
+    detail::guarded_call(insert_rows, &rows);
+    if (!rows.inserted) return std::nullopt;
+    return ids;
+}
 
 std::optional<int64_t> insert_direct(const Job& job, int32_t max_attempts) {
     Row row{&job, max_attempts, 0, false};

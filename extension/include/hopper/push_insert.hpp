@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "hopper/push.hpp"
 
@@ -21,5 +22,10 @@ namespace hopper::push {
 // Inserts `job` (which has no dedup key) as an available job with `max_attempts`. Returns its id,
 // or nullopt when the SQL INSERT must do it (nothing was written then).
 std::optional<int64_t> insert_direct(const Job& job, int32_t max_attempts);
+// Inserts `jobs` (of one queue, none with a dedup key) with `max_attempts`, in their order: the
+// ids ascend with it. Their heap rows go in with one heap_multi_insert per 100, as COPY writes
+// them, then each row's index entries. nullopt when the SQL INSERT must do it (nothing written).
+std::optional<std::vector<int64_t>> insert_direct(const std::vector<Job>& jobs,
+                                                  int32_t max_attempts);
 
 }  // namespace hopper::push
