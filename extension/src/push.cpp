@@ -246,6 +246,21 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     spi::Connection conn;
     reaper::ensure_running(conn);
 
+    auto answer = [&](const std::vector<int64_t>& ids) {
+        for (int64_t id : ids) {
+            Datum v = Int64GetDatum(id);
+            bool isnull = false;
+            out.add_values(&v, &isnull);
+        }
+        return (Datum)0;
+    };
+    // Every job of the batch inserted: ids ascend in payload order from the first.
+    auto pushed_all = [&](const std::vector<int64_t>& ids) {
+        made_available(queue, priority, run_at, ids.front(), static_cast<int64_t>(n));
+        conn.finish();
+        return answer(ids);
+    };
+
     bool any_concurrency_key = std::any_of(concurrency_keys.begin(), concurrency_keys.end(),
                                            [](const auto& k) { return k.has_value(); });
     if (batches::packable(static_cast<int64_t>(n), any_key || any_concurrency_key, run_at)) {
@@ -263,16 +278,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
             queues::ensure(conn, queue);
             ids = batches::push(conn, batch);
         }
-        if (ids) {
-            made_available(queue, priority, run_at, ids->front(), static_cast<int64_t>(n));
-            conn.finish();
-            for (int64_t id : *ids) {
-                Datum v = Int64GetDatum(id);
-                bool isnull = false;
-                out.add_values(&v, &isnull);
-            }
-            return (Datum)0;
-        }
+        if (ids) return pushed_all(*ids);
     } else {
         queues::ensure(conn, queue);
     }
@@ -292,16 +298,8 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
                 jobs[i].kind = kind;
                 jobs[i].concurrency_key = concurrency_keys[i];
             }
-            if (auto ids = push::insert_direct(jobs, max_attempts.value_or(*queue_max_attempts))) {
-                made_available(queue, priority, run_at, ids->front(), static_cast<int64_t>(n));
-                conn.finish();
-                for (int64_t id : *ids) {
-                    Datum v = Int64GetDatum(id);
-                    bool isnull = false;
-                    out.add_values(&v, &isnull);
-                }
-                return (Datum)0;
-            }
+            if (auto ids = push::insert_direct(jobs, max_attempts.value_or(*queue_max_attempts)))
+                return pushed_all(*ids);
         }
     }
 
@@ -418,11 +416,5 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         made_available(queue, priority, run_at, inserted.front().id, static_cast<int64_t>(kept));
     }
     conn.finish();
-
-    for (int64_t id : ids) {
-        Datum v = Int64GetDatum(id);
-        bool isnull = false;
-        out.add_values(&v, &isnull);
-    }
-    return (Datum)0;
+    return answer(ids);
 }
