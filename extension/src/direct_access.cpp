@@ -267,23 +267,11 @@ bool same_columns(TupleDesc hist, TupleDesc part) {
     return true;
 }
 
-// Writes the rows held back for the straight partition: their heap rows in one go, then each
-// one's index entries, as COPY does.
+// Writes the rows held back for the straight partition.
 void flush_direct(HistoryWriter* w) {
     if (w->n_pending == 0) return;
-    direct_insert::Inserter* in = &w->direct;
     CheckCmdReplicaIdentity(w->direct_rel, CMD_INSERT);
-    table_multi_insert(w->direct_rel, w->pending, w->n_pending, in->estate->es_output_cid, 0,
-                       nullptr);
-    for (int i = 0; i < w->n_pending; ++i) {
-        if (in->rri->ri_NumIndices > 0) {
-            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
-            ExecInsertIndexTuples(in->rri, w->pending[i], in->estate, false, false, nullptr, NIL);
-            MemoryContextSwitchTo(old);
-            ResetPerTupleExprContext(in->estate);
-        }
-        ExecClearTuple(w->pending[i]);
-    }
+    direct_insert::write_held(&w->direct, w->pending, w->n_pending);
     w->n_pending = 0;
 }
 

@@ -5,6 +5,7 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "executor/executor.h"
@@ -123,6 +124,19 @@ void insert(Inserter* in) {
     ExecSimpleRelationInsert(in->rri, in->estate, in->slot);
     ExecClearTuple(in->slot);
     ResetPerTupleExprContext(in->estate);
+}
+
+void write_held(Inserter* in, TupleTableSlot** slots, int n) {
+    table_multi_insert(in->rri->ri_RelationDesc, slots, n, in->estate->es_output_cid, 0, nullptr);
+    for (int i = 0; i < n; ++i) {
+        if (in->rri->ri_NumIndices > 0) {
+            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
+            ExecInsertIndexTuples(in->rri, slots[i], in->estate, false, false, nullptr, NIL);
+            MemoryContextSwitchTo(old);
+            ResetPerTupleExprContext(in->estate);
+        }
+        ExecClearTuple(slots[i]);
+    }
 }
 
 void end(Relation rel, Inserter* in, bool inserted) {

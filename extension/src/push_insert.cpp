@@ -92,15 +92,22 @@ bool fill(TupleDesc desc, Row& row, Datum* values, bool* isnull, Oid seq, bool c
     return true;
 }
 
+// hopper.jobs opened for a direct insert (see direct_insert::open_plain) and its id sequence;
+// nullptr if either is missing or the table asks for the SQL INSERT.
+Relation open_jobs(Oid* seq) {
+    Oid ns = get_namespace_oid("hopper", false);
+    Oid relid = get_relname_relid("jobs", ns);
+    *seq = get_relname_relid("job_id_seq", ns);
+    if (!OidIsValid(relid) || !OidIsValid(*seq)) return nullptr;
+    return direct_insert::open_plain(relid);
+}
+
 // Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
 void insert_row(void* arg) {
     Row& row = *static_cast<Row*>(arg);
     row.inserted = false;
-    Oid ns = get_namespace_oid("hopper", false);
-    Oid relid = get_relname_relid("jobs", ns);
-    Oid seq = get_relname_relid("job_id_seq", ns);
-    if (!OidIsValid(relid) || !OidIsValid(seq)) return;
-    Relation rel = direct_insert::open_plain(relid);
+    Oid seq;
+    Relation rel = open_jobs(&seq);
     if (rel == nullptr) return;
     direct_insert::Inserter in;
     direct_insert::begin(rel, &in);
@@ -124,29 +131,12 @@ struct BatchRows {
 // Rows written with one heap_multi_insert, as COPY holds them back.
 constexpr int kRowsPerWrite = 100;
 
-// The heap rows in one go, then each one's index entries, as COPY writes them.
-void write_rows(Relation rel, direct_insert::Inserter* in, TupleTableSlot** slots, int n) {
-    table_multi_insert(rel, slots, n, in->estate->es_output_cid, 0, nullptr);
-    for (int i = 0; i < n; ++i) {
-        if (in->rri->ri_NumIndices > 0) {
-            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(in->estate));
-            ExecInsertIndexTuples(in->rri, slots[i], in->estate, false, false, nullptr, NIL);
-            MemoryContextSwitchTo(old);
-            ResetPerTupleExprContext(in->estate);
-        }
-        ExecClearTuple(slots[i]);
-    }
-}
-
 // Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
 void insert_rows(void* arg) {
     BatchRows& rows = *static_cast<BatchRows*>(arg);
     rows.inserted = false;
-    Oid ns = get_namespace_oid("hopper", false);
-    Oid relid = get_relname_relid("jobs", ns);
-    Oid seq = get_relname_relid("job_id_seq", ns);
-    if (!OidIsValid(relid) || !OidIsValid(seq)) return;
-    Relation rel = direct_insert::open_plain(relid);
+    Oid seq;
+    Relation rel = open_jobs(&seq);
     if (rel == nullptr) return;
     direct_insert::Inserter in;
     direct_insert::begin(rel, &in);
@@ -180,11 +170,11 @@ void insert_rows(void* arg) {
         ExecClearTuple(in.slot);
         ResetPerTupleExprContext(in.estate);
         if (held == kRowsPerWrite) {
-            write_rows(rel, &in, slots, held);
+            direct_insert::write_held(&in, slots, held);
             held = 0;
         }
     }
-    if (held > 0) write_rows(rel, &in, slots, held);
+    if (held > 0) direct_insert::write_held(&in, slots, held);
     rows.inserted = true;
     direct_insert::end(rel, &in, true);
 }

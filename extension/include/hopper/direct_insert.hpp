@@ -53,6 +53,9 @@ void begin_apart(Relation rel, Inserter* in);
 void open_indexes_for(Inserter* in, TupleTableSlot* row);
 // Inserts the row in in->slot (constraints, heap, every index entry), then clears the slot.
 void insert(Inserter* in);
+// Writes `n` rows held in `slots` (checked, their indexes opened) as COPY writes them: their heap
+// rows with one heap_multi_insert, then each row's index entries; clears the slots.
+void write_held(Inserter* in, TupleTableSlot** slots, int n);
 // Tears down, closes `rel`, and makes the rows inserted, if any, visible to what follows in the
 // transaction, as an SPI statement would.
 void end(Relation rel, Inserter* in, bool inserted);
