@@ -5,6 +5,10 @@
 SET hopper.notify = off;
 
 SELECT hopper.queue_create('schema_q') AS created;
+-- This session pushes before the table changes, so its pushes' column map is already remembered.
+SELECT hopper.queue_create('schema_warm') AS created;
+SELECT hopper.queue_push('schema_warm', '{}') IS NOT NULL AS pushed;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('schema_warm', ARRAY['{}', '{}']::jsonb[]);
 
 -- A column of the operator's own, NOT NULL with a default.
 BEGIN;
@@ -57,3 +61,15 @@ SELECT worker, worker_before FROM hopper.jobs WHERE id = (SELECT id FROM renamed
 SELECT hopper.queue_complete(id, lease_token) AS completed FROM renamed;
 SELECT worker FROM hopper.job_history WHERE id = (SELECT id FROM renamed);
 ROLLBACK;
+
+-- A column renamed after this session's pushes mapped the table: the push does not write the job's
+-- kind into the renamed column; it goes to the SQL INSERT, which finds no "kind".
+SELECT hopper.queue_push('schema_warm', '{}') IS NOT NULL AS pushed;
+BEGIN;
+ALTER TABLE hopper.jobs RENAME COLUMN kind TO kind_before;
+\set VERBOSITY terse
+SELECT hopper.queue_push('schema_warm', '{}', kind => 'k') IS NOT NULL AS pushed;
+\set VERBOSITY default
+ROLLBACK;
+
+SELECT hopper.queue_drop('schema_warm') AS dropped;

@@ -5,6 +5,7 @@
 #include "hopper/boundary.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/push_insert.hpp"
+#include "hopper/table_layout.hpp"
 
 extern "C" {
 #include "access/tableam.h"
@@ -57,13 +58,12 @@ enum class Field : char {
     kPayload
 };
 
-constexpr int kMaxColumns = 64;
-
-// The table's columns by what each gets, and its state type's 'available' label: worked out once
-// per call, not per row (matching 23 names was a tenth of a batch push's CPU).
+// The table's columns by what each gets, and its state type's 'available' label. The column map
+// is remembered per backend with the table's other looked-up facts (include/hopper/
+// table_layout.hpp): matching 23 names per row was a tenth of a batch push's CPU.
 struct Layout {
     int natts;
-    Field fields[kMaxColumns];
+    Field fields[table_layout::kMaxValues];
     Oid available;
 };
 
@@ -99,24 +99,35 @@ Field field_named(const char* name) {
     return Field::kUnknown;
 }
 
+// The key of the column map in table_layout's memory.
+const char kLayoutKey = 0;
+
 // False: a column this code does not know (a later version's, or one added by hand), whose value
-// only the SQL INSERT can tell, or a state type without 'available'.
-bool layout_of(TupleDesc desc, Layout* out) {
-    if (desc->natts > kMaxColumns) return false;
+// only the SQL INSERT can tell, more columns than the map holds, or a state type without
+// 'available'.
+bool layout_of(Relation rel, Layout* out) {
+    TupleDesc desc = RelationGetDescr(rel);
+    if (desc->natts > table_layout::kMaxValues) return false;
+    Oid relid = RelationGetRelid(rel);
+    int fields[table_layout::kMaxValues];
+    if (!table_layout::recall(&kLayoutKey, relid, fields, desc->natts)) {
+        uint64 since = table_layout::generation();
+        for (int i = 0; i < desc->natts; ++i) {
+            Form_pg_attribute att = TupleDescAttr(desc, i);
+            fields[i] = static_cast<int>(att->attisdropped ? Field::kDropped
+                                                           : field_named(NameStr(att->attname)));
+        }
+        table_layout::remember(&kLayoutKey, &relid, 1, fields, desc->natts, since);
+    }
     out->natts = desc->natts;
     out->available = InvalidOid;
     for (int i = 0; i < desc->natts; ++i) {
-        Form_pg_attribute att = TupleDescAttr(desc, i);
-        if (att->attisdropped) {
-            out->fields[i] = Field::kDropped;
-            continue;
-        }
-        Field f = field_named(NameStr(att->attname));
+        Field f = static_cast<Field>(fields[i]);
         if (f == Field::kUnknown) return false;
         if (f == Field::kState) {
-            out->available =
-                GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid, ObjectIdGetDatum(att->atttypid),
-                                CStringGetDatum("available"));
+            out->available = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
+                                             ObjectIdGetDatum(TupleDescAttr(desc, i)->atttypid),
+                                             CStringGetDatum("available"));
             if (!OidIsValid(out->available)) return false;
         }
         out->fields[i] = f;
@@ -199,7 +210,7 @@ void insert_row(void* arg) {
     direct_insert::Inserter in;
     direct_insert::begin(rel, &in);
     Layout layout;
-    if (layout_of(RelationGetDescr(rel), &layout)) {
+    if (layout_of(rel, &layout)) {
         fill(layout, row, in.slot->tts_values, in.slot->tts_isnull, seq, true);
         direct_insert::insert(&in);
         row.inserted = true;
@@ -231,7 +242,7 @@ void insert_rows(void* arg) {
     direct_insert::begin(rel, &in);
     TupleDesc desc = RelationGetDescr(rel);
     Layout layout;
-    if (!layout_of(desc, &layout)) {
+    if (!layout_of(rel, &layout)) {
         direct_insert::end(rel, &in, false);
         return;
     }
