@@ -65,7 +65,11 @@ CREATE TABLE hopper.jobs (
 ALTER SEQUENCE hopper.job_id_seq OWNED BY hopper.jobs.id;
 
 -- The claim scan: the first available jobs of a queue in pull order.
-CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, priority, run_at, id) WHERE state = 'available';
+-- The pull indexes end in the job's id, so no two of their entries are equal: deduplication never
+-- merges anything in them, and a push that finds a leaf full would pay for a pass that finds
+-- nothing before the page splits anyway (bench/ANALYSIS.md, section 30).
+CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, priority, run_at, id)
+    WITH (deduplicate_items = off) WHERE state = 'available';
 -- Expired leases (pull's inline rescue and the reaper): lease_until is set exactly while a job runs.
 -- The predicate is deliberately not "state = 'running'": the statements that find one running job by
 -- (id, lease_token, state = 'running') must use the primary key, and with that predicate the planner
@@ -510,9 +514,9 @@ CREATE TABLE hopper.rate_limits (
 -- an index of their own, so that they are found without walking past the keyed ones. Each push
 -- adds an entry to one of the two.
 CREATE INDEX jobs_key_pull_idx ON hopper.jobs (queue, concurrency_key, priority, run_at, id)
-    WHERE state = 'available' AND concurrency_key IS NOT NULL;
+    WITH (deduplicate_items = off) WHERE state = 'available' AND concurrency_key IS NOT NULL;
 CREATE INDEX jobs_unkeyed_pull_idx ON hopper.jobs (queue, priority, run_at, id)
-    WHERE state = 'available' AND concurrency_key IS NULL;
+    WITH (deduplicate_items = off) WHERE state = 'available' AND concurrency_key IS NULL;
 
 SELECT pg_catalog.pg_extension_config_dump('hopper.queue_key_limits', '');
 SELECT pg_catalog.pg_extension_config_dump('hopper.rate_limits', '');
