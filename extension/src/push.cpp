@@ -279,7 +279,9 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
             ids = batches::push(conn, batch);
         }
         if (ids) return pushed_all(*ids);
-    } else {
+    } else if (!queue_defaults::known(queue)) {
+        // A queue this backend remembers exists (include/hopper/queue_defaults.hpp): asking
+        // hopper.queues again would cost a statement per batch.
         queues::ensure(conn, queue);
     }
 
