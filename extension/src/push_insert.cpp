@@ -190,13 +190,28 @@ void fill(const Layout& layout, Row& row, Datum* values, bool* isnull, Oid seq,
     }
 }
 
+// The key of hopper.jobs' and its id sequence's OIDs in table_layout's memory: three syscache
+// lookups by name per push otherwise.
+const char kTablesKey = 0;
+
 // hopper.jobs opened for a direct insert (see direct_insert::open_plain) and its id sequence;
 // nullptr if either is missing or the table asks for the SQL INSERT.
 Relation open_jobs(Oid* seq) {
-    Oid ns = get_namespace_oid("hopper", false);
-    Oid relid = get_relname_relid("jobs", ns);
-    *seq = get_relname_relid("job_id_seq", ns);
-    if (!OidIsValid(relid) || !OidIsValid(*seq)) return nullptr;
+    int found[2];
+    Oid relid;
+    if (table_layout::recall(&kTablesKey, InvalidOid, found, 2)) {
+        relid = static_cast<Oid>(found[0]);
+        *seq = static_cast<Oid>(found[1]);
+    } else {
+        uint64 since = table_layout::generation();
+        Oid ns = get_namespace_oid("hopper", false);
+        relid = get_relname_relid("jobs", ns);
+        *seq = get_relname_relid("job_id_seq", ns);
+        if (!OidIsValid(relid) || !OidIsValid(*seq)) return nullptr;
+        const Oid rels[] = {InvalidOid, relid, *seq};
+        const int values[] = {static_cast<int>(relid), static_cast<int>(*seq)};
+        table_layout::remember(&kTablesKey, rels, 3, values, 2, since);
+    }
     return direct_insert::open_plain(relid);
 }
 
