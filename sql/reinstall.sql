@@ -2,6 +2,9 @@
 -- extension is dropped and made again, that memory must go: the session's next pushes, single
 -- and batch, land in the new table, and a take finds them there.
 \set orig :DBNAME
+SET client_min_messages = warning;
+-- Left behind only by a run that stopped in the middle of this file.
+DROP DATABASE IF EXISTS hopper_reinstall WITH (FORCE);
 CREATE DATABASE hopper_reinstall;
 \c hopper_reinstall
 SET client_min_messages = warning;
