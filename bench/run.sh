@@ -60,6 +60,15 @@ RESULTS=$TMP/results.tsv
 started_at=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 t_start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+# What other processes use of the CPU before the bench starts anything, sampled over 3 s: the
+# load average above still counts the build that `make bench` runs just before. /proc/stat's cpu
+# line: user nice system idle iowait irq softirq steal (guest time is inside user).
+cpu_sample() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
+read -r cpu_total0 cpu_idle0 <<<"$(cpu_sample)"
+sleep 3
+read -r cpu_total1 cpu_idle1 <<<"$(cpu_sample)"
+others_busy=$(awk -v t=$((cpu_total1 - cpu_total0)) -v i=$((cpu_idle1 - cpu_idle0)) \
+    'BEGIN { printf "%.0f", (t > 0 ? 100 * (t - i) / t : 0) }')
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 # shellcheck source=bench/fresh_cluster.sh
@@ -726,6 +735,7 @@ t_end=$(date +%s)
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 log "writing the report"
 BENCH_STARTED="$started_at" BENCH_ELAPSED=$((t_end - t_start)) BENCH_LOAD_START="$load_start" \
+    BENCH_OTHERS_BUSY="$others_busy" \
     BENCH_LOAD_END="$load_end" BENCH_SECS=$SECS BENCH_REPS_USED=$REPS BENCH_QUICK_USED=$quick \
     BENCH_LAT_RATE=$LAT_RATE BENCH_LAT_SECS=$LAT_SECS BENCH_CHURN_SECS=$CHURN_SECS \
     BENCH_PRESSURE_SECS=$PRESSURE_SECS BENCH_CHURN_NAPTIME=${CHURN_NAPTIME:-60} BENCH_PRESSURE_RATE=$PRESSURE_RATE BENCH_SYNC_OFF_USED=$SYNC_OFF \
