@@ -38,12 +38,12 @@ namespace {
 const int kTablesKey = 0;
 }  // namespace
 
-bool find_tables(Tables* t) {
-    if (XactReadOnly || IsolationUsesXactSnapshot()) return false;
-    int found[5];
-    if (table_layout::recall(&kTablesKey, InvalidOid, found, 5)) {
+bool tables(Tables* t) {
+    constexpr int kCount = 6;
+    int found[kCount];
+    if (table_layout::recall(&kTablesKey, InvalidOid, found, kCount)) {
         t->jobs = found[0], t->queues = found[1], t->history = found[2];
-        t->pull_index = found[3], t->lease_token = found[4];
+        t->pull_index = found[3], t->lease_token = found[4], t->job_id = found[5];
         return true;
     }
     uint64 since = table_layout::generation();
@@ -54,17 +54,21 @@ bool find_tables(Tables* t) {
     t->history = get_relname_relid("job_history", ns);
     t->pull_index = get_relname_relid("jobs_pull_idx", ns);
     t->lease_token = get_relname_relid("lease_token_seq", ns);
-    bool ok = OidIsValid(t->jobs) && OidIsValid(t->queues) && OidIsValid(t->history) &&
-              OidIsValid(t->pull_index) && OidIsValid(t->lease_token);
-    if (ok) {
-        const Oid rels[] = {InvalidOid, t->jobs,       t->queues,
-                            t->history, t->pull_index, t->lease_token};
-        const int values[] = {static_cast<int>(t->jobs), static_cast<int>(t->queues),
-                              static_cast<int>(t->history), static_cast<int>(t->pull_index),
-                              static_cast<int>(t->lease_token)};
-        table_layout::remember(&kTablesKey, rels, 6, values, 5, since);
-    }
-    return ok;
+    t->job_id = get_relname_relid("job_id_seq", ns);
+    const Oid rels[] = {t->jobs, t->queues, t->history, t->pull_index, t->lease_token, t->job_id};
+    for (Oid rel : rels)
+        if (!OidIsValid(rel)) return false;
+    const Oid watched[] = {InvalidOid,    t->jobs,        t->queues, t->history,
+                           t->pull_index, t->lease_token, t->job_id};
+    int values[kCount];
+    for (int i = 0; i < kCount; ++i) values[i] = static_cast<int>(rels[i]);
+    table_layout::remember(&kTablesKey, watched, kCount + 1, values, kCount, since);
+    return true;
+}
+
+bool find_tables(Tables* t) {
+    if (XactReadOnly || IsolationUsesXactSnapshot()) return false;
+    return tables(t);
 }
 
 int attnum_of(TupleDesc desc, const char* name) {

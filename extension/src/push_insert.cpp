@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "hopper/boundary.hpp"
+#include "hopper/direct_access.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/push_insert.hpp"
 #include "hopper/table_layout.hpp"
@@ -190,29 +191,13 @@ void fill(const Layout& layout, Row& row, Datum* values, bool* isnull, Oid seq,
     }
 }
 
-// The key of hopper.jobs' and its id sequence's OIDs in table_layout's memory: three syscache
-// lookups by name per push otherwise.
-const char kTablesKey = 0;
-
 // hopper.jobs opened for a direct insert (see direct_insert::open_plain) and its id sequence;
 // nullptr if either is missing or the table asks for the SQL INSERT.
 Relation open_jobs(Oid* seq) {
-    int found[2];
-    Oid relid;
-    if (table_layout::recall(&kTablesKey, InvalidOid, found, 2)) {
-        relid = static_cast<Oid>(found[0]);
-        *seq = static_cast<Oid>(found[1]);
-    } else {
-        uint64 since = table_layout::generation();
-        Oid ns = get_namespace_oid("hopper", false);
-        relid = get_relname_relid("jobs", ns);
-        *seq = get_relname_relid("job_id_seq", ns);
-        if (!OidIsValid(relid) || !OidIsValid(*seq)) return nullptr;
-        const Oid rels[] = {InvalidOid, relid, *seq};
-        const int values[] = {static_cast<int>(relid), static_cast<int>(*seq)};
-        table_layout::remember(&kTablesKey, rels, 3, values, 2, since);
-    }
-    return direct_insert::open_plain(relid);
+    direct_access::Tables t;
+    if (!direct_access::tables(&t)) return nullptr;
+    *seq = t.job_id;
+    return direct_insert::open_plain(t.jobs);
 }
 
 // Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.

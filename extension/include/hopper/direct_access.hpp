@@ -19,17 +19,20 @@ extern "C" {
 
 namespace hopper::direct_access {
 
-// The tables a direct path works on. False (call the statement): hopper is not installed as
-// expected, or the transaction is read-only (the statements raise 25006) or uses one snapshot
-// throughout (REPEATABLE READ, SERIALIZABLE: a row changed since it is a serialization failure,
-// not one to follow).
+// The relations the direct paths work on, found by name once per backend (table_layout's memory,
+// forgotten when any of them changes). False: hopper is not installed as expected.
 struct Tables {
     Oid jobs;
     Oid queues;
     Oid history;
     Oid pull_index;   // jobs_pull_idx
     Oid lease_token;  // lease_token_seq
+    Oid job_id;       // job_id_seq
 };
+bool tables(Tables* t);
+// tables(), for a claim or a completion. Also false (call the statement) when the transaction is
+// read-only (the statements raise 25006) or uses one snapshot throughout (REPEATABLE READ,
+// SERIALIZABLE: a row changed since it is a serialization failure, not one to follow).
 bool find_tables(Tables* t);
 
 // The attribute number of column `name`, 0 if there is none.
