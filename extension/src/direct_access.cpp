@@ -39,11 +39,12 @@ const int kTablesKey = 0;
 }  // namespace
 
 bool tables(Tables* t) {
-    constexpr int kCount = 6;
+    constexpr int kCount = 8;
     int found[kCount];
     if (table_layout::recall(&kTablesKey, InvalidOid, found, kCount)) {
         t->jobs = found[0], t->queues = found[1], t->history = found[2];
         t->pull_index = found[3], t->lease_token = found[4], t->job_id = found[5];
+        t->batches = found[6], t->batches_pull_index = found[7];
         return true;
     }
     uint64 since = table_layout::generation();
@@ -55,11 +56,15 @@ bool tables(Tables* t) {
     t->pull_index = get_relname_relid("jobs_pull_idx", ns);
     t->lease_token = get_relname_relid("lease_token_seq", ns);
     t->job_id = get_relname_relid("job_id_seq", ns);
-    const Oid rels[] = {t->jobs, t->queues, t->history, t->pull_index, t->lease_token, t->job_id};
+    t->batches = get_relname_relid("job_batches", ns);
+    t->batches_pull_index = get_relname_relid("job_batches_pull_idx", ns);
+    const Oid rels[] = {t->jobs,        t->queues, t->history, t->pull_index,
+                        t->lease_token, t->job_id, t->batches, t->batches_pull_index};
     for (Oid rel : rels)
         if (!OidIsValid(rel)) return false;
-    const Oid watched[] = {InvalidOid,    t->jobs,        t->queues, t->history,
-                           t->pull_index, t->lease_token, t->job_id};
+    const Oid watched[] = {InvalidOid, t->jobs,       t->queues,
+                           t->history, t->pull_index, t->lease_token,
+                           t->job_id,  t->batches,    t->batches_pull_index};
     int values[kCount];
     for (int i = 0; i < kCount; ++i) values[i] = static_cast<int>(rels[i]);
     table_layout::remember(&kTablesKey, watched, kCount + 1, values, kCount, since);

@@ -7,6 +7,7 @@
 #include "hopper/direct_insert.hpp"
 #include "hopper/leaf_walk.hpp"
 #include "hopper/lease_rows.hpp"
+#include "hopper/packed_claim.hpp"
 #include "hopper/queue_rows.hpp"
 #include "hopper/table_layout.hpp"
 
@@ -56,13 +57,24 @@ enum JobColumn {
     kClaimedPid,
     kClaimedBackendStart,
     kSessionBound,
+    // Columns a claim neither reads nor sets, named so that a claim that inserts rows knows
+    // every column it leaves NULL.
+    kMaxAttempts,
+    kDedupKey,
+    kConcurrencyKey,
+    kProgress,
+    kLastError,
+    kErrors,
+    kProgressDetail,
     kJobColumns
 };
+// clang-format off
 constexpr const char* kJobColumnNames[kJobColumns] = {
-    "id",           "queue",      "state",  "priority",    "run_at",
-    "attempt",      "created_at", "kind",   "payload",     "lease_token",
-    "lease_until",  "started_at", "worker", "claimed_pid", "claimed_backend_start",
-    "session_bound"};
+    "id", "queue", "state", "priority", "run_at", "attempt", "created_at", "kind", "payload",
+    "lease_token", "lease_until", "started_at", "worker", "claimed_pid", "claimed_backend_start",
+    "session_bound", "max_attempts", "dedup_key", "concurrency_key", "progress", "last_error",
+    "errors", "progress_detail"};
+// clang-format on
 
 enum class Mode { kTake, kLease };
 
@@ -80,6 +92,7 @@ struct Request {
 
     bool usable;
     bool notify_done;
+    bool took_packed;
     int claimed;
     int capacity;
     Row* rows;  // palloc'd in the caller's memory context
@@ -182,6 +195,7 @@ void claim_rows(void* arg) {
     Request* r = static_cast<Request*>(arg);
     bool take = r->mode == Mode::kTake;
     r->usable = false;
+    r->took_packed = false;
     r->claimed = 0;
     MemoryContext caller = CurrentMemoryContext;
     Tables t;
@@ -210,7 +224,7 @@ void claim_rows(void* arg) {
             queue_rows::remember(t.queues, r->queue, r->queue_len, q, generation);
         }
     }
-    if (!ok || (q.found && !q.paused && (q.limited || q.packed))) {
+    if (!ok || (q.found && !q.paused && (q.limited || (q.packed && take)))) {
         PopActiveSnapshot();
         return;  // the statement's markers tell the caller what to do
     }
@@ -235,6 +249,17 @@ void claim_rows(void* arg) {
     }
     Relation idx = index_open(t.pull_index, AccessShareLock);
     ok = ok && pull_index_as_expected(idx, jobs, col);
+
+    // A lease on a queue that has had packed jobs inserts the ones it takes as rows of their own,
+    // every column named (the table has no other live one) as the statement's INSERT names them.
+    packed_claim::Source packed{};
+    bool from_packed = ok && q.packed;
+    if (from_packed) {
+        int live = 0;
+        for (int a = 0; a < jd->natts; ++a) live += TupleDescAttr(jd, a)->attisdropped ? 0 : 1;
+        ok = live == kJobColumns && may(t.jobs, ACL_INSERT) &&
+             packed_claim::open(t.batches, t.batches_pull_index, &packed);
+    }
 
     HistoryWriter history{};
     bool keep = ok && take && q.keeps;
@@ -286,9 +311,96 @@ void claim_rows(void* arg) {
     extras[kExtraResult] = (Datum)0;
     extra_nulls[kExtraResult] = true;
 
+    if (from_packed) packed_claim::lock_rows(&packed, queue, r->at, snap, cid, r->n);
+
+    // The next result row, in the caller's memory context (which is current).
+    auto next_out = [&]() -> Row& {
+        if (r->claimed == r->capacity) {
+            r->capacity *= 2;
+            r->rows = static_cast<Row*>(repalloc(r->rows, sizeof(Row) * r->capacity));
+        }
+        return r->rows[r->claimed++];
+    };
+
+    // Leases a packed job: its row of hopper.jobs, written as the packed claim statement writes it.
+    auto claim_packed = [&](const packed_claim::Job& job) {
+        const packed_claim::Row& from = packed.rows[job.row];
+        int64 token = nextval_internal(t.lease_token, true);
+        TupleTableSlot* row = updater.slot;
+        ExecClearTuple(row);
+        for (int a = 0; a < jd->natts; ++a) {
+            row->tts_values[a] = (Datum)0;
+            row->tts_isnull[a] = true;
+        }
+        auto set = [&](int c, Datum d, bool null) {
+            row->tts_values[col[c] - 1] = d;
+            row->tts_isnull[col[c] - 1] = null;
+        };
+        set(kId, Int64GetDatum(job.key.id), false);
+        set(kQueue, queue, false);
+        set(kState, ObjectIdGetDatum(done_state), false);
+        set(kPriority, Int16GetDatum(from.priority), false);
+        set(kRunAt, TimestampTzGetDatum(from.run_at), false);
+        set(kAttempt, Int32GetDatum(1), false);
+        set(kMaxAttempts, Int32GetDatum(from.max_attempts), false);
+        set(kLeaseToken, Int64GetDatum(token), false);
+        set(kLeaseUntil, TimestampTzGetDatum(lease_until), false);
+        set(kClaimedPid, Int32GetDatum(MyProcPid), false);
+        set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
+        set(kSessionBound, BoolGetDatum(r->session_bound), false);
+        set(kCreatedAt, TimestampTzGetDatum(from.created_at), false);
+        set(kStartedAt, TimestampTzGetDatum(r->at), false);
+        set(kKind, from.kind, from.kind_null);
+        set(kWorker, worker, r->worker == nullptr);
+        set(kPayload, job.payload, false);
+        ExecStoreVirtualTuple(row);
+        direct_insert::open_indexes_for(&updater, row);
+        MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
+        ExecSimpleRelationInsert(updater.rri, updater.estate, row);
+        MemoryContextSwitchTo(old);
+        lease_rows::remember(RelationGetRelid(jobs), job.key.id, token, &row->tts_tid);
+        ResetPerTupleExprContext(updater.estate);
+        ExecClearTuple(row);
+        packed_claim::take(&packed);
+        r->took_packed = true;
+
+        old = MemoryContextSwitchTo(caller);
+        Row& out = next_out();
+        std::memset(out.nulls, 0, sizeof(out.nulls));
+        out.values[0] = Int64GetDatum(job.key.id);
+        out.values[1] = datumCopy(queue, false, -1);
+        out.nulls[2] = from.kind_null;
+        out.values[2] =
+            from.kind_null ? (Datum)0 : copy_value(TupleDescAttr(jd, col[kKind] - 1), from.kind);
+        out.values[3] = copy_value(TupleDescAttr(jd, col[kPayload] - 1), job.payload);
+        out.values[4] = Int32GetDatum(1);
+        out.values[5] = Int64GetDatum(token);
+        out.values[6] = TimestampTzGetDatum(lease_until);
+        out.values[7] = TimestampTzGetDatum(from.run_at);
+        out.values[8] = TimestampTzGetDatum(from.created_at);
+        out.key = job.key;
+        MemoryContextSwitchTo(old);
+    };
+    // Leases the packed jobs that come before `key` in pull order (all of them: nullptr).
+    auto claim_packed_before = [&](const claim_hint::Key* key) {
+        while (r->claimed < r->n) {
+            const packed_claim::Job* job = packed_claim::peek(&packed);
+            if (job == nullptr || (key != nullptr && !packed_claim::before(job->key, *key))) return;
+            claim_packed(*job);
+        }
+    };
+
     // Claims the row in `found` if it is free and still due.
     auto claim_found = [&] {
         CHECK_FOR_INTERRUPTS();
+        if (from_packed) {
+            bool isnull;
+            claim_hint::Key key{DatumGetInt16(slot_getattr(found, col[kPriority], &isnull)),
+                                DatumGetTimestampTz(slot_getattr(found, col[kRunAt], &isnull)),
+                                DatumGetInt64(slot_getattr(found, col[kId], &isnull))};
+            claim_packed_before(&key);
+            if (r->claimed >= r->n) return;
+        }
         if (held_by_other(found)) return;
         TM_FailureData tmfd;
         // FOR UPDATE SKIP LOCKED: a row locked by anyone else is passed over, and so is one
@@ -346,11 +458,7 @@ void claim_rows(void* arg) {
         }
 
         MemoryContext old = MemoryContextSwitchTo(caller);
-        if (r->claimed == r->capacity) {
-            r->capacity *= 2;
-            r->rows = static_cast<Row*>(repalloc(r->rows, sizeof(Row) * r->capacity));
-        }
-        Row& out = r->rows[r->claimed++];
+        Row& out = next_out();
         auto put = [&](int i, int c) {
             int a = col[c] - 1;
             out.nulls[i] = isnull[a];
@@ -408,6 +516,10 @@ void claim_rows(void* arg) {
         index_endscan(scan);
     }
 
+    if (from_packed) {
+        claim_packed_before(nullptr);
+        packed_claim::finish(&packed, snap);
+    }
     ExecDropSingleTupleTableSlot(locked);
     ExecDropSingleTupleTableSlot(found);
     index_close(idx, NoLock);
@@ -437,6 +549,7 @@ std::optional<Claimed> run(Request& r, const Claim& claim) {
     if (!r.usable) return std::nullopt;
     Claimed c;
     c.notify_done = r.notify_done;
+    c.took_packed = r.took_packed;
     c.rows.assign(r.rows, r.rows + r.claimed);
     return c;
 }

@@ -207,13 +207,14 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     std::optional<Interval> lease;
     if (!args::is_null(fcinfo, 2)) lease = *PG_GETARG_INTERVAL_P(2);
     auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
-        if (packed || limited || !kinds_null) return std::nullopt;
+        if (limited || !kinds_null) return std::nullopt;
         auto c = direct_claim::lease({queue, limit, at, resume ? &hint.key : nullptr, worker},
                                      lease, session_bound);
         if (!c) return std::nullopt;
-        took_packed = false;
+        took_packed = c->took_packed;
         for (auto& row : c->rows) out.add_values(row.values, row.nulls);
-        if (!c->rows.empty() && may_raise) claim_hint::claimed(hint, c->rows.back().key, at);
+        if (!c->rows.empty() && may_raise && !took_packed)
+            claim_hint::claimed(hint, c->rows.back().key, at);
         return c->rows.size();
     };
     auto claim_some = [&](int64_t limit) {

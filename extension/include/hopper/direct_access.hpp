@@ -25,9 +25,11 @@ struct Tables {
     Oid jobs;
     Oid queues;
     Oid history;
-    Oid pull_index;   // jobs_pull_idx
-    Oid lease_token;  // lease_token_seq
-    Oid job_id;       // job_id_seq
+    Oid pull_index;          // jobs_pull_idx
+    Oid lease_token;         // lease_token_seq
+    Oid job_id;              // job_id_seq
+    Oid batches;             // job_batches (packed rows)
+    Oid batches_pull_index;  // job_batches_pull_idx
 };
 bool tables(Tables* t);
 // tables(), for a claim or a completion. Also false (call the statement) when the transaction is

@@ -6,12 +6,15 @@
 // The claim statements have some eighteen plan nodes (the queue's settings, the locked
 // candidates, the UPDATE or the DELETE and history INSERT, the result), and building and tearing
 // them down on every call cost more than the row work itself: a quarter of a one-job take's CPU.
-// The direct claim does what those statements do for a queue with no limits and no packed rows,
-// in a transaction that takes a new snapshot per statement (READ COMMITTED), with no kinds filter:
-// each candidate is locked with SKIP LOCKED, re-checked on its newest version as EvalPlanQual
-// would, and claimed. Anything else (limits, packed rows, a kinds filter, REPEATABLE READ, row
-// level security or triggers on hopper.jobs, privileges granted per column only, a column it does
-// not know, an index not as the install script made it) goes to the statement.
+// The direct claim does what those statements do for a queue with no limits, in a transaction
+// that takes a new snapshot per statement (READ COMMITTED), with no kinds filter: each candidate
+// is locked with SKIP LOCKED, re-checked on its newest version as EvalPlanQual would, and
+// claimed. A lease on a queue that has had packed jobs merges them in pull order (include/hopper/
+// packed_claim.hpp) and writes the ones it takes into hopper.jobs as running rows, as the packed
+// claim statement does. Anything else (limits, a take from a queue that has had packed jobs, a
+// kinds filter, REPEATABLE READ, row level security or triggers on the tables, privileges granted
+// per column only, a column it does not know, an index not as the install script made it) goes
+// to the statement.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,7 @@ struct Row {
 
 struct Claimed {
     bool notify_done = false;  // the queue announces finished jobs
+    bool took_packed = false;  // some of the jobs came from packed rows
     std::vector<Row> rows;     // in pull order
 };
 

@@ -19,7 +19,7 @@ extern "C" {
 namespace hopper::table_layout {
 
 constexpr int kMaxValues = 32;
-constexpr int kMaxRelations = 8;
+constexpr int kMaxRelations = 10;
 
 // The values remembered under `key` (an address of the caller's) for relation `relid`: false if
 // none, or not `n` of them.
