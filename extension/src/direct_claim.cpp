@@ -224,7 +224,7 @@ void claim_rows(void* arg) {
             queue_rows::remember(t.queues, r->queue, r->queue_len, q, generation);
         }
     }
-    if (!ok || (q.found && !q.paused && (q.limited || (q.packed && take)))) {
+    if (!ok || (q.found && !q.paused && q.limited)) {
         PopActiveSnapshot();
         return;  // the statement's markers tell the caller what to do
     }
@@ -250,20 +250,22 @@ void claim_rows(void* arg) {
     Relation idx = index_open(t.pull_index, AccessShareLock);
     ok = ok && pull_index_as_expected(idx, jobs, col);
 
-    // A lease on a queue that has had packed jobs inserts the ones it takes as rows of their own,
-    // every column named (the table has no other live one) as the statement's INSERT names them.
+    HistoryWriter history{};
+    bool keep = ok && take && q.keeps;
+    if (keep) ok = history_open(t.history, jobs, &history);
+
+    // A queue that has had packed jobs: a lease inserts the ones it takes as rows of their own, a
+    // take gives their history rows the job's columns, every column named (the table has no
+    // other live one) as the statements name them.
     packed_claim::Source packed{};
     bool from_packed = ok && q.packed;
     if (from_packed) {
         int live = 0;
         for (int a = 0; a < jd->natts; ++a) live += TupleDescAttr(jd, a)->attisdropped ? 0 : 1;
-        ok = live == kJobColumns && may(t.jobs, ACL_INSERT) &&
+        ok = live == kJobColumns && (take || may(t.jobs, ACL_INSERT)) &&
              packed_claim::open(t.batches, t.batches_pull_index, &packed);
+        if (!ok && keep) history_close(&history);
     }
-
-    HistoryWriter history{};
-    bool keep = ok && take && q.keeps;
-    if (keep) ok = history_open(t.history, jobs, &history);
     if (!ok) {
         index_close(idx, NoLock);
         table_close(jobs, NoLock);
@@ -322,19 +324,27 @@ void claim_rows(void* arg) {
         return r->rows[r->claimed++];
     };
 
-    // Leases a packed job: its row of hopper.jobs, written as the packed claim statement writes it.
+    // A packed job as a row of hopper.jobs: inserted as a lease's running row, or given to its
+    // history row by a take, as the packed claim statements write them.
+    Datum* packed_values = nullptr;
+    bool* packed_nulls = nullptr;
+    if (from_packed && take) {
+        packed_values = static_cast<Datum*>(palloc(sizeof(Datum) * jd->natts));
+        packed_nulls = static_cast<bool*>(palloc(sizeof(bool) * jd->natts));
+    } else if (from_packed) {
+        packed_values = updater.slot->tts_values;
+        packed_nulls = updater.slot->tts_isnull;
+    }
     auto claim_packed = [&](const packed_claim::Job& job) {
         const packed_claim::Row& from = packed.rows[job.row];
-        int64 token = nextval_internal(t.lease_token, true);
-        TupleTableSlot* row = updater.slot;
-        ExecClearTuple(row);
+        if (!take) ExecClearTuple(updater.slot);
         for (int a = 0; a < jd->natts; ++a) {
-            row->tts_values[a] = (Datum)0;
-            row->tts_isnull[a] = true;
+            packed_values[a] = (Datum)0;
+            packed_nulls[a] = true;
         }
         auto set = [&](int c, Datum d, bool null) {
-            row->tts_values[col[c] - 1] = d;
-            row->tts_isnull[col[c] - 1] = null;
+            packed_values[col[c] - 1] = d;
+            packed_nulls[col[c] - 1] = null;
         };
         set(kId, Int64GetDatum(job.key.id), false);
         set(kQueue, queue, false);
@@ -343,28 +353,38 @@ void claim_rows(void* arg) {
         set(kRunAt, TimestampTzGetDatum(from.run_at), false);
         set(kAttempt, Int32GetDatum(1), false);
         set(kMaxAttempts, Int32GetDatum(from.max_attempts), false);
-        set(kLeaseToken, Int64GetDatum(token), false);
-        set(kLeaseUntil, TimestampTzGetDatum(lease_until), false);
-        set(kClaimedPid, Int32GetDatum(MyProcPid), false);
-        set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
-        set(kSessionBound, BoolGetDatum(r->session_bound), false);
         set(kCreatedAt, TimestampTzGetDatum(from.created_at), false);
         set(kStartedAt, TimestampTzGetDatum(r->at), false);
         set(kKind, from.kind, from.kind_null);
         set(kWorker, worker, r->worker == nullptr);
         set(kPayload, job.payload, false);
-        ExecStoreVirtualTuple(row);
-        direct_insert::open_indexes_for(&updater, row);
-        MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
-        ExecSimpleRelationInsert(updater.rri, updater.estate, row);
-        MemoryContextSwitchTo(old);
-        lease_rows::remember(RelationGetRelid(jobs), job.key.id, token, &row->tts_tid);
-        ResetPerTupleExprContext(updater.estate);
-        ExecClearTuple(row);
+        int64 token = 0;
+        if (take) {
+            if (keep) {
+                extras[kExtraAttempt] = Int32GetDatum(1);
+                history_insert(&history, cid, packed_values, packed_nulls, extras, extra_nulls);
+            }
+        } else {
+            token = nextval_internal(t.lease_token, true);
+            set(kLeaseToken, Int64GetDatum(token), false);
+            set(kLeaseUntil, TimestampTzGetDatum(lease_until), false);
+            set(kClaimedPid, Int32GetDatum(MyProcPid), false);
+            set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
+            set(kSessionBound, BoolGetDatum(r->session_bound), false);
+            TupleTableSlot* row = updater.slot;
+            ExecStoreVirtualTuple(row);
+            direct_insert::open_indexes_for(&updater, row);
+            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
+            ExecSimpleRelationInsert(updater.rri, updater.estate, row);
+            MemoryContextSwitchTo(old);
+            lease_rows::remember(RelationGetRelid(jobs), job.key.id, token, &row->tts_tid);
+            ResetPerTupleExprContext(updater.estate);
+            ExecClearTuple(row);
+        }
         packed_claim::take(&packed);
         r->took_packed = true;
 
-        old = MemoryContextSwitchTo(caller);
+        MemoryContext old = MemoryContextSwitchTo(caller);
         Row& out = next_out();
         std::memset(out.nulls, 0, sizeof(out.nulls));
         out.values[0] = Int64GetDatum(job.key.id);
@@ -374,14 +394,17 @@ void claim_rows(void* arg) {
             from.kind_null ? (Datum)0 : copy_value(TupleDescAttr(jd, col[kKind] - 1), from.kind);
         out.values[3] = copy_value(TupleDescAttr(jd, col[kPayload] - 1), job.payload);
         out.values[4] = Int32GetDatum(1);
-        out.values[5] = Int64GetDatum(token);
-        out.values[6] = TimestampTzGetDatum(lease_until);
-        out.values[7] = TimestampTzGetDatum(from.run_at);
-        out.values[8] = TimestampTzGetDatum(from.created_at);
+        int next = 5;
+        if (!take) {
+            out.values[next++] = Int64GetDatum(token);
+            out.values[next++] = TimestampTzGetDatum(lease_until);
+        }
+        out.values[next++] = TimestampTzGetDatum(from.run_at);
+        out.values[next] = TimestampTzGetDatum(from.created_at);
         out.key = job.key;
         MemoryContextSwitchTo(old);
     };
-    // Leases the packed jobs that come before `key` in pull order (all of them: nullptr).
+    // Claims the packed jobs that come before `key` in pull order (all of them: nullptr).
     auto claim_packed_before = [&](const claim_hint::Key* key) {
         while (r->claimed < r->n) {
             const packed_claim::Job* job = packed_claim::peek(&packed);

@@ -190,15 +190,16 @@ HOPPER_FUNCTION(hopper_queue_take) {
     // The common case goes straight through the access methods (include/hopper/direct_claim.hpp);
     // nullopt: the statement must do it.
     auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
-        if (packed || !kinds_null) return std::nullopt;
+        if (!kinds_null) return std::nullopt;
         auto t = direct_claim::take({queue, limit, at, resume ? &hint.key : nullptr, worker});
         if (!t) return std::nullopt;
-        took_packed = false;
+        took_packed = t->took_packed;
         for (auto& row : t->rows) {
             out.add_values(row.values, row.nulls);
             taken_here::remember(row.key.id, queue, t->notify_done);
         }
-        if (!t->rows.empty() && may_raise) claim_hint::claimed(hint, t->rows.back().key, at);
+        if (!t->rows.empty() && may_raise && !took_packed)
+            claim_hint::claimed(hint, t->rows.back().key, at);
         return t->rows.size();
     };
     auto take_some = [&](int64_t limit) {

@@ -1,6 +1,6 @@
--- Leases on a queue with packed jobs (hopper.pack_batches) go straight through the access methods
--- when the pull has no kinds filter, and through the packed claim statement when it has one. Both
--- ways must lease the same jobs in the same order and write the same rows.
+-- Claims on a queue with packed jobs (hopper.pack_batches) go straight through the access methods
+-- when they have no kinds filter, and through the packed claim statements when they have one.
+-- Both ways must claim the same jobs in the same order and write the same rows.
 SET hopper.notify = off;
 SET hopper.pack_batches = on;
 SELECT hopper.queue_create('pl', max_attempts => 7) AS created;
@@ -76,4 +76,35 @@ SELECT op FROM pl_log;
 DROP TRIGGER pl_batch_log ON hopper.job_batches;
 DROP TABLE pl_log;
 
-SELECT hopper.queue_drop('pl') AND hopper.queue_drop('pl-bound') AS dropped;
+-- Takes: packed jobs go straight to history, as the statement sends them.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('pl-take',
+    ARRAY(SELECT jsonb_build_object('t', g) FROM generate_series(1, 120) g), kind => 'k');
+BEGIN;
+CREATE TEMP TABLE taken AS
+SELECT 'direct' AS path, t.* FROM hopper.queue_take('pl-take', 2, worker => 'tw') t;
+INSERT INTO taken SELECT 'statement', t.* FROM hopper.queue_take('pl-take', 2, worker => 'tw',
+    kinds => ARRAY['k']) t;
+SELECT path, payload->>'t' AS t, attempt FROM taken ORDER BY id;
+SELECT taken FROM hopper.job_batches WHERE queue = 'pl-take' ORDER BY first_id LIMIT 1;
+COMMIT;
+SELECT count(*) AS kept,
+       count(DISTINCT (queue, state, priority, run_at, attempt, max_attempts, created_at,
+                       started_at, finished_at, kind, worker, dedup_key, concurrency_key,
+                       progress, last_error, errors, progress_detail, result)) AS distinct_rows
+FROM hopper.job_history WHERE queue = 'pl-take';
+SELECT state, attempt, worker, progress, kind FROM hopper.job_history
+WHERE queue = 'pl-take' LIMIT 1;
+-- A take that rolls back gives its jobs back to the front of the row; one across the end of a
+-- row empties it and goes on into the next.
+BEGIN;
+SELECT count(*) AS taken FROM hopper.queue_take('pl-take', 10);
+ROLLBACK;
+SELECT min(payload->>'t') AS first FROM hopper.queue_take('pl-take', 1);
+SELECT count(*) AS taken, min((payload->>'t')::int) AS first, max((payload->>'t')::int) AS last
+FROM hopper.queue_take('pl-take', 100);
+SELECT taken, cardinality(ids) AS jobs FROM hopper.job_batches WHERE queue = 'pl-take';
+SELECT count(*) AS finished, count(DISTINCT id) AS distinct_jobs FROM hopper.job_history
+WHERE queue = 'pl-take';
+
+SELECT hopper.queue_drop('pl') AND hopper.queue_drop('pl-bound') AND hopper.queue_drop('pl-take')
+    AS dropped;
