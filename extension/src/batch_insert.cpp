@@ -4,6 +4,7 @@
 #include "hopper/batch_insert.hpp"
 #include "hopper/boundary.hpp"
 #include "hopper/direct_insert.hpp"
+#include "hopper/table_columns.hpp"
 
 extern "C" {
 #include "access/table.h"
@@ -27,28 +28,10 @@ struct Rows {
     bool inserted;
 };
 
-enum Column {
-    kFirstId,
-    kLastId,
-    kQueue,
-    kPriority,
-    kRunAt,
-    kCreatedAt,
-    kKind,
-    kMaxAttempts,
-    kTaken,
-    kIds,
-    kPayloads,
-    kUnknown
-};
+using namespace batches_table;
 
 Column column_of(const char* name) {
-    static const char* const names[] = {"first_id", "last_id",    "queue",   "priority",
-                                        "run_at",   "created_at", "kind",    "max_attempts",
-                                        "taken",    "ids",        "payloads"};
-    for (int c = 0; c < kUnknown; ++c)
-        if (std::strcmp(name, names[c]) == 0) return static_cast<Column>(c);
-    return kUnknown;
+    return static_cast<Column>(column_named(kNames, kColumns, name));
 }
 
 // Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
@@ -65,7 +48,7 @@ void insert_rows(void* arg) {
     TupleDesc desc = RelationGetDescr(rel);
     for (int i = 0; i < desc->natts; ++i) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
-        if (!att->attisdropped && column_of(NameStr(att->attname)) == kUnknown) {
+        if (!att->attisdropped && column_of(NameStr(att->attname)) == kColumns) {
             table_close(rel, NoLock);
             return;
         }
@@ -145,7 +128,7 @@ void insert_rows(void* arg) {
                 case kPayloads:
                     v = PointerGetDatum(slice);
                     break;
-                case kUnknown:
+                case kColumns:
                     break;  // refused above
             }
         }

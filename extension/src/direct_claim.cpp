@@ -9,6 +9,7 @@
 #include "hopper/lease_rows.hpp"
 #include "hopper/packed_claim.hpp"
 #include "hopper/queue_rows.hpp"
+#include "hopper/table_columns.hpp"
 #include "hopper/table_layout.hpp"
 
 extern "C" {
@@ -39,42 +40,7 @@ namespace {
 
 using namespace direct_access;
 
-// The hopper.jobs columns a claim reads or writes.
-enum JobColumn {
-    kId,
-    kQueue,
-    kState,
-    kPriority,
-    kRunAt,
-    kAttempt,
-    kCreatedAt,
-    kKind,
-    kPayload,
-    kLeaseToken,
-    kLeaseUntil,
-    kStartedAt,
-    kWorker,
-    kClaimedPid,
-    kClaimedBackendStart,
-    kSessionBound,
-    // Columns a claim neither reads nor sets, named so that a claim that inserts rows knows
-    // every column it leaves NULL.
-    kMaxAttempts,
-    kDedupKey,
-    kConcurrencyKey,
-    kProgress,
-    kLastError,
-    kErrors,
-    kProgressDetail,
-    kJobColumns
-};
-// clang-format off
-constexpr const char* kJobColumnNames[kJobColumns] = {
-    "id", "queue", "state", "priority", "run_at", "attempt", "created_at", "kind", "payload",
-    "lease_token", "lease_until", "started_at", "worker", "claimed_pid", "claimed_backend_start",
-    "session_bound", "max_attempts", "dedup_key", "concurrency_key", "progress", "last_error",
-    "errors", "progress_detail"};
-// clang-format on
+using namespace jobs_table;
 
 enum class Mode { kTake, kLease };
 
@@ -236,9 +202,9 @@ void claim_rows(void* arg) {
 
     Relation jobs = table_open(t.jobs, RowExclusiveLock);
     TupleDesc jd = RelationGetDescr(jobs);
-    int col[kJobColumns];
+    int col[kColumns];
     ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);
-    ok = ok && table_layout::attnums(jobs, kJobColumnNames, kJobColumns, col);
+    ok = ok && table_layout::attnums(jobs, kNames, kColumns, col);
     Oid available = InvalidOid;
     Oid done_state = InvalidOid;  // completed (take) or running (lease)
     if (ok) {
@@ -262,7 +228,7 @@ void claim_rows(void* arg) {
     if (from_packed) {
         int live = 0;
         for (int a = 0; a < jd->natts; ++a) live += TupleDescAttr(jd, a)->attisdropped ? 0 : 1;
-        ok = live == kJobColumns && (take || may(t.jobs, ACL_INSERT)) &&
+        ok = live == kColumns && (take || may(t.jobs, ACL_INSERT)) &&
              packed_claim::open(t.batches, t.batches_pull_index, &packed);
         if (!ok && keep) history_close(&history);
     }

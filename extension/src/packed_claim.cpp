@@ -5,6 +5,7 @@
 #include "hopper/batches.hpp"
 #include "hopper/direct_access.hpp"
 #include "hopper/packed_claim.hpp"
+#include "hopper/table_columns.hpp"
 #include "hopper/table_layout.hpp"
 
 extern "C" {
@@ -27,23 +28,8 @@ extern "C" {
 namespace hopper::packed_claim {
 namespace {
 
-enum Column {
-    kFirstId,
-    kLastId,
-    kQueue,
-    kPriority,
-    kRunAt,
-    kCreatedAt,
-    kKind,
-    kMaxAttempts,
-    kTaken,
-    kIds,
-    kPayloads,
-    kColumns
-};
-constexpr const char* kColumnNames[kColumns] = {"first_id", "last_id",    "queue",   "priority",
-                                                "run_at",   "created_at", "kind",    "max_attempts",
-                                                "taken",    "ids",        "payloads"};
+using namespace batches_table;
+
 constexpr Oid kColumnTypes[kColumns] = {INT8OID,        INT8OID,        TEXTOID,      INT2OID,
                                         TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,      INT4OID,
                                         INT4OID,        INT8ARRAYOID,   JSONBARRAYOID};
@@ -121,7 +107,7 @@ bool open(Oid relid, Oid index, Source* s) {
         return false;
     Relation rel = table_open(relid, RowExclusiveLock);
     bool ok = rel->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(rel);
-    ok = ok && table_layout::attnums(rel, kColumnNames, kColumns, s->col);
+    ok = ok && table_layout::attnums(rel, kNames, kColumns, s->col);
     if (ok) {
         TupleDesc desc = RelationGetDescr(rel);
         for (int c = 0; c < kColumns && ok; ++c)

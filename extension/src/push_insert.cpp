@@ -6,6 +6,7 @@
 #include "hopper/direct_access.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/push_insert.hpp"
+#include "hopper/table_columns.hpp"
 #include "hopper/table_layout.hpp"
 
 extern "C" {
@@ -40,65 +41,20 @@ Datum text_or_null(const std::optional<std::string>& s, bool* isnull) {
     return s ? text_datum(*s) : (Datum)0;
 }
 
-// What a column of hopper.jobs gets in a pushed job's row.
-enum class Field : char {
-    kUnknown,
-    kDropped,
-    kNull,
-    kId,
-    kQueue,
-    kState,
-    kPriority,
-    kRunAt,
-    kAttempt,
-    kMaxAttempts,
-    kSessionBound,
-    kCreatedAt,
-    kKind,
-    kConcurrencyKey,
-    kPayload
-};
+using namespace jobs_table;
 
-// The table's columns by what each gets, and its state type's 'available' label. The column map
-// is remembered per backend with the table's other looked-up facts (include/hopper/
-// table_layout.hpp): matching 23 names per row was a tenth of a batch push's CPU.
+// A column of hopper.jobs in the map below: one of jobs_table's, kColumns for one this code does
+// not know, or kDropped.
+constexpr int kDropped = -1;
+
+// The table's columns, and its state type's 'available' label. The column map is remembered per
+// backend with the table's other looked-up facts (include/hopper/table_layout.hpp): matching 23
+// names per row was a tenth of a batch push's CPU.
 struct Layout {
     int natts;
-    Field fields[table_layout::kMaxValues];
+    int columns[table_layout::kMaxValues];
     Oid available;
 };
-
-Field field_named(const char* name) {
-    static const struct {
-        const char* name;
-        Field field;
-    } known[] = {{"id", Field::kId},
-                 {"queue", Field::kQueue},
-                 {"state", Field::kState},
-                 {"priority", Field::kPriority},
-                 {"run_at", Field::kRunAt},
-                 {"attempt", Field::kAttempt},
-                 {"max_attempts", Field::kMaxAttempts},
-                 {"session_bound", Field::kSessionBound},
-                 {"created_at", Field::kCreatedAt},
-                 {"kind", Field::kKind},
-                 {"concurrency_key", Field::kConcurrencyKey},
-                 {"payload", Field::kPayload},
-                 {"lease_token", Field::kNull},
-                 {"lease_until", Field::kNull},
-                 {"claimed_pid", Field::kNull},
-                 {"claimed_backend_start", Field::kNull},
-                 {"started_at", Field::kNull},
-                 {"worker", Field::kNull},
-                 {"dedup_key", Field::kNull},
-                 {"progress", Field::kNull},
-                 {"last_error", Field::kNull},
-                 {"errors", Field::kNull},
-                 {"progress_detail", Field::kNull}};
-    for (const auto& k : known)
-        if (std::strcmp(name, k.name) == 0) return k.field;
-    return Field::kUnknown;
-}
 
 // The key of the column map in table_layout's memory.
 const char kLayoutKey = 0;
@@ -110,28 +66,26 @@ bool layout_of(Relation rel, Layout* out) {
     TupleDesc desc = RelationGetDescr(rel);
     if (desc->natts > table_layout::kMaxValues) return false;
     Oid relid = RelationGetRelid(rel);
-    int fields[table_layout::kMaxValues];
-    if (!table_layout::recall(&kLayoutKey, relid, fields, desc->natts)) {
+    int* columns = out->columns;
+    if (!table_layout::recall(&kLayoutKey, relid, columns, desc->natts)) {
         uint64 since = table_layout::generation();
         for (int i = 0; i < desc->natts; ++i) {
             Form_pg_attribute att = TupleDescAttr(desc, i);
-            fields[i] = static_cast<int>(att->attisdropped ? Field::kDropped
-                                                           : field_named(NameStr(att->attname)));
+            columns[i] = att->attisdropped ? kDropped
+                                           : column_named(kNames, kColumns, NameStr(att->attname));
         }
-        table_layout::remember(&kLayoutKey, &relid, 1, fields, desc->natts, since);
+        table_layout::remember(&kLayoutKey, &relid, 1, columns, desc->natts, since);
     }
     out->natts = desc->natts;
     out->available = InvalidOid;
     for (int i = 0; i < desc->natts; ++i) {
-        Field f = static_cast<Field>(fields[i]);
-        if (f == Field::kUnknown) return false;
-        if (f == Field::kState) {
+        if (columns[i] == kColumns) return false;
+        if (columns[i] == kState) {
             out->available = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
                                              ObjectIdGetDatum(TupleDescAttr(desc, i)->atttypid),
                                              CStringGetDatum("available"));
             if (!OidIsValid(out->available)) return false;
         }
-        out->fields[i] = f;
     }
     return true;
 }
@@ -144,48 +98,46 @@ void fill(const Layout& layout, Row& row, Datum* values, bool* isnull, Oid seq,
     for (int i = 0; i < layout.natts; ++i) {
         values[i] = (Datum)0;
         isnull[i] = false;
-        switch (layout.fields[i]) {
-            case Field::kUnknown:  // layout_of() refuses the table
-            case Field::kDropped:
-            case Field::kNull:
-                isnull[i] = true;
-                break;
-            case Field::kId:
+        switch (layout.columns[i]) {
+            case kId:
                 row.id = nextval_internal(seq, check_sequence);
                 values[i] = Int64GetDatum(row.id);
                 break;
-            case Field::kQueue:
+            case kQueue:
                 values[i] = text_datum(job.queue);
                 break;
-            case Field::kState:
+            case kState:
                 values[i] = ObjectIdGetDatum(layout.available);
                 break;
-            case Field::kPriority:
+            case kPriority:
                 values[i] = Int16GetDatum(job.priority);
                 break;
-            case Field::kRunAt:
+            case kRunAt:
                 values[i] = TimestampTzGetDatum(job.run_at.value_or(now));
                 break;
-            case Field::kAttempt:
+            case kAttempt:
                 values[i] = Int32GetDatum(0);
                 break;
-            case Field::kMaxAttempts:
+            case kMaxAttempts:
                 values[i] = Int32GetDatum(row.max_attempts);
                 break;
-            case Field::kSessionBound:
+            case kSessionBound:
                 values[i] = BoolGetDatum(false);
                 break;
-            case Field::kCreatedAt:
+            case kCreatedAt:
                 values[i] = TimestampTzGetDatum(now);
                 break;
-            case Field::kKind:
+            case kKind:
                 values[i] = text_or_null(job.kind, &isnull[i]);
                 break;
-            case Field::kConcurrencyKey:
+            case kConcurrencyKey:
                 values[i] = text_or_null(job.concurrency_key, &isnull[i]);
                 break;
-            case Field::kPayload:
+            case kPayload:
                 values[i] = job.payload;
+                break;
+            default:  // what a pushed job leaves NULL (its lease, progress, errors), or dropped
+                isnull[i] = true;
                 break;
         }
     }

@@ -16,6 +16,7 @@
 
 #include "hopper/claim_hint.hpp"
 #include "hopper/direct_insert.hpp"
+#include "hopper/table_columns.hpp"
 
 extern "C" {
 #include "postgres.h"
@@ -51,7 +52,7 @@ struct Job {
 struct Source {
     Relation rel;
     Relation index;
-    int col[11];
+    int col[batches_table::kColumns];
     direct_insert::Inserter writer;  // the rows' new versions
     Row* rows;
     int n_rows;
