@@ -156,20 +156,336 @@ constexpr int walk_candidates(int64_t n) {
     return static_cast<int>(2 * n) + kWalkSlack;
 }
 
+// What one claim works with once its queue and tables are open (claim_rows sets it up).
+struct Claimer {
+    Request* r;
+    bool take;
+    MemoryContext caller;  // where result rows go
+    Tables t;
+    Snapshot snap;
+    CommandId cid;
+    Datum queue;
+    Relation jobs;
+    TupleDesc jd;
+    int col[kColumns];
+    Oid available;
+    Oid done_state;  // completed (take) or running (lease)
+    Relation idx;
+    TupleTableSlot* found;   // the candidate the scan is on
+    TupleTableSlot* locked;  // its newest version, once locked
+    // A lease updates the row through a result relation of its own, with the indexes the new
+    // version goes into: the primary key and jobs_lease_idx (and jobs_dedup_idx,
+    // jobs_session_idx for the jobs that have a key or a session).
+    direct_insert::Inserter updater;
+    Datum worker;
+    TimestampTz lease_until;
+    // A take's history rows: the extras beside the job's own columns.
+    bool keep;
+    HistoryWriter history;
+    Datum extras[kHistoryExtras];
+    bool extra_nulls[kHistoryExtras];
+    // A queue that has had packed jobs: its locked rows, and the row of hopper.jobs a packed job
+    // becomes (a lease's running row, or the columns a take's history row copies).
+    bool from_packed;
+    packed_claim::Source packed;
+    Datum* packed_values;
+    bool* packed_nulls;
+};
+
+// The next result row, in the caller's memory context (which is current).
+Row& next_out(Claimer& c) {
+    Request* r = c.r;
+    if (r->claimed == r->capacity) {
+        r->capacity *= 2;
+        r->rows = static_cast<Row*>(repalloc(r->rows, sizeof(Row) * r->capacity));
+    }
+    return r->rows[r->claimed++];
+}
+
+// Claims a packed job, as the packed claim statements do: a lease inserts it into hopper.jobs as
+// a running row, a take gives it a history row.
+void claim_packed(Claimer& c, const packed_claim::Job& job) {
+    Request* r = c.r;
+    const packed_claim::Row& from = c.packed.rows[job.row];
+    if (!c.take) ExecClearTuple(c.updater.slot);
+    for (int a = 0; a < c.jd->natts; ++a) {
+        c.packed_values[a] = (Datum)0;
+        c.packed_nulls[a] = true;
+    }
+    auto set = [&](int col, Datum d, bool null) {
+        c.packed_values[c.col[col] - 1] = d;
+        c.packed_nulls[c.col[col] - 1] = null;
+    };
+    set(kId, Int64GetDatum(job.key.id), false);
+    set(kQueue, c.queue, false);
+    set(kState, ObjectIdGetDatum(c.done_state), false);
+    set(kPriority, Int16GetDatum(from.priority), false);
+    set(kRunAt, TimestampTzGetDatum(from.run_at), false);
+    set(kAttempt, Int32GetDatum(1), false);
+    set(kMaxAttempts, Int32GetDatum(from.max_attempts), false);
+    set(kCreatedAt, TimestampTzGetDatum(from.created_at), false);
+    set(kStartedAt, TimestampTzGetDatum(r->at), false);
+    set(kKind, from.kind, from.kind_null);
+    set(kWorker, c.worker, r->worker == nullptr);
+    set(kPayload, job.payload, false);
+    int64 token = 0;
+    if (c.take) {
+        if (c.keep) {
+            c.extras[kExtraAttempt] = Int32GetDatum(1);
+            history_insert(&c.history, c.cid, c.packed_values, c.packed_nulls, c.extras,
+                           c.extra_nulls);
+        }
+    } else {
+        token = nextval_internal(c.t.lease_token, true);
+        set(kLeaseToken, Int64GetDatum(token), false);
+        set(kLeaseUntil, TimestampTzGetDatum(c.lease_until), false);
+        set(kClaimedPid, Int32GetDatum(MyProcPid), false);
+        set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
+        set(kSessionBound, BoolGetDatum(r->session_bound), false);
+        TupleTableSlot* row = c.updater.slot;
+        ExecStoreVirtualTuple(row);
+        direct_insert::open_indexes_for(&c.updater, row);
+        MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(c.updater.estate));
+        ExecSimpleRelationInsert(c.updater.rri, c.updater.estate, row);
+        MemoryContextSwitchTo(old);
+        lease_rows::remember(RelationGetRelid(c.jobs), job.key.id, token, &row->tts_tid);
+        ResetPerTupleExprContext(c.updater.estate);
+        ExecClearTuple(row);
+    }
+    packed_claim::take(&c.packed);
+    r->took_packed = true;
+
+    MemoryContext old = MemoryContextSwitchTo(c.caller);
+    Row& out = next_out(c);
+    std::memset(out.nulls, 0, sizeof(out.nulls));
+    out.values[0] = Int64GetDatum(job.key.id);
+    out.values[1] = datumCopy(c.queue, false, -1);
+    out.nulls[2] = from.kind_null;
+    out.values[2] =
+        from.kind_null ? (Datum)0 : copy_value(TupleDescAttr(c.jd, c.col[kKind] - 1), from.kind);
+    out.values[3] = copy_value(TupleDescAttr(c.jd, c.col[kPayload] - 1), job.payload);
+    out.values[4] = Int32GetDatum(1);
+    int next = 5;
+    if (!c.take) {
+        out.values[next++] = Int64GetDatum(token);
+        out.values[next++] = TimestampTzGetDatum(c.lease_until);
+    }
+    out.values[next++] = TimestampTzGetDatum(from.run_at);
+    out.values[next] = TimestampTzGetDatum(from.created_at);
+    out.key = job.key;
+    MemoryContextSwitchTo(old);
+}
+
+// Claims the packed jobs that come before `key` in pull order (all of them: nullptr).
+void claim_packed_before(Claimer& c, const claim_hint::Key* key) {
+    while (c.r->claimed < c.r->n) {
+        const packed_claim::Job* job = packed_claim::peek(&c.packed);
+        if (job == nullptr || (key != nullptr && !packed_claim::before(job->key, *key))) return;
+        claim_packed(c, *job);
+    }
+}
+
+// Takes or leases the locked row: deletes it and writes its history row, or writes its leased
+// version. Returns the lease's token (0 for a take).
+int64 claim_locked(Claimer& c, int32 attempt) {
+    Request* r = c.r;
+    Datum* v = c.locked->tts_values;
+    bool* isnull = c.locked->tts_isnull;
+    if (c.take) {
+        CheckCmdReplicaIdentity(c.jobs, CMD_DELETE);
+        simple_table_tuple_delete(c.jobs, &c.locked->tts_tid, c.snap);
+        if (c.keep) {
+            c.extras[kExtraAttempt] = Int32GetDatum(attempt);
+            history_insert(&c.history, c.cid, v, isnull, c.extras, c.extra_nulls);
+        }
+        return 0;
+    }
+    int64 token = nextval_internal(c.t.lease_token, true);
+    TupleTableSlot* next = c.updater.slot;
+    ExecClearTuple(next);
+    std::memcpy(next->tts_values, v, sizeof(Datum) * c.jd->natts);
+    std::memcpy(next->tts_isnull, isnull, sizeof(bool) * c.jd->natts);
+    auto set = [&](int col, Datum d, bool null) {
+        next->tts_values[c.col[col] - 1] = d;
+        next->tts_isnull[c.col[col] - 1] = null;
+    };
+    set(kState, ObjectIdGetDatum(c.done_state), false);
+    set(kAttempt, Int32GetDatum(attempt), false);
+    set(kLeaseToken, Int64GetDatum(token), false);
+    set(kLeaseUntil, TimestampTzGetDatum(c.lease_until), false);
+    set(kStartedAt, TimestampTzGetDatum(r->at), false);
+    set(kWorker, c.worker, r->worker == nullptr);
+    set(kClaimedPid, Int32GetDatum(MyProcPid), false);
+    set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
+    set(kSessionBound, BoolGetDatum(r->session_bound), false);
+    ExecStoreVirtualTuple(next);
+    direct_insert::open_indexes_for(&c.updater, next);
+    MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(c.updater.estate));
+    ExecSimpleRelationUpdate(c.updater.rri, c.updater.estate, nullptr, c.locked, next);
+    MemoryContextSwitchTo(old);
+    lease_rows::remember(RelationGetRelid(c.jobs), DatumGetInt64(v[c.col[kId] - 1]), token,
+                         &next->tts_tid);
+    ResetPerTupleExprContext(c.updater.estate);
+    return token;
+}
+
+// Claims the row in c.found if it is free and still due, after the packed jobs before it.
+void claim_found(Claimer& c) {
+    Request* r = c.r;
+    CHECK_FOR_INTERRUPTS();
+    if (c.from_packed) {
+        bool isnull;
+        claim_hint::Key key{DatumGetInt16(slot_getattr(c.found, c.col[kPriority], &isnull)),
+                            DatumGetTimestampTz(slot_getattr(c.found, c.col[kRunAt], &isnull)),
+                            DatumGetInt64(slot_getattr(c.found, c.col[kId], &isnull))};
+        claim_packed_before(c, &key);
+        if (r->claimed >= r->n) return;
+    }
+    if (held_by_other(c.found)) return;
+    TM_FailureData tmfd;
+    // FOR UPDATE SKIP LOCKED: a row locked by anyone else is passed over, and so is one
+    // updated since the snapshot (TM_Updated), where EvalPlanQual would lock the newest
+    // version and re-check it. That version is nearly always another worker's fresh lease,
+    // which fails the re-check but kept the lock until this claim's commit, and the lease
+    // holder's completion then waited for that commit's flush (Lock:transactionid in drains
+    // pulling one job at a time; bench/ANALYSIS.md section 25). A row made available again
+    // after the snapshot is left for the next claim, as one made available just after it is.
+    TM_Result res = table_tuple_lock(c.jobs, &c.found->tts_tid, c.snap, c.locked, c.cid,
+                                     LockTupleExclusive, LockWaitSkip, 0, &tmfd);
+    if (res != TM_Ok) return;
+    if (!still_due(c.locked, c.col, c.available, c.queue, c.idx->rd_indcollation[0], r->at,
+                   r->start))
+        return;
+
+    slot_getallattrs(c.locked);
+    Datum* v = c.locked->tts_values;
+    bool* isnull = c.locked->tts_isnull;
+    int32 attempt = DatumGetInt32(v[c.col[kAttempt] - 1]) + 1;
+    int64 token = claim_locked(c, attempt);
+
+    MemoryContext old = MemoryContextSwitchTo(c.caller);
+    Row& out = next_out(c);
+    auto put = [&](int i, int col) {
+        int a = c.col[col] - 1;
+        out.nulls[i] = isnull[a];
+        out.values[i] = isnull[a] ? (Datum)0 : copy_value(TupleDescAttr(c.jd, a), v[a]);
+    };
+    put(0, kId);
+    out.values[1] = datumCopy(c.queue, false, -1);
+    out.nulls[1] = false;
+    put(2, kKind);
+    put(3, kPayload);
+    out.values[4] = Int32GetDatum(attempt);
+    out.nulls[4] = false;
+    if (c.take) {
+        put(5, kRunAt);
+        put(6, kCreatedAt);
+    } else {
+        out.values[5] = Int64GetDatum(token);
+        out.values[6] = TimestampTzGetDatum(c.lease_until);
+        out.nulls[5] = out.nulls[6] = false;
+        put(7, kRunAt);
+        put(8, kCreatedAt);
+    }
+    out.key = {DatumGetInt16(v[c.col[kPriority] - 1]), DatumGetTimestampTz(v[c.col[kRunAt] - 1]),
+               DatumGetInt64(v[c.col[kId] - 1])};
+    MemoryContextSwitchTo(old);
+}
+
+// Walks the queue's candidates in pull order, from the hint if there is one, claiming until n.
+void claim_candidates(Claimer& c) {
+    Request* r = c.r;
+    bool scan_needed = true;
+    claim_hint::Key resume{};
+    const claim_hint::Key* from = r->start;
+    if (r->start != nullptr && r->n <= kWalkMaxJobs && leaf_walk::usable(c.idx)) {
+        ItemPointerData tids[walk_candidates(kWalkMaxJobs)];
+        leaf_walk::Walk w = leaf_walk::candidates(c.idx, c.queue, *r->start, r->at, c.snap, tids,
+                                                  walk_candidates(r->n));
+        IndexFetchTableData* fetch = table_index_fetch_begin(c.jobs);
+        for (int i = 0; i < w.found && r->claimed < r->n; ++i) {
+            bool call_again = false;
+            bool all_dead = false;
+            if (table_index_fetch_tuple(fetch, &tids[i], c.snap, c.found, &call_again, &all_dead))
+                claim_found(c);
+        }
+        table_index_fetch_end(fetch);
+        scan_needed = !w.exhausted;
+        resume = w.next;
+        from = &resume;
+    }
+    if (r->claimed < r->n && scan_needed) {
+        ScanKeyData keys[3];
+        ScanKeyData row[3];
+        int nkeys = scan_keys(c.idx, c.queue, from, r->at, keys, row);
+        IndexScanDesc scan = index_beginscan(c.jobs, c.idx, c.snap, nkeys, 0);
+        index_rescan(scan, keys, nkeys, nullptr, 0);
+        while (r->claimed < r->n && index_getnext_slot(scan, ForwardScanDirection, c.found))
+            claim_found(c);
+        index_endscan(scan);
+    }
+    if (c.from_packed) claim_packed_before(c, nullptr);
+}
+
+// Opens what the claim writes (c.jobs and c.idx are open): the history of a take, the packed rows
+// of a queue that has had packed jobs. False, with those closed again, where the statement must
+// claim.
+bool open_writers(Claimer& c, const QueueRow& q) {
+    c.keep = c.take && q.keeps;
+    if (c.keep && !history_open(c.t.history, c.jobs, &c.history)) return false;
+    // Packed jobs become rows with every column named (the table has no other live one), as the
+    // statements name them.
+    c.from_packed = q.packed;
+    if (c.from_packed) {
+        int live = 0;
+        for (int a = 0; a < c.jd->natts; ++a) live += TupleDescAttr(c.jd, a)->attisdropped ? 0 : 1;
+        if (live != kColumns || (!c.take && !may(c.t.jobs, ACL_INSERT)) ||
+            !packed_claim::open(c.t.batches, c.t.batches_pull_index, &c.packed)) {
+            if (c.keep) history_close(&c.history);
+            return false;
+        }
+    }
+    if (!c.take) {
+        direct_insert::begin(c.jobs, &c.updater);
+        c.updater.estate->es_snapshot = c.snap;
+        // The columns a lease sets, as an UPDATE's range table names them: an index whose key
+        // keeps its value (the primary key) gets the "unchanged" hint that lets the B-tree
+        // delete old versions bottom-up, and one whose key changes (lease_until) does not.
+        // Without it every index got the hint and each full page of jobs_lease_idx, whose
+        // entries are all live, was searched for dead versions before it was split.
+        RangeTblEntry* rte = exec_rt_fetch(c.updater.rri->ri_RangeTableIndex, c.updater.estate);
+        for (int col : {kState, kAttempt, kLeaseToken, kLeaseUntil, kStartedAt, kWorker,
+                        kClaimedPid, kClaimedBackendStart, kSessionBound})
+            rte->updatedCols =
+                bms_add_member(rte->updatedCols, c.col[col] - FirstLowInvalidHeapAttributeNumber);
+    }
+    if (c.from_packed) {
+        if (c.take) {
+            c.packed_values = static_cast<Datum*>(palloc(sizeof(Datum) * c.jd->natts));
+            c.packed_nulls = static_cast<bool*>(palloc(sizeof(bool) * c.jd->natts));
+        } else {
+            c.packed_values = c.updater.slot->tts_values;
+            c.packed_nulls = c.updater.slot->tts_isnull;
+        }
+    }
+    return true;
+}
+
 // Plain C over PostgreSQL's API, run under pg_guard: no C++ object with a destructor lives here.
 void claim_rows(void* arg) {
-    Request* r = static_cast<Request*>(arg);
-    bool take = r->mode == Mode::kTake;
+    Claimer c{};
+    Request* r = c.r = static_cast<Request*>(arg);
+    c.take = r->mode == Mode::kTake;
     r->usable = false;
     r->took_packed = false;
     r->claimed = 0;
-    MemoryContext caller = CurrentMemoryContext;
-    Tables t;
-    if (!find_tables(&t)) return;
+    c.caller = CurrentMemoryContext;
+    if (!find_tables(&c.t)) return;
     // What the statements need: FOR UPDATE, and the DELETE and history INSERT or the UPDATE.
-    if (!may(t.queues, ACL_SELECT) ||
-        (take ? !may(t.jobs, ACL_SELECT | ACL_UPDATE | ACL_DELETE) || !may(t.history, ACL_INSERT)
-              : !may(t.jobs, ACL_SELECT | ACL_UPDATE)))
+    if (!may(c.t.queues, ACL_SELECT) ||
+        (c.take
+             ? !may(c.t.jobs, ACL_SELECT | ACL_UPDATE | ACL_DELETE) || !may(c.t.history, ACL_INSERT)
+             : !may(c.t.jobs, ACL_SELECT | ACL_UPDATE)))
         return;
 
     // As an SPI statement would: see what came before in this transaction, on a new snapshot.
@@ -178,16 +494,16 @@ void claim_rows(void* arg) {
     QueueRow q{};
     bool ok = queue_rows::recall(r->queue, r->queue_len, &q);
     PushActiveSnapshot(GetTransactionSnapshot());
-    Snapshot snap = GetActiveSnapshot();
-    Datum queue = PointerGetDatum(cstring_to_text_with_len(r->queue, r->queue_len));
+    c.snap = GetActiveSnapshot();
+    c.queue = PointerGetDatum(cstring_to_text_with_len(r->queue, r->queue_len));
 
     if (!ok) {
         QueueTable queues;
-        ok = open_queues(t.queues, &queues);
+        ok = open_queues(c.t.queues, &queues);
         if (ok) {
-            read_queue(queues, queue, snap, &q);
+            read_queue(queues, c.queue, c.snap, &q);
             close_queues(&queues);
-            queue_rows::remember(t.queues, r->queue, r->queue_len, q, generation);
+            queue_rows::remember(c.t.queues, r->queue, r->queue_len, q, generation);
         }
     }
     if (!ok || (q.found && !q.paused && q.limited)) {
@@ -200,323 +516,55 @@ void claim_rows(void* arg) {
         return;
     }
 
-    Relation jobs = table_open(t.jobs, RowExclusiveLock);
-    TupleDesc jd = RelationGetDescr(jobs);
-    int col[kColumns];
-    ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);
-    ok = ok && table_layout::attnums(jobs, kNames, kColumns, col);
-    Oid available = InvalidOid;
-    Oid done_state = InvalidOid;  // completed (take) or running (lease)
+    c.jobs = table_open(c.t.jobs, RowExclusiveLock);
+    c.jd = RelationGetDescr(c.jobs);
+    ok = c.jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(c.jobs);
+    ok = ok && table_layout::attnums(c.jobs, kNames, kColumns, c.col);
     if (ok) {
-        Oid state_type = TupleDescAttr(jd, col[kState] - 1)->atttypid;
-        available = enum_label(state_type, "available");
-        done_state = enum_label(state_type, take ? "completed" : "running");
-        ok = OidIsValid(available) && OidIsValid(done_state);
+        Oid state_type = TupleDescAttr(c.jd, c.col[kState] - 1)->atttypid;
+        c.available = enum_label(state_type, "available");
+        c.done_state = enum_label(state_type, c.take ? "completed" : "running");
+        ok = OidIsValid(c.available) && OidIsValid(c.done_state);
     }
-    Relation idx = index_open(t.pull_index, AccessShareLock);
-    ok = ok && pull_index_as_expected(idx, jobs, col);
-
-    HistoryWriter history{};
-    bool keep = ok && take && q.keeps;
-    if (keep) ok = history_open(t.history, jobs, &history);
-
-    // A queue that has had packed jobs: a lease inserts the ones it takes as rows of their own, a
-    // take gives their history rows the job's columns, every column named (the table has no
-    // other live one) as the statements name them.
-    packed_claim::Source packed{};
-    bool from_packed = ok && q.packed;
-    if (from_packed) {
-        int live = 0;
-        for (int a = 0; a < jd->natts; ++a) live += TupleDescAttr(jd, a)->attisdropped ? 0 : 1;
-        ok = live == kColumns && (take || may(t.jobs, ACL_INSERT)) &&
-             packed_claim::open(t.batches, t.batches_pull_index, &packed);
-        if (!ok && keep) history_close(&history);
-    }
-    if (!ok) {
-        index_close(idx, NoLock);
-        table_close(jobs, NoLock);
+    c.idx = index_open(c.t.pull_index, AccessShareLock);
+    ok = ok && pull_index_as_expected(c.idx, c.jobs, c.col);
+    if (!ok || !open_writers(c, q)) {
+        index_close(c.idx, NoLock);
+        table_close(c.jobs, NoLock);
         PopActiveSnapshot();
         return;
     }
 
-    // A lease updates the row through a result relation of its own, with the indexes the new
-    // version goes into: the primary key and jobs_lease_idx (and jobs_dedup_idx, jobs_session_idx
-    // for the jobs that have a key or a session).
-    direct_insert::Inserter updater{};
-    if (!take) {
-        direct_insert::begin(jobs, &updater);
-        updater.estate->es_snapshot = snap;
-        // The columns a lease sets, as an UPDATE's range table names them: an index whose key
-        // keeps its value (the primary key) gets the "unchanged" hint that lets the B-tree
-        // delete old versions bottom-up, and one whose key changes (lease_until) does not.
-        // Without it every index got the hint and each full page of jobs_lease_idx, whose
-        // entries are all live, was searched for dead versions before it was split.
-        RangeTblEntry* rte = exec_rt_fetch(updater.rri->ri_RangeTableIndex, updater.estate);
-        for (int c : {kState, kAttempt, kLeaseToken, kLeaseUntil, kStartedAt, kWorker, kClaimedPid,
-                      kClaimedBackendStart, kSessionBound})
-            rte->updatedCols =
-                bms_add_member(rte->updatedCols, col[c] - FirstLowInvalidHeapAttributeNumber);
-    }
-    TupleTableSlot* found = table_slot_create(jobs, nullptr);
-    TupleTableSlot* locked = table_slot_create(jobs, nullptr);
-    CommandId cid = GetCurrentCommandId(true);
-    Datum worker = r->worker != nullptr
-                       ? PointerGetDatum(cstring_to_text_with_len(r->worker, r->worker_len))
-                       : (Datum)0;
-    TimestampTz lease_until = 0;
-    if (!take)
-        lease_until = DatumGetTimestampTz(
+    c.found = table_slot_create(c.jobs, nullptr);
+    c.locked = table_slot_create(c.jobs, nullptr);
+    c.cid = GetCurrentCommandId(true);
+    c.worker = r->worker != nullptr
+                   ? PointerGetDatum(cstring_to_text_with_len(r->worker, r->worker_len))
+                   : (Datum)0;
+    if (!c.take)
+        c.lease_until = DatumGetTimestampTz(
             DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(r->at),
                                 IntervalPGetDatum(r->lease != nullptr ? r->lease : &q.lease)));
-    Datum extras[kHistoryExtras];
-    bool extra_nulls[kHistoryExtras] = {};
-    extras[kExtraStartedAt] = TimestampTzGetDatum(r->at);
-    extras[kExtraWorker] = worker;
-    extra_nulls[kExtraWorker] = r->worker == nullptr;
-    extras[kExtraProgress] = Float4GetDatum(1.0f);
-    extras[kExtraState] = ObjectIdGetDatum(done_state);
-    extras[kExtraFinishedAt] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-    extras[kExtraResult] = (Datum)0;
-    extra_nulls[kExtraResult] = true;
+    c.extras[kExtraStartedAt] = TimestampTzGetDatum(r->at);
+    c.extras[kExtraWorker] = c.worker;
+    c.extra_nulls[kExtraWorker] = r->worker == nullptr;
+    c.extras[kExtraProgress] = Float4GetDatum(1.0f);
+    c.extras[kExtraState] = ObjectIdGetDatum(c.done_state);
+    c.extras[kExtraFinishedAt] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+    c.extra_nulls[kExtraResult] = true;
+    if (c.from_packed) packed_claim::lock_rows(&c.packed, c.queue, r->at, c.snap, c.cid, r->n);
 
-    if (from_packed) packed_claim::lock_rows(&packed, queue, r->at, snap, cid, r->n);
+    claim_candidates(c);
 
-    // The next result row, in the caller's memory context (which is current).
-    auto next_out = [&]() -> Row& {
-        if (r->claimed == r->capacity) {
-            r->capacity *= 2;
-            r->rows = static_cast<Row*>(repalloc(r->rows, sizeof(Row) * r->capacity));
-        }
-        return r->rows[r->claimed++];
-    };
-
-    // A packed job as a row of hopper.jobs: inserted as a lease's running row, or given to its
-    // history row by a take, as the packed claim statements write them.
-    Datum* packed_values = nullptr;
-    bool* packed_nulls = nullptr;
-    if (from_packed && take) {
-        packed_values = static_cast<Datum*>(palloc(sizeof(Datum) * jd->natts));
-        packed_nulls = static_cast<bool*>(palloc(sizeof(bool) * jd->natts));
-    } else if (from_packed) {
-        packed_values = updater.slot->tts_values;
-        packed_nulls = updater.slot->tts_isnull;
-    }
-    auto claim_packed = [&](const packed_claim::Job& job) {
-        const packed_claim::Row& from = packed.rows[job.row];
-        if (!take) ExecClearTuple(updater.slot);
-        for (int a = 0; a < jd->natts; ++a) {
-            packed_values[a] = (Datum)0;
-            packed_nulls[a] = true;
-        }
-        auto set = [&](int c, Datum d, bool null) {
-            packed_values[col[c] - 1] = d;
-            packed_nulls[col[c] - 1] = null;
-        };
-        set(kId, Int64GetDatum(job.key.id), false);
-        set(kQueue, queue, false);
-        set(kState, ObjectIdGetDatum(done_state), false);
-        set(kPriority, Int16GetDatum(from.priority), false);
-        set(kRunAt, TimestampTzGetDatum(from.run_at), false);
-        set(kAttempt, Int32GetDatum(1), false);
-        set(kMaxAttempts, Int32GetDatum(from.max_attempts), false);
-        set(kCreatedAt, TimestampTzGetDatum(from.created_at), false);
-        set(kStartedAt, TimestampTzGetDatum(r->at), false);
-        set(kKind, from.kind, from.kind_null);
-        set(kWorker, worker, r->worker == nullptr);
-        set(kPayload, job.payload, false);
-        int64 token = 0;
-        if (take) {
-            if (keep) {
-                extras[kExtraAttempt] = Int32GetDatum(1);
-                history_insert(&history, cid, packed_values, packed_nulls, extras, extra_nulls);
-            }
-        } else {
-            token = nextval_internal(t.lease_token, true);
-            set(kLeaseToken, Int64GetDatum(token), false);
-            set(kLeaseUntil, TimestampTzGetDatum(lease_until), false);
-            set(kClaimedPid, Int32GetDatum(MyProcPid), false);
-            set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
-            set(kSessionBound, BoolGetDatum(r->session_bound), false);
-            TupleTableSlot* row = updater.slot;
-            ExecStoreVirtualTuple(row);
-            direct_insert::open_indexes_for(&updater, row);
-            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
-            ExecSimpleRelationInsert(updater.rri, updater.estate, row);
-            MemoryContextSwitchTo(old);
-            lease_rows::remember(RelationGetRelid(jobs), job.key.id, token, &row->tts_tid);
-            ResetPerTupleExprContext(updater.estate);
-            ExecClearTuple(row);
-        }
-        packed_claim::take(&packed);
-        r->took_packed = true;
-
-        MemoryContext old = MemoryContextSwitchTo(caller);
-        Row& out = next_out();
-        std::memset(out.nulls, 0, sizeof(out.nulls));
-        out.values[0] = Int64GetDatum(job.key.id);
-        out.values[1] = datumCopy(queue, false, -1);
-        out.nulls[2] = from.kind_null;
-        out.values[2] =
-            from.kind_null ? (Datum)0 : copy_value(TupleDescAttr(jd, col[kKind] - 1), from.kind);
-        out.values[3] = copy_value(TupleDescAttr(jd, col[kPayload] - 1), job.payload);
-        out.values[4] = Int32GetDatum(1);
-        int next = 5;
-        if (!take) {
-            out.values[next++] = Int64GetDatum(token);
-            out.values[next++] = TimestampTzGetDatum(lease_until);
-        }
-        out.values[next++] = TimestampTzGetDatum(from.run_at);
-        out.values[next] = TimestampTzGetDatum(from.created_at);
-        out.key = job.key;
-        MemoryContextSwitchTo(old);
-    };
-    // Claims the packed jobs that come before `key` in pull order (all of them: nullptr).
-    auto claim_packed_before = [&](const claim_hint::Key* key) {
-        while (r->claimed < r->n) {
-            const packed_claim::Job* job = packed_claim::peek(&packed);
-            if (job == nullptr || (key != nullptr && !packed_claim::before(job->key, *key))) return;
-            claim_packed(*job);
-        }
-    };
-
-    // Claims the row in `found` if it is free and still due.
-    auto claim_found = [&] {
-        CHECK_FOR_INTERRUPTS();
-        if (from_packed) {
-            bool isnull;
-            claim_hint::Key key{DatumGetInt16(slot_getattr(found, col[kPriority], &isnull)),
-                                DatumGetTimestampTz(slot_getattr(found, col[kRunAt], &isnull)),
-                                DatumGetInt64(slot_getattr(found, col[kId], &isnull))};
-            claim_packed_before(&key);
-            if (r->claimed >= r->n) return;
-        }
-        if (held_by_other(found)) return;
-        TM_FailureData tmfd;
-        // FOR UPDATE SKIP LOCKED: a row locked by anyone else is passed over, and so is one
-        // updated since the snapshot (TM_Updated), where EvalPlanQual would lock the newest
-        // version and re-check it. That version is nearly always another worker's fresh lease,
-        // which fails the re-check but kept the lock until this claim's commit, and the lease
-        // holder's completion then waited for that commit's flush (Lock:transactionid in drains
-        // pulling one job at a time; bench/ANALYSIS.md section 25). A row made available again
-        // after the snapshot is left for the next claim, as one made available just after it is.
-        TM_Result res = table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid,
-                                         LockTupleExclusive, LockWaitSkip, 0, &tmfd);
-        if (res != TM_Ok) return;
-        if (!still_due(locked, col, available, queue, idx->rd_indcollation[0], r->at, r->start))
-            return;
-
-        slot_getallattrs(locked);
-        Datum* v = locked->tts_values;
-        bool* isnull = locked->tts_isnull;
-        int32 attempt = DatumGetInt32(v[col[kAttempt] - 1]) + 1;
-        int64 token = 0;
-        if (take) {
-            CheckCmdReplicaIdentity(jobs, CMD_DELETE);
-            simple_table_tuple_delete(jobs, &locked->tts_tid, snap);
-            if (keep) {
-                extras[kExtraAttempt] = Int32GetDatum(attempt);
-                history_insert(&history, cid, v, isnull, extras, extra_nulls);
-            }
-        } else {
-            token = nextval_internal(t.lease_token, true);
-            TupleTableSlot* next = updater.slot;
-            ExecClearTuple(next);
-            std::memcpy(next->tts_values, v, sizeof(Datum) * jd->natts);
-            std::memcpy(next->tts_isnull, isnull, sizeof(bool) * jd->natts);
-            auto set = [&](int c, Datum d, bool null) {
-                next->tts_values[col[c] - 1] = d;
-                next->tts_isnull[col[c] - 1] = null;
-            };
-            set(kState, ObjectIdGetDatum(done_state), false);
-            set(kAttempt, Int32GetDatum(attempt), false);
-            set(kLeaseToken, Int64GetDatum(token), false);
-            set(kLeaseUntil, TimestampTzGetDatum(lease_until), false);
-            set(kStartedAt, TimestampTzGetDatum(r->at), false);
-            set(kWorker, worker, r->worker == nullptr);
-            set(kClaimedPid, Int32GetDatum(MyProcPid), false);
-            set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
-            set(kSessionBound, BoolGetDatum(r->session_bound), false);
-            ExecStoreVirtualTuple(next);
-            direct_insert::open_indexes_for(&updater, next);
-            MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(updater.estate));
-            ExecSimpleRelationUpdate(updater.rri, updater.estate, nullptr, locked, next);
-            MemoryContextSwitchTo(old);
-            lease_rows::remember(RelationGetRelid(jobs), DatumGetInt64(v[col[kId] - 1]), token,
-                                 &next->tts_tid);
-            ResetPerTupleExprContext(updater.estate);
-        }
-
-        MemoryContext old = MemoryContextSwitchTo(caller);
-        Row& out = next_out();
-        auto put = [&](int i, int c) {
-            int a = col[c] - 1;
-            out.nulls[i] = isnull[a];
-            out.values[i] = isnull[a] ? (Datum)0 : copy_value(TupleDescAttr(jd, a), v[a]);
-        };
-        put(0, kId);
-        out.values[1] = datumCopy(queue, false, -1);
-        out.nulls[1] = false;
-        put(2, kKind);
-        put(3, kPayload);
-        out.values[4] = Int32GetDatum(attempt);
-        out.nulls[4] = false;
-        if (take) {
-            put(5, kRunAt);
-            put(6, kCreatedAt);
-        } else {
-            out.values[5] = Int64GetDatum(token);
-            out.values[6] = TimestampTzGetDatum(lease_until);
-            out.nulls[5] = out.nulls[6] = false;
-            put(7, kRunAt);
-            put(8, kCreatedAt);
-        }
-        out.key = {DatumGetInt16(v[col[kPriority] - 1]), DatumGetTimestampTz(v[col[kRunAt] - 1]),
-                   DatumGetInt64(v[col[kId] - 1])};
-        MemoryContextSwitchTo(old);
-    };
-
-    bool scan_needed = true;
-    claim_hint::Key resume{};
-    const claim_hint::Key* from = r->start;
-    if (r->start != nullptr && r->n <= kWalkMaxJobs && leaf_walk::usable(idx)) {
-        ItemPointerData tids[walk_candidates(kWalkMaxJobs)];
-        leaf_walk::Walk w =
-            leaf_walk::candidates(idx, queue, *r->start, r->at, snap, tids, walk_candidates(r->n));
-        IndexFetchTableData* fetch = table_index_fetch_begin(jobs);
-        for (int i = 0; i < w.found && r->claimed < r->n; ++i) {
-            bool call_again = false;
-            bool all_dead = false;
-            if (table_index_fetch_tuple(fetch, &tids[i], snap, found, &call_again, &all_dead))
-                claim_found();
-        }
-        table_index_fetch_end(fetch);
-        scan_needed = !w.exhausted;
-        resume = w.next;
-        from = &resume;
-    }
-    if (r->claimed < r->n && scan_needed) {
-        ScanKeyData keys[3];
-        ScanKeyData row[3];
-        int nkeys = scan_keys(idx, queue, from, r->at, keys, row);
-        IndexScanDesc scan = index_beginscan(jobs, idx, snap, nkeys, 0);
-        index_rescan(scan, keys, nkeys, nullptr, 0);
-        while (r->claimed < r->n && index_getnext_slot(scan, ForwardScanDirection, found))
-            claim_found();
-        index_endscan(scan);
-    }
-
-    if (from_packed) {
-        claim_packed_before(nullptr);
-        packed_claim::finish(&packed, snap);
-    }
-    ExecDropSingleTupleTableSlot(locked);
-    ExecDropSingleTupleTableSlot(found);
-    index_close(idx, NoLock);
-    if (keep) history_close(&history);
-    if (take)
-        table_close(jobs, NoLock);
+    if (c.from_packed) packed_claim::finish(&c.packed, c.snap);
+    ExecDropSingleTupleTableSlot(c.locked);
+    ExecDropSingleTupleTableSlot(c.found);
+    index_close(c.idx, NoLock);
+    if (c.keep) history_close(&c.history);
+    if (c.take)
+        table_close(c.jobs, NoLock);
     else
-        direct_insert::end(jobs, &updater, false);
+        direct_insert::end(c.jobs, &c.updater, false);
     PopActiveSnapshot();
     // What follows in this transaction sees the claim, as after an SPI statement.
     if (r->claimed > 0) CommandCounterIncrement();
