@@ -1,21 +1,20 @@
 // See include/hopper/batch_insert.hpp.
-#include <cstring>
 
 #include "hopper/batch_insert.hpp"
 #include "hopper/boundary.hpp"
+#include "hopper/direct_access.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/table_columns.hpp"
 
 extern "C" {
 #include "access/table.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 }
 
 namespace hopper::batches {
@@ -39,11 +38,10 @@ void insert_rows(void* arg) {
     Rows& rows = *static_cast<Rows*>(arg);
     const Push& batch = *rows.batch;
     rows.inserted = false;
-    Oid ns = get_namespace_oid("hopper", false);
-    Oid relid = get_relname_relid("job_batches", ns);
-    Oid seq = get_relname_relid("job_id_seq", ns);
-    if (!OidIsValid(relid) || !OidIsValid(seq)) return;
-    Relation rel = direct_insert::open_plain(relid);
+    direct_access::Tables t;
+    if (!direct_access::tables(&t)) return;
+    Oid seq = t.job_id;
+    Relation rel = direct_insert::open_plain(t.batches);
     if (rel == nullptr) return;
     TupleDesc desc = RelationGetDescr(rel);
     for (int i = 0; i < desc->natts; ++i) {

@@ -21,6 +21,13 @@ extern "C" {
 }
 
 namespace hopper::claim_hint {
+
+bool before(const Key& a, const Key& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.run_at != b.run_at) return a.run_at < b.run_at;
+    return a.id < b.id;
+}
+
 namespace {
 
 // Queues with longer names get no hint. The server keeps hints for this many queues (of all
@@ -92,12 +99,6 @@ bool attach_tried = false;
 struct Anchor {
     dsm_handle handle;
 };
-
-bool less(const Key& a, const Key& b) {
-    if (a.priority != b.priority) return a.priority < b.priority;
-    if (a.run_at != b.run_at) return a.run_at < b.run_at;
-    return a.id < b.id;
-}
 
 void attach() {
     attach_tried = true;
@@ -255,7 +256,7 @@ void lower(Slot& slot, uint32 gen, const Key& key, bool delayed) {
         SpinLockRelease(&slot.mutex);
         return;
     }
-    if (slot.valid && less(key, slot.hint)) slot.hint = key;
+    if (slot.valid && before(key, slot.hint)) slot.hint = key;
     if (delayed && key.priority < slot.delayed_urgent) slot.delayed_urgent = key.priority;
     record(slot, key, now);
     SpinLockRelease(&slot.mutex);
@@ -396,7 +397,7 @@ void claimed(const Start& st, const Key& last, TimestampTz due_at) {
         bool covered = slot.seq < kRecent;
         for (const Lowering& l : slot.recent) {
             if (l.seq == 0) continue;
-            if ((l.seq > st.seq || l.key.run_at > due_at) && less(l.key, to)) to = l.key;
+            if ((l.seq > st.seq || l.key.run_at > due_at) && before(l.key, to)) to = l.key;
             if (l.seq == slot.seq - kRecent + 1 && l.at <= due_at) covered = true;
         }
         // When the lowerings kept do not reach back to due_at, such a push may have been
@@ -410,7 +411,7 @@ void claimed(const Start& st, const Key& last, TimestampTz due_at) {
         if (covered || within_priority) {
             if (!slot.valid) slot.front_at = now;
             // A claim from the front may also move the hint down: it found a job below it.
-            if (!slot.valid || !st.resume || less(slot.hint, to)) slot.hint = to;
+            if (!slot.valid || !st.resume || before(slot.hint, to)) slot.hint = to;
             slot.valid = true;
         }
     }

@@ -280,7 +280,7 @@ void claim_packed(Claimer& c, const packed_claim::Job& job) {
 void claim_packed_before(Claimer& c, const claim_hint::Key* key) {
     while (c.r->claimed < c.r->n) {
         const packed_claim::Job* job = packed_claim::peek(&c.packed);
-        if (job == nullptr || (key != nullptr && !packed_claim::before(job->key, *key))) return;
+        if (job == nullptr || (key != nullptr && !claim_hint::before(job->key, *key))) return;
         claim_packed(c, *job);
     }
 }

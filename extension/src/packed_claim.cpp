@@ -95,12 +95,6 @@ void add_row(Source* s, TupleTableSlot* locked, int64_t n) {
 
 }  // namespace
 
-bool before(const claim_hint::Key& a, const claim_hint::Key& b) {
-    if (a.priority != b.priority) return a.priority < b.priority;
-    if (a.run_at != b.run_at) return a.run_at < b.run_at;
-    return a.id < b.id;
-}
-
 bool open(Oid relid, Oid index, Source* s) {
     if (!OidIsValid(relid) || !OidIsValid(index) ||
         !direct_access::may(relid, ACL_SELECT | ACL_UPDATE | ACL_DELETE))
@@ -169,7 +163,7 @@ void lock_rows(Source* s, Datum queue, TimestampTz at, Snapshot snap, CommandId 
     ExecDropSingleTupleTableSlot(found);
     if (locked != nullptr) ExecDropSingleTupleTableSlot(locked);
     std::sort(s->jobs, s->jobs + s->n_jobs,
-              [](const Job& a, const Job& b) { return before(a.key, b.key); });
+              [](const Job& a, const Job& b) { return claim_hint::before(a.key, b.key); });
 }
 
 const Job* peek(const Source* s) {

@@ -48,6 +48,9 @@ struct Key {
     int64_t id;
 };
 
+// Whether a comes before b in pull order.
+bool before(const Key& a, const Key& b);
+
 // What one claim read: whether it starts at the hint, and how many lowerings it saw.
 struct Start {
     int slot = -1;     // -1: no hint kept for this queue (off, or no room)

@@ -61,9 +61,6 @@ struct Source {
     int next;  // the first job not offered yet
 };
 
-// Whether a comes before b in pull order.
-bool before(const claim_hint::Key& a, const claim_hint::Key& b);
-
 // Opens hopper.job_batches (RowExclusiveLock) and its pull index. False, with nothing left open,
 // where only the statement may claim: the caller may not lock, update and delete the rows, the
 // table has something only the statements honour (see direct_insert::defers_to_sql), or a column
