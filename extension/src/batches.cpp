@@ -61,7 +61,7 @@ spi::Statement& insert_statement() {
     "ORDER BY priority, run_at, id LIMIT 1"
 
 spi::Statement& unpack_queue_statement() {
-    static spi::Statement st(HOPPER_UNPACK_SQL("queue = $1"), {TEXTOID},
+    static spi::Statement st(HOPPER_UNPACK_SQL("queue = $1"), {TEXTOID}, CURSOR_OPT_GENERIC_PLAN,
                              spi::Planning::kWalkIndexes);
     return st;
 }

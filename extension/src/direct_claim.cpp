@@ -57,6 +57,7 @@ struct Request {
     bool session_bound;
 
     bool usable;
+    bool limited;  // the queue has limits: nothing was claimed
     bool notify_done;
     bool took_packed;
     int claimed;
@@ -477,6 +478,7 @@ void claim_rows(void* arg) {
     Request* r = c.r = static_cast<Request*>(arg);
     c.take = r->mode == Mode::kTake;
     r->usable = false;
+    r->limited = false;
     r->took_packed = false;
     r->claimed = 0;
     c.caller = CurrentMemoryContext;
@@ -508,6 +510,7 @@ void claim_rows(void* arg) {
     }
     if (!ok || (q.found && !q.paused && q.limited)) {
         PopActiveSnapshot();
+        r->limited = ok;
         return;  // the statement's markers tell the caller what to do
     }
     if (!q.found || q.paused) {
@@ -583,6 +586,11 @@ std::optional<Claimed> run(Request& r, const Claim& claim) {
     r.capacity = static_cast<int>(claim.n < 16 ? claim.n : 16);
     r.rows = pg_guard([&] { return static_cast<Row*>(palloc(sizeof(Row) * r.capacity)); });
     detail::guarded_call(claim_rows, &r);
+    if (r.limited && r.mode == Mode::kLease) {
+        Claimed c;
+        c.limited = true;
+        return c;
+    }
     if (!r.usable) return std::nullopt;
     Claimed c;
     c.notify_done = r.notify_done;

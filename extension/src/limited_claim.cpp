@@ -8,10 +8,13 @@ extern "C" {
 
 namespace hopper::limits {
 
-bool enter(spi::Connection& conn, const std::string& queue) {
+bool enter(spi::Connection& conn, const std::string& queue, bool* packed) {
     static spi::Statement probe(
-        "SELECT 1 FROM hopper.queues WHERE name = $1 AND limited AND NOT paused", {TEXTOID});
-    if (conn.exec(probe, {spi::arg_text(queue)}).empty()) return false;
+        "SELECT packed FROM hopper.queues WHERE name = $1 AND limited AND NOT paused", {TEXTOID},
+        CURSOR_OPT_GENERIC_PLAN);
+    spi::Result r = conn.exec(probe, {spi::arg_text(queue)});
+    if (r.empty()) return false;
+    *packed = r.get_bool(0, 1);
     if (IsolationUsesXactSnapshot())
         throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
                       "queue \"" + queue +

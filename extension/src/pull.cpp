@@ -206,11 +206,18 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     // nullopt: the statement must do it.
     std::optional<Interval> lease;
     if (!args::is_null(fcinfo, 2)) lease = *PG_GETARG_INTERVAL_P(2);
+    // The direct claim read the queue's row and found it limited: the unlimited claim statement,
+    // which would say so too, is skipped.
+    bool known_limited = false;
     auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
         if (limited || !kinds_null) return std::nullopt;
         auto c = direct_claim::lease({queue, limit, at, resume ? &hint.key : nullptr, worker},
                                      lease, session_bound);
         if (!c) return std::nullopt;
+        if (c->limited) {
+            known_limited = true;
+            return std::nullopt;
+        }
         took_packed = c->took_packed;
         for (auto& row : c->rows) out.add_values(row.values, row.nulls);
         if (!c->rows.empty() && may_raise && !took_packed)
@@ -232,18 +239,22 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
         std::optional<uint64_t> claimed = direct(n);
         if (!claimed) {
-            spi::Result r = claim(n);
-            if (!packed && batches::marks_packed(r, 11, queue)) {
-                packed = true;
-                r = claim(n);
-            }
-            if (!limited && !r.empty() && r.is_null(0, 1) && limits::enter(conn, queue)) {
+            auto enter_limited = [&] {
+                bool has_packed = false;
+                if (!limits::enter(conn, queue, &has_packed)) return false;
                 limited = true;
                 // The limited claim counts rows of hopper.jobs: packed jobs pushed before the
                 // queue had limits (or while it got them) become rows first.
-                batches::unpack_queue(conn, queue);
+                if (has_packed) batches::unpack_queue(conn, queue);
+                return true;
+            };
+            bool entered = known_limited && !limited && enter_limited();
+            spi::Result r = claim(n);
+            if (!entered && !packed && batches::marks_packed(r, 11, queue)) {
+                packed = true;
                 r = claim(n);
             }
+            if (!limited && !r.empty() && r.is_null(0, 1) && enter_limited()) r = claim(n);
             claimed = add(r);
         }
         uint64_t got = *claimed;

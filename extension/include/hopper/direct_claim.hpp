@@ -45,6 +45,7 @@ struct Row {
 };
 
 struct Claimed {
+    bool limited = false;      // a lease found the queue limited: nothing claimed (see pull.cpp)
     bool notify_done = false;  // the queue announces finished jobs
     bool took_packed = false;  // some of the jobs came from packed rows
     std::vector<Row> rows;     // in pull order
@@ -65,7 +66,8 @@ struct Claim {
 std::optional<Claimed> take(const Claim& claim);
 
 // Leases the jobs for `lease` (the queue's lease when nullopt), recording the session as
-// claimed_pid and claimed_backend_start. nullopt as for take.
+// claimed_pid and claimed_backend_start. nullopt as for take; `limited` when the queue has limits
+// (its claim is limits::claim_statement()'s).
 std::optional<Claimed> lease(const Claim& claim, const std::optional<Interval>& lease,
                              bool session_bound);
 

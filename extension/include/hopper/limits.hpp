@@ -23,10 +23,11 @@ constexpr uint32_t kLockKey1 = 0x686f706c;  // "hopl"
 // Most running jobs (queue-wide or per key) and claims per period a limit may allow.
 constexpr int32_t kMaxLimit = 1000000;
 
-// Called when queue_pull's unlimited claim found the queue limited: true if it still has limits
-// and is not paused, after taking its lock (refused under REPEATABLE READ and SERIALIZABLE, whose
-// snapshot predates the lock). Then claim_statement() must claim instead.
-bool enter(spi::Connection& conn, const std::string& queue);
+// Called when queue_pull found the queue limited: true if it still has limits and is not paused,
+// after taking its lock (refused under REPEATABLE READ and SERIALIZABLE, whose snapshot predates
+// the lock). Then claim_statement() must claim instead, once any packed jobs (`packed`: the
+// queue's mark, include/hopper/batches.hpp) are rows.
+bool enter(spi::Connection& conn, const std::string& queue, bool* packed);
 
 // The serialized claim, with the same parameters and result columns as queue_pull's own.
 spi::Statement& claim_statement();
