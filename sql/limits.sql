@@ -111,6 +111,15 @@ SELECT pg_temp.push('capped', 'x', 1);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.try($$SELECT hopper.queue_pull('capped')$$);
 ROLLBACK;
+-- A transaction that pulled from a limited queue cannot be prepared (its claims are counted by
+-- its session), with a real SQLSTATE; the prepare rolls it back, claim included.
+SELECT count(*) AS running_before FROM hopper.jobs WHERE queue = 'capped' AND state = 'running';
+BEGIN;
+SELECT count(*) AS pulled FROM hopper.queue_pull('capped', 1);
+\set VERBOSITY sqlstate
+PREPARE TRANSACTION 'hopper_limited';
+\set VERBOSITY default
+SELECT count(*) AS running_after FROM hopper.jobs WHERE queue = 'capped' AND state = 'running';
 -- A paused limited queue hands out nothing, as any paused queue.
 SELECT hopper.queue_pause('capped');
 SELECT pg_temp.pull('capped', 10) AS paused;

@@ -1,31 +1,106 @@
 // The claim of a queue with limits; see include/hopper/limits.hpp.
+#include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
 
 extern "C" {
+#include "miscadmin.h"
 #include "access/xact.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "storage/lock.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 }
 
 namespace hopper::limits {
 
-bool enter(spi::Connection& conn, const std::string& queue, bool* packed) {
+namespace {
+
+spi::Statement& claim_statement();
+
+uint32 queue_hash(const std::string& queue) {
+    return pg_guard([&] {
+        text* name = cstring_to_text_with_len(queue.data(), static_cast<int>(queue.size()));
+        auto h = static_cast<uint32>(DatumGetInt32(
+            DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, PointerGetDatum(name))));
+        pfree(name);
+        return h;
+    });
+}
+
+// The tag of pg_advisory_xact_lock(kLockKey1, hashtext(queue)).
+LOCKTAG lock_tag(uint32 hash) {
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockKey1, hash, 2);
+    return tag;
+}
+
+void release(uint32 hash) {
+    LOCKTAG tag = lock_tag(hash);
+    pg_guard([&] { LockRelease(&tag, ExclusiveLock, /*sessionLock=*/false); });
+}
+
+}  // namespace
+
+void lock(const std::string& queue) {
+    LOCKTAG tag = lock_tag(queue_hash(queue));
+    pg_guard([&] { LockAcquire(&tag, ExclusiveLock, /*sessionLock=*/false, /*dontWait=*/false); });
+}
+
+bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
+    // Whether it may let the lock go before commit: not with rate limits, whose claims update
+    // their buckets (a second claimer would spend tokens its snapshot did not see spent).
     static spi::Statement probe(
-        "SELECT packed FROM hopper.queues WHERE name = $1 AND limited AND NOT paused", {TEXTOID},
-        CURSOR_OPT_GENERIC_PLAN);
-    spi::Result r = conn.exec(probe, {spi::arg_text(queue)});
-    if (r.empty()) return false;
-    *packed = r.get_bool(0, 1);
-    if (IsolationUsesXactSnapshot())
+        "SELECT packed, key_max_claims IS NULL AND NOT EXISTS ("
+        "  SELECT 1 FROM hopper.rate_limits r WHERE r.queue = $1) "
+        "FROM hopper.queues WHERE name = $1 AND limited AND NOT paused",
+        {TEXTOID}, CURSOR_OPT_GENERIC_PLAN);
+    if (IsolationUsesXactSnapshot()) {
+        if (conn.exec(probe, {spi::arg_text(queue)}).empty()) return false;
         throw PgError(ERRCODE_FEATURE_NOT_SUPPORTED,
                       "queue \"" + queue +
                           "\" has concurrency or rate limits: pulls from it need READ COMMITTED",
                       "Its claims are serialized by a lock, and a transaction snapshot taken "
                       "before that lock was granted would not see the claims made before it.",
                       "Pull in a READ COMMITTED transaction (the default isolation level).");
-    static spi::Statement lock(
-        "SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2))", {INT4OID, TEXTOID});
-    conn.exec(lock, {spi::arg_int4(static_cast<int32_t>(kLockKey1)), spi::arg_text(queue)});
+    }
+    // The probe runs after the lock is granted, so that what it says of rate limits holds for
+    // the claim made under it.
+    lock(queue);
+    spi::Result r = conn.exec(probe, {spi::arg_text(queue)});
+    if (r.empty()) {
+        release(queue_hash(queue));
+        return false;
+    }
+    entered->packed = r.get_bool(0, 1);
+    entered->early_release = r.get_bool(0, 2);
     return true;
+}
+
+spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& a,
+                  bool early_release, bool* released) {
+    *released = false;
+    uint32 hash = queue_hash(queue);
+    // Read before the statement takes its snapshot: see include/hopper/inflight_claims.hpp.
+    std::vector<int64_t> inflight;
+    inflight_claims::read(hash, &inflight);
+    Datum ids = pg_guard([&] {
+        Datum* elems = static_cast<Datum*>(palloc(sizeof(Datum) * (inflight.size() + 1)));
+        for (size_t i = 0; i < inflight.size(); ++i) elems[i] = Int64GetDatum(inflight[i]);
+        return PointerGetDatum(construct_array(elems, static_cast<int>(inflight.size()), INT8OID,
+                                               sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+    });
+    spi::Result r = conn.exec(claim_statement(), {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
+                                                  a[8], spi::arg_datum(ids)});
+    if (!early_release) return r;
+    std::vector<int64_t> claimed;
+    claimed.reserve(r.rows());
+    for (uint64_t i = 0; i < r.rows(); ++i) claimed.push_back(r.get_int64(i, 1));
+    if (claimed.empty() || inflight_claims::add(hash, claimed)) {
+        release(hash);
+        *released = true;
+    }
+    return r;
 }
 
 // Bucket content at the pull's clock $2: refilled at max_claims per period since refilled_at (never
@@ -50,7 +125,9 @@ bool enter(spi::Connection& conn, const std::string& queue, bool* packed) {
 // many keys and few of them full it holds enough claimable jobs.
 #define HOPPER_WINDOW "(32 + 4 * $3)"
 
+namespace {
 spi::Statement& claim_statement() {
+    // $10: the jobs other transactions' limited claims hold (include/hopper/inflight_claims.hpp).
     // budget: how many jobs this pull may claim: n, the queue's free slots, the queue's tokens.
     // Two ways to find them, both exact:
     //  - win: the first jobs in pull order, each key's free count applied to its jobs among them.
@@ -69,9 +146,13 @@ spi::Statement& claim_statement() {
         "  FROM hopper.queues "
         "  WHERE name = $1 AND NOT paused), "
         "running AS MATERIALIZED ("
-        "  SELECT concurrency_key AS key, pg_catalog.count(*) AS n FROM hopper.jobs "
-        "  WHERE queue = $1 AND lease_until IS NOT NULL AND state = 'running' "
-        "  GROUP BY concurrency_key), "
+        "  SELECT key, pg_catalog.count(*) AS n FROM ("
+        "    SELECT concurrency_key AS key FROM hopper.jobs "
+        "    WHERE queue = $1 AND lease_until IS NOT NULL AND state = 'running' "
+        "    UNION ALL "
+        "    SELECT concurrency_key FROM hopper.jobs "
+        "    WHERE id = ANY ($10) AND queue = $1 AND state = 'available') r "
+        "  GROUP BY key), "
         "buckets AS MATERIALIZED ("
         "  SELECT b.concurrency_key AS key, pg_catalog.floor(" HOPPER_BUCKET_NOW("b") ") AS avail "
         "  FROM hopper.rate_limits b WHERE b.queue = $1), "
@@ -82,7 +163,8 @@ spi::Statement& claim_statement() {
         "win AS MATERIALIZED ("
         "  SELECT id, priority, run_at, concurrency_key AS key FROM hopper.jobs "
         "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
-        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND (SELECT n FROM budget) > 0 "
+        "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND id <> ALL ($10) "
+        "    AND (SELECT n FROM budget) > 0 "
         "  ORDER BY priority, run_at, id LIMIT " HOPPER_WINDOW "), "
         "win_free AS MATERIALIZED ("
         "  SELECT k.key, " HOPPER_KEY_FREE " AS n "
@@ -118,13 +200,13 @@ spi::Statement& claim_statement() {
         "    SELECT j.id, j.priority, j.run_at FROM free f CROSS JOIN LATERAL ("
         "      SELECT id, priority, run_at FROM hopper.jobs "
         "      WHERE queue = $1 AND state = 'available' AND concurrency_key = f.key "
-        "        AND run_at <= $2 AND ($5::text[] IS NULL OR kind = ANY ($5)) "
+        "        AND run_at <= $2 AND ($5::text[] IS NULL OR kind = ANY ($5)) AND id <> ALL ($10) "
         "      ORDER BY priority, run_at, id LIMIT f.n) j "
         "    WHERE f.n > 0 "
         "    UNION ALL "
         "    (SELECT id, priority, run_at FROM hopper.jobs "
         "     WHERE queue = $1 AND state = 'available' AND concurrency_key IS NULL "
-        "       AND run_at <= $2 AND ($5::text[] IS NULL OR kind = ANY ($5)) "
+        "       AND run_at <= $2 AND ($5::text[] IS NULL OR kind = ANY ($5)) AND id <> ALL ($10) "
         "       AND NOT (SELECT ok FROM settled) "
         "     ORDER BY priority, run_at, id LIMIT COALESCE((SELECT n FROM budget), 0))) c "
         "  ORDER BY c.priority, c.run_at, c.id LIMIT COALESCE((SELECT n FROM budget), 0))), "
@@ -157,12 +239,14 @@ spi::Statement& claim_statement() {
         "    AND NOT EXISTS (SELECT 1 FROM buckets b WHERE b.key = c.key)) "
         "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "
         "  priority FROM claimed ORDER BY priority, run_at, id",
-        HOPPER_CLAIM_PARAM_TYPES,
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
+         TIMESTAMPTZOID, BOOLOID, INT8ARRAYOID},
         // Planning this statement takes longer than running it; its generic plan is the one
         // the indexes were laid out for, whatever the parameters.
         CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
+}  // namespace
 
 #undef HOPPER_BUCKET_NOW
 #undef HOPPER_KEY_FREE

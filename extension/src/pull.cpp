@@ -149,6 +149,8 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     reaper::ensure_running(conn);
     claim_hint::Start hint;
     bool limited = false;
+    bool early_release = false;  // the limited claim may let the queue's lock go
+    bool lock_released = false;  // and did
     bool packed = batches::seen_packed(queue);
     bool resume = false;
     auto claim = [&](int64_t limit) {
@@ -158,10 +160,20 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         spi::Arg kinds_arg = spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(4), kinds_null);
         spi::Arg worker_arg = spi::arg_text(worker);
         spi::Arg start_arg = spi::arg_datum(TimestampTzGetDatum(MyStartTimestamp));
-        if (limited)
-            return conn.exec(limits::claim_statement(),
-                             {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
-                              spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)});
+        if (limited) {
+            // A further claim of this pull (a top-up, after a rescue) takes the lock again, to
+            // commit: the probe that allowed letting it go was made under the first hold.
+            if (lock_released) {
+                limits::lock(queue);
+                lock_released = false;
+                early_release = false;
+            }
+            return limits::claim(
+                conn, queue,
+                {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
+                 spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)},
+                early_release, &lock_released);
+        }
         if (resume)
             return conn.exec(
                 packed ? resumed_packed_claim_statement() : resumed_claim_statement(),
@@ -240,12 +252,13 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         std::optional<uint64_t> claimed = direct(n);
         if (!claimed) {
             auto enter_limited = [&] {
-                bool has_packed = false;
-                if (!limits::enter(conn, queue, &has_packed)) return false;
+                limits::Entered entered;
+                if (!limits::enter(conn, queue, &entered)) return false;
                 limited = true;
+                early_release = entered.early_release;
                 // The limited claim counts rows of hopper.jobs: packed jobs pushed before the
                 // queue had limits (or while it got them) become rows first.
-                if (has_packed) batches::unpack_queue(conn, queue);
+                if (entered.packed) batches::unpack_queue(conn, queue);
                 return true;
             };
             bool entered = known_limited && !limited && enter_limited();

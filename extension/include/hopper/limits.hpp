@@ -3,11 +3,14 @@
 // A limited queue's claims are serialized by a transaction-level advisory lock on the queue. Under
 // READ COMMITTED each statement takes its snapshot after the lock is granted, so a claim sees every
 // claim committed before it and counts running jobs from the live rows: complete, fail, release,
-// cancel and rescue free a slot just by changing the row, with no counter that could drift. The
-// lock is held until the puller's transaction ends, since its claims are invisible to others
-// until then.
+// cancel and rescue free a slot just by changing the row, with no counter that could drift. A
+// claim's own jobs stay invisible to others until it commits: it records them as in flight
+// (include/hopper/inflight_claims.hpp), which the next claim counts, and lets the lock go; a queue
+// with rate limits, or a claim that cannot record its jobs, holds the lock until the puller's
+// transaction ends.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -23,16 +26,34 @@ constexpr uint32_t kLockKey1 = 0x686f706c;  // "hopl"
 // Most running jobs (queue-wide or per key) and claims per period a limit may allow.
 constexpr int32_t kMaxLimit = 1000000;
 
+// What enter() found: whether the queue carries the packed mark (include/hopper/batches.hpp: its
+// packed jobs must become rows before the claim counts them), and whether its claims may let the
+// lock go before commit (not with rate limits; see claim()).
+struct Entered {
+    bool packed = false;
+    bool early_release = false;
+};
+
 // Called when queue_pull found the queue limited: true if it still has limits and is not paused,
-// after taking its lock (refused under REPEATABLE READ and SERIALIZABLE, whose snapshot predates
-// the lock). Then claim_statement() must claim instead, once any packed jobs (`packed`: the
-// queue's mark, include/hopper/batches.hpp) are rows.
-bool enter(spi::Connection& conn, const std::string& queue, bool* packed);
+// holding the queue's lock (refused under REPEATABLE READ and SERIALIZABLE, whose snapshot
+// predates the lock). Then claim() must claim instead.
+bool enter(spi::Connection& conn, const std::string& queue, Entered* entered);
 
-// The serialized claim, with the same parameters and result columns as queue_pull's own.
-spi::Statement& claim_statement();
+// Takes the queue's lock again, to the end of the transaction, for a further claim of the same
+// pull after claim() let it go.
+void lock(const std::string& queue);
 
-// The parameters of both claim statements, which queue_pull binds in one place: queue, at, n,
+// The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_TYPES).
+using ClaimArgs = std::array<spi::Arg, 9>;
+
+// The serialized claim, with the same result columns as queue_pull's own; call holding the lock.
+// With early_release it records the claimed jobs as in flight (include/hopper/inflight_claims.hpp)
+// and lets the lock go (*released), unless they do not fit; otherwise the lock is held to the end
+// of the transaction.
+spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& args,
+                  bool early_release, bool* released);
+
+// The parameters of the claim statements, which queue_pull binds in one place: queue, at, n,
 // lease, kinds, worker, claimer pid, claimer backend start, session_bound.
 #define HOPPER_CLAIM_PARAM_TYPES                                                       \
     {                                                                                  \
