@@ -61,6 +61,12 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
             TIMESTAMPTZOID, BOOLOID                                                    \
     }
 
+// claim()'s statements (extension/src/limited_claim_sql.cpp), with the claim's parameters and
+// in-flight jobs as $10; `rated`: with the queue's rate limits. The window statement answers one
+// row of NULLs, having claimed nothing, when the keys statement must claim instead.
+spi::Statement& window_statement(bool rated);
+spi::Statement& keys_statement(bool rated);
+
 // For the functions that change limits: locks the queue's row (P0002 if it does not exist), so
 // that changes to one queue's limits are serialized and the next statements see each other's.
 void lock_queue(spi::Connection& conn, const std::string& queue);
