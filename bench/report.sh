@@ -224,9 +224,10 @@ echo
 echo "## Concurrency slots: pull + complete with a key limit, completed jobs/s"
 echo
 echo "4 workers on \`queue_complete_pull\` for ${BENCH_SECS} s against a backlog spread over 2 concurrency keys."
-echo "A key limit puts the queue's claims behind its lock (see the README's Concurrency limits): with a"
-echo "limit of 4 it never binds, so the row shows what serialized, counted claims cost; with a limit of 1"
-echo "at most 2 of the 4 workers hold a job, and the others find nothing and sleep 1 ms before asking again."
+echo "A key limit puts the queue's claims behind its lock, one claim at a time (the commits overlap: see the"
+echo "README's Concurrency limits): with a limit of 4 it never binds, so the row shows what serialized,"
+echo "counted claims cost; with a limit of 1 at most 2 of the 4 workers hold a job, and the others find"
+echo "nothing and sleep 1 ms before asking again."
 echo
 echo "| key limit | completed jobs/s | vs no limit |"
 echo "|---|---|---|"
