@@ -13,12 +13,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('direct');
-$node->init;
-$node->append_conf('postgresql.conf', "synchronous_commit = off\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE DATABASE app');
-$node->safe_psql('app', 'CREATE EXTENSION hopper');
+my $node = race_node('direct');
 $node->safe_psql('app',
 	"CREATE TABLE pushed (id bigint);\n"
 	  . "INSERT INTO pushed SELECT hopper.queue_push_batch('race', array_fill('{}'::jsonb, ARRAY[1000]))\n"

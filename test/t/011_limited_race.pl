@@ -14,12 +14,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('limited');
-$node->init;
-$node->append_conf('postgresql.conf', "synchronous_commit = off\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE DATABASE app');
-$node->safe_psql('app', 'CREATE EXTENSION hopper');
+my $node = race_node('limited');
 $node->safe_psql('app',
 	"SELECT hopper.queue_create('lim', lease => '1 hour');\n"
 	  . "SELECT hopper.queue_set_concurrency('lim', 5, 1);\n"

@@ -5,13 +5,28 @@ use strict;
 use warnings;
 
 use IPC::Run;
+use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
 use Exporter 'import';
 our @EXPORT = qw(wait_until reaper_runs reaper_of session_query session_send session_result start_session
-  session_backend_pid session_client_pid rescued_after wait_notification);
+  session_backend_pid session_client_pid rescued_after wait_notification race_node);
+
+# A started node for the race tests: synchronous_commit off (the races are about interleavings, not
+# flushes), and a database `app` with the extension.
+sub race_node
+{
+	my ($name) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', "synchronous_commit = off\n");
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE DATABASE app');
+	$node->safe_psql('app', 'CREATE EXTENSION hopper');
+	return $node;
+}
 
 # Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
 # Returns the seconds it took, or undef on timeout.
