@@ -44,12 +44,18 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) AS claimed FROM hopper.queue_pull('pw', wait => '0');
 ROLLBACK;
 
--- A queue with limits claims under a lock held to the end of the transaction: its pulls do not
--- wait, so that a waiting one cannot hold up the others.
-SELECT hopper.queue_set_concurrency('pw', 5, NULL) AS limited;
+-- A queue with a rate limit claims under a lock held to the end of the transaction: its pulls do
+-- not wait, so that a waiting one cannot hold up the others.
+SELECT hopper.queue_set_rate_limit('pw', 100, '1 second') AS rated;
 SELECT pg_catalog.clock_timestamp() AS t0 \gset
 SELECT count(*) AS claimed FROM hopper.queue_pull('pw', wait => '1 minute');
 SELECT pg_catalog.clock_timestamp() - :'t0'::timestamptz < interval '30 s' AS returned_at_once;
+SELECT hopper.queue_set_rate_limit('pw', NULL, NULL) AS unrated;
+-- One with only concurrency limits lets its lock go once the claim is made, and waits.
+SELECT hopper.queue_set_concurrency('pw', 5, NULL) AS limited;
+SELECT pg_catalog.clock_timestamp() AS t0 \gset
+SELECT count(*) AS claimed FROM hopper.queue_pull('pw', wait => '0.3 s');
+SELECT pg_catalog.clock_timestamp() - :'t0'::timestamptz >= interval '0.3 s' AS waited;
 
 -- A cancelled wait: the statement fails with query_canceled and the session goes on.
 SELECT hopper.queue_set_concurrency('pw', NULL, NULL) AS unlimited;

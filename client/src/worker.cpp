@@ -241,7 +241,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 hand_out(got->jobs, hb);
                 deep = got->filled;
                 if (got->did_not_wait) {
-                    // The server does not wait for this queue (it has limits): LISTEN instead.
+                    // The server does not wait for this queue (rate limits): LISTEN instead.
                     log(fmt::format("queue {} does not wait in queue_pull; listening on {}",
                                     opt.queue, channel));
                     listening = true;

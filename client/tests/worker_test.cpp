@@ -481,11 +481,11 @@ void expect_fallback_to_listening(
     EXPECT_EQ(waiting_pulls(c, q), 0);
 }
 
-TEST(Worker, AQueueWithLimitsFallsBackToListening) {
-    // queue_pull returns at once on a queue with limits.
+TEST(Worker, AQueueWithRateLimitsFallsBackToListening) {
+    // queue_pull returns at once on a queue with rate limits.
     expect_fallback_to_listening(
         [](Client& c, const std::string& q, WorkerOptions&) {
-            c.exec("SELECT hopper.queue_set_concurrency($1, 1, NULL)", q);
+            c.exec("SELECT hopper.queue_set_rate_limit($1, 1000, '1 second')", q);
         },
         "does not wait in queue_pull");
 }

@@ -21,6 +21,8 @@ HOPPER_FUNCTION(hopper_queue_complete) {
     auto direct = direct_complete::complete({{id, token, result, result_null}});
     if (direct && (*direct)[0].done) {
         notify::job_done(id, (*direct)[0].queue, "completed", (*direct)[0].notify_done);
+        // Its slot comes free: a pull waiting on the limited queue may now claim.
+        if ((*direct)[0].limited) notify::wake_pulls_at_commit((*direct)[0].queue, 1);
         PG_RETURN_BOOL(true);
     }
     if (direct) {

@@ -188,9 +188,12 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
     for (size_t i = 0; i < n; ++i)
         items[i] = {ids.values[i], tokens.values[i], results[i], result_nulls[i] != 0};
     if (auto direct = direct_complete::complete(items)) {
-        for (size_t i = 0; i < n; ++i)
-            if ((*direct)[i].done)
-                done.emplace(ids.values[i], Done{(*direct)[i].queue, (*direct)[i].notify_done});
+        for (size_t i = 0; i < n; ++i) {
+            if (!(*direct)[i].done) continue;
+            done.emplace(ids.values[i], Done{(*direct)[i].queue, (*direct)[i].notify_done});
+            // Its slot comes free: a pull waiting on the limited queue may now claim.
+            if ((*direct)[i].limited) notify::wake_pulls_at_commit((*direct)[i].queue, 1);
+        }
     } else {
         spi::Result r =
             conn.exec(results_null ? without_results : with_results,

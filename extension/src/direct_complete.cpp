@@ -41,6 +41,7 @@ constexpr const char* kJobColumnNames[kJobColumns] = {
 struct Outcome {
     bool done;
     bool notify_done;
+    bool limited;
     char* queue;  // palloc'd
 };
 
@@ -135,6 +136,7 @@ void complete_rows(void* arg) {
         Outcome& out = r->out[i];
         out.done = false;
         out.notify_done = false;
+        out.limited = false;
         out.queue = nullptr;
         // The row where this backend's lease left it, if it is still the one the snapshot sees;
         // else the primary key's.
@@ -205,6 +207,7 @@ void complete_rows(void* arg) {
         }
         out.done = true;
         out.notify_done = q.notify_done;
+        out.limited = q.found && q.limited;
         out.queue = MemoryContextStrdup(caller, TextDatumGetCString(queue));
     }
 
@@ -236,6 +239,7 @@ std::optional<std::vector<Done>> complete(const std::vector<Item>& items) {
     for (size_t i = 0; i < items.size(); ++i) {
         done[i].done = r.out[i].done;
         done[i].notify_done = r.out[i].notify_done;
+        done[i].limited = r.out[i].limited;
         if (r.out[i].queue != nullptr) done[i].queue = r.out[i].queue;
     }
     return done;

@@ -245,6 +245,10 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         // A waiting pull judges "due" by the clock at each attempt: jobs pushed after its
         // transaction began are due for it.
         if (wait_us > 0 && !own_clock) at = GetCurrentTimestamp();
+        // On a limited queue each attempt is a claim of its own, under the lock taken anew.
+        limited = false;
+        early_release = false;
+        lock_released = false;
         // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
         hint = claim_hint::begin(queue);
         resume = hint.resume;
@@ -279,9 +283,11 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             may_raise = false;
             got += claim_some(n - static_cast<int64_t>(got));
         }
-        // A queue with limits claims under a lock held to the end of the transaction: waiting
-        // with it would hold up every other pull of the queue, so such a pull does not wait.
-        return got > 0 || limited;
+        // A limited claim that keeps its queue's lock to the end of the transaction (rate
+        // limits, too many jobs in flight) must not wait with it: that would hold up every other
+        // pull of the queue. One that let it go waits like any other, woken by pushes and by
+        // completions that free a slot.
+        return got > 0 || (limited && !lock_released);
     };
     pull_wait::attempt_until_done(queue, wait_us, attempt);
     conn.finish();

@@ -1,6 +1,7 @@
 # queue_pull(..., wait => ...) and queue_take's: a pull that found nothing sleeps until a job is
 # made available on its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
-# hopper.notify; so do a release and the reaper's pass when a delayed job falls due. A pull that
+# hopper.notify; so do a release, the reaper's pass when a delayed job falls due, and on a queue
+# with a concurrency limit a completion that frees a slot. A pull that
 # nobody wakes would still find the job at its once-a-second recheck, so "woken" is asserted as
 # "returned within 0.3 s of the push", five times in a row.
 use strict;
@@ -177,6 +178,31 @@ $node->safe_psql('postgres',
 my $t0 = time;
 $w->{run}->pump until $w->{err} =~ /canceling statement/ || time - $t0 > 10;
 like($w->{err}, qr/canceling statement due to user request/, 'cancelled');
+
+# A queue with a concurrency limit: a pull that finds its key full waits, and the completion that
+# frees the slot wakes it to the job it could not take.
+{
+	my $holder = start_session($node, 'postgres');
+	my $wl = start_session($node, 'postgres');
+	session_query($holder,
+		"SELECT hopper.queue_create('pw_slots'); SELECT hopper.queue_set_concurrency('pw_slots', NULL, 1); "
+		  . "SELECT count(*) FROM hopper.queue_push_batch('pw_slots', ARRAY['{}', '{}']::jsonb[], "
+		  . "concurrency_keys => ARRAY['k', 'k'])");
+	my ($id, $tok) = split /\|/,
+	  session_query($holder, "SELECT id, lease_token FROM hopper.queue_pull('pw_slots')");
+	(my $pull_slots = $pull) =~ s/'pw'/'pw_slots'/;
+	session_send($wl, $pull_slots);
+	ok(defined waiting(1), 'a pull waits while its key is full');
+	my $completed_at = session_query($holder,
+		"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) "
+		  . "FROM hopper.queue_complete($id, $tok)");
+	my ($got, $returned_at) = split /\|/, session_result($wl);
+	ok(defined $got && $got ne '' && $got != $id, 'the completion frees the slot for the waiting pull');
+	ok($returned_at - $completed_at < 0.3, 'within 0.3 s of the completion')
+	  or diag sprintf('took %.3f s', $returned_at - $completed_at);
+	$_->{in} .= "\\q\n" for ($holder, $wl);
+	$_->{run}->finish for ($holder, $wl);
+}
 
 $node->stop;
 done_testing();

@@ -154,8 +154,8 @@ struct WorkerOptions {
     std::string name;               // recorded as the job's worker; default host:pid
     // An idle worker waits for jobs inside the server, in a queue_pull with `wait` on a second
     // connection: the commit that makes a job available wakes it within about a millisecond,
-    // with no LISTEN/NOTIFY and no polling. Queues with limits (where queue_pull does not wait)
-    // and roles whose statement_timeout cuts the wait fall back to LISTEN + poll_interval.
+    // with no LISTEN/NOTIFY and no polling. Queues with rate limits (where queue_pull does not
+    // wait) and roles whose statement_timeout cuts the wait fall back to LISTEN + poll_interval.
     // false: always LISTEN on "hopper:<queue>" and poll.
     bool waiting_pulls = true;
     // How long one waiting pull waits (kept to 100 ms .. 30 s: it holds a snapshot meanwhile), or,

@@ -32,6 +32,7 @@ struct Done {
     bool done = false;  // completed here; false: no running job with this id holds this token
     std::string queue;
     bool notify_done = false;  // the queue announces finished jobs
+    bool limited = false;      // the queue has limits: the job's slot comes free at commit
 };
 
 // Completes each item's job if its lease still holds, in order; an id completed once is not
