@@ -1,4 +1,5 @@
 // See include/hopper/result.hpp.
+#include <memory>
 #include <vector>
 
 #include "hopper/result.hpp"
@@ -35,17 +36,21 @@ void SetResult::add_values(Datum* values, bool* nulls) {
 
 Datum composite(FunctionCallInfo fcinfo, const spi::Connection& conn, const spi::Result& r,
                 uint64_t row) {
+    TupleDesc desc = pg_guard([&] {
+        TupleDesc d;
+        if (get_call_result_type(fcinfo, nullptr, &d) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "hopper: function must return a composite type");
+        return d;
+    });
+    // Read outside pg_guard: Result throws on a read out of range, and a C++ exception must not
+    // leave through its PG_TRY.
+    int natts = desc->natts;
+    std::vector<Datum> values(natts);
+    auto nulls = std::make_unique<bool[]>(natts);
+    for (int i = 0; i < natts; ++i) values[i] = r.datum(row, i + 1, &nulls[i]);
     return pg_guard([&] {
         MemoryContext old = MemoryContextSwitchTo(conn.caller_context());
-        TupleDesc desc;
-        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-            elog(ERROR, "hopper: function must return a composite type");
-        desc = BlessTupleDesc(desc);
-        int natts = desc->natts;
-        Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * natts));
-        bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * natts));
-        for (int i = 0; i < natts; ++i) values[i] = r.datum(row, i + 1, &nulls[i]);
-        HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+        HeapTuple tuple = heap_form_tuple(BlessTupleDesc(desc), values.data(), nulls.get());
         MemoryContextSwitchTo(old);
         return HeapTupleGetDatum(tuple);
     });

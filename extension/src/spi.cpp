@@ -83,6 +83,13 @@ Arg arg_text(const std::optional<std::string>& s) {
 }
 
 Datum Result::datum(uint64_t row, int col, bool* isnull) const {
+    // A read past the rows would follow a wild pointer and take the whole server down with this
+    // backend: a bug in the caller ends the statement instead.
+    if (row >= rows_ || col < 1 || col > table_->tupdesc->natts)
+        throw PgError(ERRCODE_INTERNAL_ERROR, "hopper: result row " + std::to_string(row) +
+                                                  " column " + std::to_string(col) +
+                                                  " read out of range (" + std::to_string(rows_) +
+                                                  " rows)");
     return SPI_getbinval(table_->vals[row], table_->tupdesc, col, isnull);
 }
 
