@@ -20,7 +20,8 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, g.last_error, g.errors, g.progress_detail, g.payload, 'cancelled', "
         "pg_catalog.now(), NULL FROM gone g WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
-        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM gone g",
+        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", g.state = 'running' AND "
+        HOPPER_QUEUE_LIMITED("g") " FROM gone g",
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     // An available job is locked by the delete, and passed over by claims meanwhile.
@@ -34,9 +35,10 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         r = conn.exec(st, {spi::arg(id)});
     }
     bool cancelled = !r.empty();
-    if (cancelled)
+    if (cancelled) {
         notify::job_done(id, r.get_text(0, 1), "cancelled", r.get_bool(0, 2));
-    else
+        if (r.get_bool(0, 3)) notify::slot_freed(r.get_text(0, 1));
+    } else
         jobs::require_known(conn, id);  // already finished: false; unknown: P0002
     conn.finish();
     PG_RETURN_BOOL(cancelled);

@@ -21,8 +21,7 @@ HOPPER_FUNCTION(hopper_queue_complete) {
     auto direct = direct_complete::complete({{id, token, result, result_null}});
     if (direct && (*direct)[0].done) {
         notify::job_done(id, (*direct)[0].queue, "completed", (*direct)[0].notify_done);
-        // Its slot comes free: a pull waiting on the limited queue may now claim.
-        if ((*direct)[0].limited) notify::wake_pulls_at_commit((*direct)[0].queue, 1);
+        if ((*direct)[0].limited) notify::slot_freed((*direct)[0].queue);
         PG_RETURN_BOOL(true);
     }
     if (direct) {
@@ -40,16 +39,18 @@ HOPPER_FUNCTION(hopper_queue_complete) {
         "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), $3 FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
-        "SELECT d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
+        "SELECT d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") ", " HOPPER_QUEUE_LIMITED("d") " FROM done d",
         {INT8OID, INT8OID, JSONBOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r =
         conn.exec(st, {spi::arg(id), spi::arg(token), spi::arg_datum(result, result_null)});
     bool done = !r.empty();
-    if (done)
+    if (done) {
         notify::job_done(id, r.get_text(0, 1), "completed", r.get_bool(0, 2));
-    else
+        if (r.get_bool(0, 3)) notify::slot_freed(r.get_text(0, 1));
+    } else {
         jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise the lease was lost
+    }
     conn.finish();
     PG_RETURN_BOOL(done);
 }

@@ -150,19 +150,20 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
         HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), NULL FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
-        "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
+        "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") ", " HOPPER_QUEUE_LIMITED("d") " FROM done d",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, spi::Planning::kWalkIndexes);
     static spi::Statement with_results(
         HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
-        "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") " FROM done d",
+        "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") ", " HOPPER_QUEUE_LIMITED("d") " FROM done d",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, spi::Planning::kWalkIndexes);
 #undef HOPPER_HELD_CTE
     struct Done {
         std::string queue;
         bool notify;
+        bool limited;  // its queue has limits: the job's slot comes free
     };
     std::unordered_map<int64_t, Done> done;
     done.reserve(n);
@@ -188,19 +189,18 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
     for (size_t i = 0; i < n; ++i)
         items[i] = {ids.values[i], tokens.values[i], results[i], result_nulls[i] != 0};
     if (auto direct = direct_complete::complete(items)) {
-        for (size_t i = 0; i < n; ++i) {
-            if (!(*direct)[i].done) continue;
-            done.emplace(ids.values[i], Done{(*direct)[i].queue, (*direct)[i].notify_done});
-            // Its slot comes free: a pull waiting on the limited queue may now claim.
-            if ((*direct)[i].limited) notify::wake_pulls_at_commit((*direct)[i].queue, 1);
-        }
+        for (size_t i = 0; i < n; ++i)
+            if ((*direct)[i].done)
+                done.emplace(ids.values[i], Done{(*direct)[i].queue, (*direct)[i].notify_done,
+                                                 (*direct)[i].limited});
     } else {
         spi::Result r =
             conn.exec(results_null ? without_results : with_results,
                       {spi::arg_datum(PG_GETARG_DATUM(0)), spi::arg_datum(PG_GETARG_DATUM(1)),
                        spi::arg_datum(results_null ? (Datum)0 : PG_GETARG_DATUM(2), results_null)});
         for (uint64_t i = 0; i < r.rows(); ++i)
-            done.emplace(r.get_int64(i, 1), Done{r.get_text(i, 2), r.get_bool(i, 3)});
+            done.emplace(r.get_int64(i, 1),
+                         Done{r.get_text(i, 2), r.get_bool(i, 3), r.get_bool(i, 4)});
     }
 
     std::unordered_set<int64_t> distinct(ids.values.begin(), ids.values.end());
@@ -221,6 +221,7 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
         auto it = done.find(id);
         if (it == done.end() || !emitted.insert(id).second) continue;
         notify::job_done(id, it->second.queue, "completed", it->second.notify);
+        if (it->second.limited) notify::slot_freed(it->second.queue);
         completed.push_back(id);
     }
     conn.finish();

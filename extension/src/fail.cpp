@@ -31,7 +31,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "FROM hopper.queues q "
         "WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' AND q.name = j.queue "
         "  AND NOT $5 AND j.attempt < j.max_attempts "
-        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at",
+        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at, q.limited",
         {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID}, spi::Planning::kWalkIndexes);
     // Dead: to history, with the error.
     static spi::Statement bury(
@@ -41,7 +41,8 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "g.progress, $3, " HOPPER_ERRORS_APPEND("g", "$3", "pg_catalog.now()")
         ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
-        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM gone g",
+        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", " HOPPER_QUEUE_LIMITED("g")
+        " FROM gone g",
         {INT8OID, INT8OID, TEXTOID}, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;

@@ -44,7 +44,7 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         "  last_error = $2, errors = " HOPPER_ERRORS_APPEND("f", "$2", "pg_catalog.now()") " "
         "FROM f, hopper.queues q "
         "WHERE j.id = f.id AND q.name = f.queue AND NOT $4 AND f.attempt < f.max_attempts "
-        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at",
+        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at, q.limited",
         {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID}, spi::Planning::kWalkIndexes);
     // Dead: to history with the error, as the attempt that failed (started when it was taken).
     static spi::Statement bury(
@@ -56,7 +56,7 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         "g.progress, $2, " HOPPER_ERRORS_APPEND("g", "$2", "pg_catalog.now()")
         ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
-        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " FROM g",
+        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", " HOPPER_QUEUE_LIMITED("g") " FROM g",
         {INT8OID, TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;

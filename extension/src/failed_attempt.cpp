@@ -14,11 +14,13 @@ const char* settle(spi::Connection& conn, int64_t id, const std::function<spi::R
         bool delayed = r.get_bool(0, 1);
         claim_hint::made_available(r.get_text(0, 2),
                                    {r.get_int16(0, 3), r.get_timestamptz(0, 4), id}, delayed);
+        if (r.get_bool(0, 5)) notify::slot_freed(r.get_text(0, 2));
         return delayed ? "scheduled" : "available";
     }
     spi::Result d = bury();
     if (!d.empty()) {
         notify::job_done(id, d.get_text(0, 1), "dead", d.get_bool(0, 2));
+        if (d.get_bool(0, 3)) notify::slot_freed(d.get_text(0, 1));
         return "dead";
     }
     jobs::require_known(conn, id);  // P0002 for an unknown id; otherwise not the caller's job

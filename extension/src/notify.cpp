@@ -20,6 +20,10 @@ void queue_ready(const std::string& queue) {
     wake_pulls_at_commit(queue, 0);
 }
 
+void slot_freed(const std::string& queue) {
+    wake_pulls_at_commit(queue, 1);
+}
+
 void job_done(int64_t id, const std::string& queue, const char* state, bool queue_notifies_done) {
     if (!guc::notify || !queue_notifies_done) return;
     // Queue names are restricted to [A-Za-z0-9_.:-], so they need no JSON escaping.

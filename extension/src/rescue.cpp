@@ -46,7 +46,8 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         "    last_error = 'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')', "
         "    errors = " HOPPER_ERRORS_APPEND("j", "'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')'", "$2")
         "  FROM expired e WHERE j.id = e.id AND j.attempt < j.max_attempts RETURNING j.id) "
-        "SELECT (SELECT pg_catalog.count(*) FROM back), d.id, d.notify_done "
+        "SELECT (SELECT pg_catalog.count(*) FROM back), d.id, d.notify_done, "
+        "  COALESCE((SELECT limited FROM q), false) "
         "FROM (SELECT NULL::bigint AS id) z "
         "LEFT JOIN dead d ON true",
         {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID}, spi::Planning::kWalkIndexes);
@@ -55,6 +56,9 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     Counts c;
     // Jobs put back keep their ids but get run_at = at, which may lie below the claim hint.
     if (r.rows() > 0 && r.get_int64(0, 1) > 0) claim_hint::clear_at_end(queue);
+    // The rescued jobs' slots are free: a pull waiting on a limited queue may take them.
+    bool limited = r.rows() > 0 && r.get_bool(0, 4);
+    if (limited && (r.get_int64(0, 1) > 0 || !r.is_null(0, 2))) notify::slot_freed(queue);
     for (uint64_t i = 0; i < r.rows(); ++i) {
         c.retried = static_cast<uint64_t>(r.get_int64(i, 1));
         if (!r.is_null(i, 2)) {
@@ -101,16 +105,17 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         HOPPER_ERRORS_APPEND("g", HOPPER_GONE_ERROR("g"), "$1")
         ", g.progress_detail, g.payload, 'dead', $1, NULL FROM gone g "
         "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "
-        "dead AS (SELECT g.id, g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done "
-        "  FROM gone g), "
+        "dead AS (SELECT g.id, g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done, "
+        HOPPER_QUEUE_LIMITED("g") " AS limited FROM gone g), "
         "back AS ("
         "  UPDATE hopper.jobs j SET state = 'available', run_at = $1, "
         "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
         "    session_bound = false, last_error = " HOPPER_GONE_ERROR("j") ", "
         "    errors = " HOPPER_ERRORS_APPEND("j", HOPPER_GONE_ERROR("j"), "$1")
         "  FROM orphans o WHERE j.id = o.id AND j.attempt < j.max_attempts RETURNING j.queue) "
-        "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint, false FROM back b "
-        "GROUP BY b.queue UNION ALL SELECT 'dead'::text, d.queue, d.id, d.notify_done FROM dead d",
+        "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint, false, false FROM back b "
+        "GROUP BY b.queue "
+        "UNION ALL SELECT 'dead'::text, d.queue, d.id, d.notify_done, d.limited FROM dead d",
         {TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
 #undef HOPPER_GONE_ERROR
     spi::Result r = conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit)});
@@ -125,6 +130,7 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         } else {
             ++c.dead;
             notify::job_done(r.get_int64(i, 3), queue, "dead", r.get_bool(i, 4));
+            if (r.get_bool(i, 5)) notify::slot_freed(queue);
         }
     }
     return c;

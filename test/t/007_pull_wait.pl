@@ -1,7 +1,7 @@
 # queue_pull(..., wait => ...) and queue_take's: a pull that found nothing sleeps until a job is
 # made available on its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
 # hopper.notify; so do a release, the reaper's pass when a delayed job falls due, and on a queue
-# with a concurrency limit a completion that frees a slot. A pull that
+# with a concurrency limit whatever frees a slot (a completion, a cancel, a failure). A pull that
 # nobody wakes would still find the job at its once-a-second recheck, so "woken" is asserted as
 # "returned within 0.3 s of the push", five times in a row.
 use strict;
@@ -200,6 +200,29 @@ like($w->{err}, qr/canceling statement due to user request/, 'cancelled');
 	ok(defined $got && $got ne '' && $got != $id, 'the completion frees the slot for the waiting pull');
 	ok($returned_at - $completed_at < 0.3, 'within 0.3 s of the completion')
 	  or diag sprintf('took %.3f s', $returned_at - $completed_at);
+
+	# So do a cancel of the running job, and a failure retried later.
+	my $held = $got;
+	my $held_tok = session_query($holder, "SELECT lease_token FROM hopper.jobs WHERE id = $held");
+	for my $case (
+		[ 'a cancel', "hopper.queue_cancel($held)" ],
+		[ 'a failure retried in an hour', "hopper.queue_fail(:id, :tok, 'x', retry_in => '1 hour')" ])
+	{
+		my ($name, $call) = @$case;
+		session_query($holder, "SELECT hopper.queue_push('pw_slots', '{}', concurrency_key => 'k')");
+		session_send($wl, $pull_slots);
+		ok(defined waiting(1), "$name: a pull waits while its key is full");
+		$call =~ s/:id/$held/;
+		$call =~ s/:tok/$held_tok/;
+		my $freed_at = session_query($holder,
+			"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) FROM (SELECT $call) c");
+		my ($next, $next_at) = split /\|/, session_result($wl);
+		ok(defined $next && $next ne '', "$name frees the slot for the waiting pull");
+		ok($next_at - $freed_at < 0.3, "$name: within 0.3 s")
+		  or diag sprintf('took %.3f s', $next_at - $freed_at);
+		$held = $next;
+		$held_tok = session_query($holder, "SELECT lease_token FROM hopper.jobs WHERE id = $held");
+	}
 	$_->{in} .= "\\q\n" for ($holder, $wl);
 	$_->{run}->finish for ($holder, $wl);
 }

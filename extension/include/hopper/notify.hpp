@@ -37,6 +37,10 @@ void queue_pushed(const std::string& queue, TimestampTz run_at, int64_t jobs);
 // Wakes up to `jobs` pulls waiting on queue (every one if jobs <= 0) when the transaction commits.
 void wake_pulls_at_commit(const std::string& queue, int64_t jobs);
 
+// A running job of a queue with limits stopped running (finished, or put back for later): wakes a
+// pull waiting on the queue when the transaction commits, since the job's slot is free.
+void slot_freed(const std::string& queue);
+
 // NOTIFY "hopper:done" for a finished job, if its queue has notify_done on.
 void job_done(int64_t id, const std::string& queue, const char* state, bool queue_notifies_done);
 

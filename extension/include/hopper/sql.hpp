@@ -20,6 +20,12 @@
 #define HOPPER_QUEUE_NOTIFIES_DONE(alias) \
     "(SELECT nq.notify_done FROM hopper.queues nq WHERE nq.name = " alias ".queue)"
 
+// Whether the queue of job `alias` has limits (hopper.queues.limited): a running job of it that
+// finishes, or is put back for later, frees a slot that a waiting pull may take
+// (notify::slot_freed).
+#define HOPPER_QUEUE_LIMITED(alias) \
+    "COALESCE((SELECT lq.limited FROM hopper.queues lq WHERE lq.name = " alias ".queue), false)"
+
 // Whether the queue of a finished job `alias` keeps it in hopper.job_history: a queue with
 // retention 0 deletes its finished jobs outright, as the plain-SQL queue does, and skips the copy
 // and its index entries. A job whose queue is gone is kept, as before the setting existed.
