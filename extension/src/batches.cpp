@@ -6,17 +6,15 @@
 #include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/queue_lock.hpp"
 #include "hopper/relcache_watch.hpp"
 
 extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_collation.h"
-#include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/array.h"
-#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 }
@@ -122,13 +120,8 @@ std::vector<int64_t> returned_ids(const spi::Result& r, int64_t jobs) {
 // pg_advisory_xact_lock(kMarkLockKey1, hashtext(queue)) and its shared form. Whether it was granted
 // (always, unless dont_wait).
 bool take_mark_lock(const std::string& queue, LOCKMODE mode, bool dont_wait) {
+    LOCKTAG tag = queue_lock::tag(kMarkLockKey1, queue_lock::hash(queue));
     return pg_guard([&] {
-        text* name = cstring_to_text_with_len(queue.data(), static_cast<int>(queue.size()));
-        int32 hash = DatumGetInt32(
-            DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, PointerGetDatum(name)));
-        pfree(name);
-        LOCKTAG tag;
-        SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kMarkLockKey1, static_cast<uint32>(hash), 2);
         return LockAcquire(&tag, mode, /*sessionLock=*/false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
     });
 }

@@ -1,47 +1,28 @@
 // The claim of a queue with limits; see include/hopper/limits.hpp.
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
+#include "hopper/queue_lock.hpp"
 
 extern "C" {
-#include "miscadmin.h"
 #include "access/xact.h"
-#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "storage/lock.h"
 #include "utils/array.h"
-#include "utils/builtins.h"
 }
 
 namespace hopper::limits {
 
 namespace {
 
-uint32 queue_hash(const std::string& queue) {
-    return pg_guard([&] {
-        text* name = cstring_to_text_with_len(queue.data(), static_cast<int>(queue.size()));
-        auto h = static_cast<uint32>(DatumGetInt32(
-            DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, PointerGetDatum(name))));
-        pfree(name);
-        return h;
-    });
-}
-
-// The tag of pg_advisory_xact_lock(kLockKey1, hashtext(queue)).
-LOCKTAG lock_tag(uint32 hash) {
-    LOCKTAG tag;
-    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockKey1, hash, 2);
-    return tag;
-}
-
 void release(uint32 hash) {
-    LOCKTAG tag = lock_tag(hash);
+    LOCKTAG tag = queue_lock::tag(kLockKey1, hash);
     pg_guard([&] { LockRelease(&tag, ExclusiveLock, /*sessionLock=*/false); });
 }
 
 }  // namespace
 
 void lock(const std::string& queue) {
-    LOCKTAG tag = lock_tag(queue_hash(queue));
+    LOCKTAG tag = queue_lock::tag(kLockKey1, queue_lock::hash(queue));
     pg_guard([&] { LockAcquire(&tag, ExclusiveLock, /*sessionLock=*/false, /*dontWait=*/false); });
 }
 
@@ -67,7 +48,7 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
     lock(queue);
     spi::Result r = conn.exec(probe, {spi::arg_text(queue)});
     if (r.empty()) {
-        release(queue_hash(queue));
+        release(queue_lock::hash(queue));
         return false;
     }
     entered->packed = r.get_bool(0, 1);
@@ -78,7 +59,7 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
 spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& a,
                   bool early_release, bool* released) {
     *released = false;
-    uint32 hash = queue_hash(queue);
+    uint32 hash = queue_lock::hash(queue);
     // Read before the statement takes its snapshot: see include/hopper/inflight_claims.hpp.
     std::vector<int64_t> inflight;
     inflight_claims::read(hash, &inflight);

@@ -173,11 +173,9 @@ namespace hopper::limits {
     " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL " \
     "WHERE NOT (SELECT ok FROM settled)"
 
-#define HOPPER_LIMITED_STATEMENT(sql)                                                      \
-    static spi::Statement st(sql,                                                          \
-                             {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, \
-                              TEXTOID, INT4OID, TIMESTAMPTZOID, BOOLOID, INT8ARRAYOID},    \
-                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);        \
+#define HOPPER_LIMITED_STATEMENT(sql)                                               \
+    static spi::Statement st(sql, {HOPPER_CLAIM_PARAM_OIDS, INT8ARRAYOID},          \
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes); \
     return st
 
 // Planning these statements takes longer than running them; their generic plans are the ones

@@ -103,8 +103,7 @@ spi::Statement& claim_statement() {
 // row comparison is an index condition, so the scan descends straight to the hint.
 spi::Statement& resumed_claim_statement() {
     static spi::Statement st(HOPPER_CLAIM_SQL("AND (priority, run_at, id) >= ($10, $11, $12) "),
-                             {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID,
-                              INT4OID, TIMESTAMPTZOID, BOOLOID, INT2OID, TIMESTAMPTZOID, INT8OID},
+                             {HOPPER_CLAIM_PARAM_OIDS, INT2OID, TIMESTAMPTZOID, INT8OID},
                              CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
@@ -118,9 +117,8 @@ spi::Statement& packed_claim_statement() {
 spi::Statement& resumed_packed_claim_statement() {
     static spi::Statement st(
         HOPPER_PACKED_CLAIM_SQL("AND (priority, run_at, id) >= ($10, $11, $12) "),
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID,
-         TIMESTAMPTZOID, BOOLOID, INT2OID, TIMESTAMPTZOID, INT8OID},
-        CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+        {HOPPER_CLAIM_PARAM_OIDS, INT2OID, TIMESTAMPTZOID, INT8OID}, CURSOR_OPT_GENERIC_PLAN,
+        spi::Planning::kWalkIndexes);
     return st;
 }
 

@@ -54,12 +54,13 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
                   bool early_release, bool* released);
 
 // The parameters of the claim statements, which queue_pull binds in one place: queue, at, n,
-// lease, kinds, worker, claimer pid, claimer backend start, session_bound.
-#define HOPPER_CLAIM_PARAM_TYPES                                                       \
-    {                                                                                  \
-        TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID, \
-            TIMESTAMPTZOID, BOOLOID                                                    \
-    }
+// lease, kinds, worker, claimer pid, claimer backend start, session_bound; statements with more
+// append theirs to HOPPER_CLAIM_PARAM_OIDS.
+#define HOPPER_CLAIM_PARAM_OIDS                                                                    \
+    TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID, TIMESTAMPTZOID, \
+        BOOLOID
+#define HOPPER_CLAIM_PARAM_TYPES \
+    { HOPPER_CLAIM_PARAM_OIDS }
 
 // claim()'s statements (extension/src/limited_claim_sql.cpp), with the claim's parameters and
 // in-flight jobs as $10; `rated`: with the queue's rate limits. The window statement answers one
