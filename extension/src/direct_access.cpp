@@ -105,12 +105,14 @@ Datum copy_value(Form_pg_attribute att, Datum value) {
 bool open_queues(Oid relid, QueueTable* t) {
     t->rel = table_open(relid, AccessShareLock);
     t->pkey = nullptr;
-    static const char* const kNames[] = {"name",        "paused",    "limited", "packed",
-                                         "notify_done", "retention", "lease"};
-    int col[7];
-    bool ok = table_layout::attnums(t->rel, kNames, 7, col);
+    static const char* const kNames[] = {"name",   "paused",      "limited",
+                                         "packed", "notify_done", "retention",
+                                         "lease",  "max_running", "key_max_running"};
+    int col[9];
+    bool ok = table_layout::attnums(t->rel, kNames, 9, col);
     t->name = col[0], t->paused = col[1], t->limited = col[2], t->packed = col[3];
     t->notify_done = col[4], t->retention = col[5], t->lease = col[6];
+    t->max_running = col[7], t->key_max_running = col[8];
     Oid pkey = RelationGetPrimaryKeyIndex(t->rel);
     ok = ok && !t->rel->rd_rel->relrowsecurity && OidIsValid(pkey);
     if (ok) {
@@ -146,6 +148,12 @@ void read_queue(const QueueTable& t, Datum name, Snapshot snap, QueueRow* q) {
             !isnull && DatumGetBool(DirectFunctionCall2(interval_gt, r, IntervalPGetDatum(&zero)));
         Datum l = slot_getattr(slot, t.lease, &isnull);
         q->lease = isnull ? zero : *DatumGetIntervalP(l);
+        auto limit = [&](int col) {
+            Datum d = slot_getattr(slot, col, &isnull);
+            return isnull ? -1 : DatumGetInt32(d);
+        };
+        q->max_running = limit(t.max_running);
+        q->key_max_running = limit(t.key_max_running);
     }
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);

@@ -6,6 +6,7 @@
 #include "hopper/direct_claim.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/leaf_walk.hpp"
+#include "hopper/limited_window.hpp"
 #include "hopper/lease_rows.hpp"
 #include "hopper/packed_claim.hpp"
 #include "hopper/queue_rows.hpp"
@@ -55,9 +56,15 @@ struct Request {
     int worker_len;
     const Interval* lease;  // nullptr: the queue's
     bool session_bound;
+    // A lease on a queue with concurrency limits, under its lock: the window claim
+    // (include/hopper/limited_window.hpp), with the jobs in flight, sorted.
+    bool window;
+    const int64* inflight;
+    int n_inflight;
 
     bool usable;
-    bool limited;  // the queue has limits: nothing was claimed
+    bool limited;    // the queue has limits: nothing was claimed
+    bool unsettled;  // the window did not settle the pull: nothing was claimed
     bool notify_done;
     bool took_packed;
     int claimed;
@@ -191,6 +198,10 @@ struct Claimer {
     packed_claim::Source packed;
     Datum* packed_values;
     bool* packed_nulls;
+    // A window claim's other relations.
+    limited_window::Source window;
+    int32 max_running;
+    int32 key_max_running;
 };
 
 // The next result row, in the caller's memory context (which is current).
@@ -428,6 +439,28 @@ void claim_candidates(Claimer& c) {
     if (c.from_packed) claim_packed_before(c, nullptr);
 }
 
+// Leases the jobs the window picks, in pull order, as the window statement's UPDATE would: a
+// pick locked by someone else, or changed since the snapshot, is passed over.
+void claim_window(Claimer& c) {
+    Request* r = c.r;
+    ScanKeyData keys[3];
+    ScanKeyData row[3];
+    int nkeys = scan_keys(c.idx, c.queue, nullptr, r->at, keys, row);
+    limited_window::Pull p{c.queue,           r->at,       r->n,          c.max_running,
+                           c.key_max_running, r->inflight, r->n_inflight, c.available,
+                           c.done_state};
+    auto* picks = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * r->n));
+    int n_picks = 0;
+    if (!limited_window::choose(c.window, c.jobs, c.idx, c.col, p, keys, nkeys, c.snap, picks,
+                                &n_picks)) {
+        r->unsettled = true;
+        return;
+    }
+    for (int i = 0; i < n_picks; ++i)
+        if (table_tuple_fetch_row_version(c.jobs, &picks[i], c.snap, c.found)) claim_found(c);
+    pfree(picks);
+}
+
 // Opens what the claim writes (c.jobs and c.idx are open): the history of a take, the packed rows
 // of a queue that has had packed jobs. False, with those closed again, where the statement must
 // claim.
@@ -479,6 +512,7 @@ void claim_rows(void* arg) {
     c.take = r->mode == Mode::kTake;
     r->usable = false;
     r->limited = false;
+    r->unsettled = false;
     r->took_packed = false;
     r->claimed = 0;
     c.caller = CurrentMemoryContext;
@@ -508,7 +542,16 @@ void claim_rows(void* arg) {
             queue_rows::remember(c.t.queues, r->queue, r->queue_len, q, generation);
         }
     }
-    if (!ok || (q.found && !q.paused && q.limited)) {
+    if (r->window) {
+        // A queue whose limits went meanwhile is the statement's to sort out.
+        if (!ok || (q.found && !q.paused && !q.limited)) {
+            PopActiveSnapshot();
+            return;
+        }
+        // Limited claims count and take rows of hopper.jobs alone (limits::enter() unpacked the
+        // queue's packed jobs).
+        q.packed = false;
+    } else if (!ok || (q.found && !q.paused && q.limited)) {
         PopActiveSnapshot();
         r->limited = ok;
         return;  // the statement's markers tell the caller what to do
@@ -531,7 +574,9 @@ void claim_rows(void* arg) {
     }
     c.idx = index_open(c.t.pull_index, AccessShareLock);
     ok = ok && pull_index_as_expected(c.idx, c.jobs, c.col);
+    ok = ok && (!r->window || limited_window::open(c.jobs, c.col, &c.window));
     if (!ok || !open_writers(c, q)) {
+        if (r->window) limited_window::close(&c.window);
         index_close(c.idx, NoLock);
         table_close(c.jobs, NoLock);
         PopActiveSnapshot();
@@ -557,9 +602,15 @@ void claim_rows(void* arg) {
     c.extra_nulls[kExtraResult] = true;
     if (c.from_packed) packed_claim::lock_rows(&c.packed, c.queue, r->at, c.snap, c.cid, r->n);
 
-    claim_candidates(c);
+    c.max_running = q.max_running;
+    c.key_max_running = q.key_max_running;
+    if (r->window)
+        claim_window(c);
+    else
+        claim_candidates(c);
 
     if (c.from_packed) packed_claim::finish(&c.packed, c.snap);
+    if (r->window) limited_window::close(&c.window);
     ExecDropSingleTupleTableSlot(c.locked);
     ExecDropSingleTupleTableSlot(c.found);
     index_close(c.idx, NoLock);
@@ -593,6 +644,7 @@ std::optional<Claimed> run(Request& r, const Claim& claim) {
     }
     if (!r.usable) return std::nullopt;
     Claimed c;
+    c.unsettled = r.unsettled;
     c.notify_done = r.notify_done;
     c.took_packed = r.took_packed;
     c.rows.assign(r.rows, r.rows + r.claimed);
@@ -613,6 +665,18 @@ std::optional<Claimed> lease(const Claim& claim, const std::optional<Interval>& 
     r.mode = Mode::kLease;
     r.lease = lease ? &*lease : nullptr;
     r.session_bound = session_bound;
+    return run(r, claim);
+}
+
+std::optional<Claimed> lease_window(const Claim& claim, const std::optional<Interval>& lease,
+                                    bool session_bound, const std::vector<int64_t>& inflight) {
+    Request r{};
+    r.mode = Mode::kLease;
+    r.lease = lease ? &*lease : nullptr;
+    r.session_bound = session_bound;
+    r.window = true;
+    r.inflight = reinterpret_cast<const int64*>(inflight.data());
+    r.n_inflight = static_cast<int>(inflight.size());
     return run(r, claim);
 }
 

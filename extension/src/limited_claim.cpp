@@ -1,4 +1,6 @@
 // The claim of a queue with limits; see include/hopper/limits.hpp.
+#include <algorithm>
+
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
 #include "hopper/queue_lock.hpp"
@@ -17,6 +19,14 @@ namespace {
 void release(uint32 hash) {
     LOCKTAG tag = queue_lock::tag(kLockKey1, hash);
     pg_guard([&] { LockRelease(&tag, ExclusiveLock, /*sessionLock=*/false); });
+}
+
+// Records the claimed jobs as in flight and lets the lock go; false (the lock kept to commit)
+// if they do not fit.
+bool record_and_release(uint32 hash, const std::vector<int64_t>& claimed) {
+    if (!claimed.empty() && !inflight_claims::add(hash, claimed)) return false;
+    release(hash);
+    return true;
 }
 
 }  // namespace
@@ -57,7 +67,7 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
 }
 
 spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& a,
-                  bool early_release, bool* released) {
+                  bool early_release, bool keys_only, bool* released) {
     *released = false;
     uint32 hash = queue_lock::hash(queue);
     // Read before the statement takes its snapshot: see include/hopper/inflight_claims.hpp.
@@ -73,17 +83,40 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
     bool rated = !early_release;
     std::initializer_list<spi::Arg> args{a[0], a[1], a[2], a[3], a[4],
                                          a[5], a[6], a[7], a[8], spi::arg_datum(ids)};
-    spi::Result r = conn.exec(window_statement(rated), args);
-    if (!r.empty() && r.is_null(r.rows() - 1, 1)) r = conn.exec(keys_statement(rated), args);
+    spi::Result r = keys_only ? conn.exec(keys_statement(rated), args)
+                              : conn.exec(window_statement(rated), args);
+    if (!keys_only && !r.empty() && r.is_null(r.rows() - 1, 1))
+        r = conn.exec(keys_statement(rated), args);
     if (!early_release) return r;
     std::vector<int64_t> claimed;
     claimed.reserve(r.rows());
     for (uint64_t i = 0; i < r.rows(); ++i) claimed.push_back(r.get_int64(i, 1));
-    if (claimed.empty() || inflight_claims::add(hash, claimed)) {
-        release(hash);
-        *released = true;
-    }
+    *released = record_and_release(hash, claimed);
     return r;
+}
+
+std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
+                                                  const std::optional<Interval>& lease,
+                                                  bool session_bound, bool* released,
+                                                  bool* unsettled) {
+    *released = false;
+    *unsettled = false;
+    uint32 hash = queue_lock::hash(c.queue);
+    // Read before the claim takes its snapshot, as for the statements.
+    std::vector<int64_t> inflight;
+    inflight_claims::read(hash, &inflight);
+    std::sort(inflight.begin(), inflight.end());
+    auto claimed = direct_claim::lease_window(c, lease, session_bound, inflight);
+    if (!claimed) return std::nullopt;
+    if (claimed->unsettled) {
+        *unsettled = true;
+        return std::nullopt;
+    }
+    std::vector<int64_t> ids;
+    ids.reserve(claimed->rows.size());
+    for (const auto& row : claimed->rows) ids.push_back(DatumGetInt64(row.values[0]));
+    *released = record_and_release(hash, ids);
+    return claimed;
 }
 
 void lock_queue(spi::Connection& conn, const std::string& queue) {

@@ -149,6 +149,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     bool limited = false;
     bool early_release = false;  // the limited claim may let the queue's lock go
     bool lock_released = false;  // and did
+    bool unsettled = false;      // the direct window claim left the pull to the keys statement
     bool packed = batches::seen_packed(queue);
     bool resume = false;
     auto claim = [&](int64_t limit) {
@@ -166,11 +167,13 @@ HOPPER_FUNCTION(hopper_queue_pull) {
                 lock_released = false;
                 early_release = false;
             }
+            bool keys_only = unsettled;
+            unsettled = false;
             return limits::claim(
                 conn, queue,
                 {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
                  spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)},
-                early_release, &lock_released);
+                early_release, keys_only, &lock_released);
         }
         if (resume)
             return conn.exec(
@@ -220,7 +223,18 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     // which would say so too, is skipped.
     bool known_limited = false;
     auto direct = [&](int64_t limit) -> std::optional<uint64_t> {
-        if (limited || !kinds_null) return std::nullopt;
+        if (!kinds_null) return std::nullopt;
+        if (limited) {
+            // Queues with rate limits, and a further claim that holds the lock to commit, go to
+            // the statements.
+            if (!early_release || lock_released) return std::nullopt;
+            auto c = limits::claim_direct({queue, limit, at, nullptr, worker}, lease, session_bound,
+                                          &lock_released, &unsettled);
+            if (!c) return std::nullopt;
+            took_packed = false;
+            for (auto& row : c->rows) out.add_values(row.values, row.nulls);
+            return c->rows.size();
+        }
         auto c = direct_claim::lease({queue, limit, at, resume ? &hint.key : nullptr, worker},
                                      lease, session_bound);
         if (!c) return std::nullopt;
@@ -239,6 +253,17 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         return add(claim(limit));
     };
 
+    auto enter_limited = [&] {
+        limits::Entered entered;
+        if (!limits::enter(conn, queue, &entered)) return false;
+        limited = true;
+        early_release = entered.early_release;
+        // The limited claim counts rows of hopper.jobs: packed jobs pushed before the queue had
+        // limits (or while it got them) become rows first.
+        if (entered.packed) batches::unpack_queue(conn, queue);
+        return true;
+    };
+
     auto attempt = [&]() -> bool {
         // A waiting pull judges "due" by the clock at each attempt: jobs pushed after its
         // transaction began are due for it.
@@ -247,25 +272,17 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         limited = false;
         early_release = false;
         lock_released = false;
+        unsettled = false;
         // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
         hint = claim_hint::begin(queue);
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
         std::optional<uint64_t> claimed = direct(n);
+        // The direct claim found the queue limited: the limited claim, direct where it can be.
+        if (!claimed && known_limited && enter_limited()) claimed = direct(n);
         if (!claimed) {
-            auto enter_limited = [&] {
-                limits::Entered entered;
-                if (!limits::enter(conn, queue, &entered)) return false;
-                limited = true;
-                early_release = entered.early_release;
-                // The limited claim counts rows of hopper.jobs: packed jobs pushed before the
-                // queue had limits (or while it got them) become rows first.
-                if (entered.packed) batches::unpack_queue(conn, queue);
-                return true;
-            };
-            bool entered = known_limited && !limited && enter_limited();
             spi::Result r = claim(n);
-            if (!entered && !packed && batches::marks_packed(r, 11, queue)) {
+            if (!limited && !packed && batches::marks_packed(r, 11, queue)) {
                 packed = true;
                 r = claim(n);
             }

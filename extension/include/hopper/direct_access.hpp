@@ -55,12 +55,14 @@ struct QueueRow {
     bool notify_done;
     bool keeps;  // retention > 0: finished jobs go to history
     Interval lease;
+    int32 max_running;      // the queue's cap on running jobs, -1 if none
+    int32 key_max_running;  // its default per concurrency key, -1 if none
 };
 // hopper.queues, open (AccessShareLock) with its primary key, and where the columns read are.
 struct QueueTable {
     Relation rel;
     Relation pkey;
-    int name, paused, limited, packed, notify_done, retention, lease;
+    int name, paused, limited, packed, notify_done, retention, lease, max_running, key_max_running;
 };
 // False (and nothing left open): the table is not as the extension made it, or has row level
 // security.

@@ -11,7 +11,8 @@
 // is locked with SKIP LOCKED, re-checked on its newest version as EvalPlanQual would, and
 // claimed. A lease on a queue that has had packed jobs merges them in pull order (include/hopper/
 // packed_claim.hpp) and writes the ones it takes into hopper.jobs as running rows, as the packed
-// claim statement does. Anything else (limits, a take from a queue that has had packed jobs, a
+// claim statement does. A queue with concurrency limits gets the window claim of include/hopper/
+// limited_window.hpp. Anything else (rate limits, a take from a queue that has had packed jobs, a
 // kinds filter, REPEATABLE READ, row level security or triggers on the tables, privileges granted
 // per column only, a column it does not know, an index not as the install script made it) goes
 // to the statement.
@@ -46,6 +47,7 @@ struct Row {
 
 struct Claimed {
     bool limited = false;      // a lease found the queue limited: nothing claimed (see pull.cpp)
+    bool unsettled = false;    // lease_window(): the keys statement must claim; nothing claimed
     bool notify_done = false;  // the queue announces finished jobs
     bool took_packed = false;  // some of the jobs came from packed rows
     std::vector<Row> rows;     // in pull order
@@ -70,5 +72,11 @@ std::optional<Claimed> take(const Claim& claim);
 // (its claim is limits::claim_statement()'s).
 std::optional<Claimed> lease(const Claim& claim, const std::optional<Interval>& lease,
                              bool session_bound);
+
+// The lease of a queue with concurrency limits and no rate limits, holding the queue's lock: the
+// window claim of include/hopper/limited_window.hpp, given the jobs in flight (sorted). nullopt
+// where limits::claim()'s statements must claim, and `unsettled` where its keys statement must.
+std::optional<Claimed> lease_window(const Claim& claim, const std::optional<Interval>& lease,
+                                    bool session_bound, const std::vector<int64_t>& inflight);
 
 }  // namespace hopper::direct_claim

@@ -12,8 +12,10 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "hopper/direct_claim.hpp"
 #include "hopper/spi.hpp"
 
 namespace hopper::limits {
@@ -49,9 +51,17 @@ using ClaimArgs = std::array<spi::Arg, 9>;
 // The serialized claim, with the same result columns as queue_pull's own; call holding the lock.
 // With early_release it records the claimed jobs as in flight (include/hopper/inflight_claims.hpp)
 // and lets the lock go (*released), unless they do not fit; otherwise the lock is held to the end
-// of the transaction.
+// of the transaction. `keys_only`: claim_direct() found that the window does not settle the pull.
 spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& args,
-                  bool early_release, bool* released);
+                  bool early_release, bool keys_only, bool* released);
+
+// claim() without the statements, for a queue whose claims may let the lock go (enter()'s
+// early_release) and a pull with no kinds filter: direct_claim::lease_window(). nullopt where the
+// statements must claim; *unsettled where the keys statement must (claim() with keys_only).
+std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
+                                                  const std::optional<Interval>& lease,
+                                                  bool session_bound, bool* released,
+                                                  bool* unsettled);
 
 // The parameters of the claim statements, which queue_pull binds in one place: queue, at, n,
 // lease, kinds, worker, claimer pid, claimer backend start, session_bound; statements with more
