@@ -65,6 +65,8 @@ struct Request {
     bool usable;
     bool limited;    // the queue has limits: nothing was claimed
     bool unsettled;  // the window did not settle the pull: nothing was claimed
+    bool passed;     // the window passed over a job of a full key, first_passed
+    claim_hint::Key first_passed;
     bool notify_done;
     bool took_packed;
     int claimed;
@@ -127,31 +129,6 @@ bool held_by_other(TupleTableSlot* found) {
     if (infomask & (HEAP_XMAX_INVALID | HEAP_XMAX_COMMITTED | HEAP_XMAX_IS_MULTI)) return false;
     return TransactionIdIsNormal(xmax) && !TransactionIdIsCurrentTransactionId(xmax) &&
            TransactionIdIsInProgress(xmax);
-}
-
-// queue = $1, [(priority, run_at, id) >= start,] run_at <= at: the statements' index conditions,
-// in index column order, each with the index column's collation. `row` holds the row comparison's
-// members and must outlive the scan.
-int scan_keys(Relation idx, Datum queue, const claim_hint::Key* start, TimestampTz at,
-              ScanKeyData* keys, ScanKeyData* row) {
-    int nkeys = 0;
-    ScanKeyEntryInitialize(&keys[nkeys++], 0, 1, BTEqualStrategyNumber, InvalidOid,
-                           idx->rd_indcollation[0], F_TEXTEQ, queue);
-    if (start != nullptr) {
-        const Datum values[3] = {Int16GetDatum(start->priority), TimestampTzGetDatum(start->run_at),
-                                 Int64GetDatum(start->id)};
-        for (int i = 0; i < 3; ++i)
-            ScanKeyEntryInitialize(&row[i], SK_ROW_MEMBER | (i == 2 ? SK_ROW_END : 0), i + 2,
-                                   BTGreaterEqualStrategyNumber, InvalidOid,
-                                   idx->rd_indcollation[i + 1],
-                                   index_getprocid(idx, i + 2, BTORDER_PROC), values[i]);
-        ScanKeyEntryInitialize(&keys[nkeys++], SK_ROW_HEADER, 2, BTGreaterEqualStrategyNumber,
-                               InvalidOid, idx->rd_indcollation[1], InvalidOid,
-                               PointerGetDatum(row));
-    }
-    ScanKeyEntryInitialize(&keys[nkeys++], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
-                           idx->rd_indcollation[2], F_TIMESTAMPTZ_LE, TimestampTzGetDatum(at));
-    return nkeys;
 }
 
 // Claims of up to this many jobs that resume at the hint read their first candidates with
@@ -429,7 +406,7 @@ void claim_candidates(Claimer& c) {
     if (r->claimed < r->n && scan_needed) {
         ScanKeyData keys[3];
         ScanKeyData row[3];
-        int nkeys = scan_keys(c.idx, c.queue, from, r->at, keys, row);
+        int nkeys = leaf_walk::scan_keys(c.idx, c.queue, from, r->at, keys, row);
         IndexScanDesc scan = index_beginscan(c.jobs, c.idx, c.snap, nkeys, 0);
         index_rescan(scan, keys, nkeys, nullptr, 0);
         while (r->claimed < r->n && index_getnext_slot(scan, ForwardScanDirection, c.found))
@@ -443,20 +420,18 @@ void claim_candidates(Claimer& c) {
 // pick locked by someone else, or changed since the snapshot, is passed over.
 void claim_window(Claimer& c) {
     Request* r = c.r;
-    ScanKeyData keys[3];
-    ScanKeyData row[3];
-    int nkeys = scan_keys(c.idx, c.queue, nullptr, r->at, keys, row);
     limited_window::Pull p{c.queue,           r->at,       r->n,          c.max_running,
                            c.key_max_running, r->inflight, r->n_inflight, c.available,
-                           c.done_state};
+                           c.done_state,      r->start};
     auto* picks = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * r->n));
-    int n_picks = 0;
-    if (!limited_window::choose(c.window, c.jobs, c.idx, c.col, p, keys, nkeys, c.snap, picks,
-                                &n_picks)) {
+    limited_window::Choice choice;
+    if (!limited_window::choose(c.window, c.jobs, c.idx, c.col, p, c.snap, picks, &choice)) {
         r->unsettled = true;
         return;
     }
-    for (int i = 0; i < n_picks; ++i)
+    r->passed = choice.passed;
+    r->first_passed = choice.first_passed;
+    for (int i = 0; i < choice.n_picks; ++i)
         if (table_tuple_fetch_row_version(c.jobs, &picks[i], c.snap, c.found)) claim_found(c);
     pfree(picks);
 }
@@ -513,6 +488,7 @@ void claim_rows(void* arg) {
     r->usable = false;
     r->limited = false;
     r->unsettled = false;
+    r->passed = false;
     r->took_packed = false;
     r->claimed = 0;
     c.caller = CurrentMemoryContext;
@@ -645,6 +621,7 @@ std::optional<Claimed> run(Request& r, const Claim& claim) {
     if (!r.usable) return std::nullopt;
     Claimed c;
     c.unsettled = r.unsettled;
+    if (r.passed) c.first_passed = r.first_passed;
     c.notify_done = r.notify_done;
     c.took_packed = r.took_packed;
     c.rows.assign(r.rows, r.rows + r.claimed);

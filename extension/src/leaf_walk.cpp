@@ -10,6 +10,7 @@ extern "C" {
 #include "storage/bufmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/fmgroids.h"
 #include "utils/timestamp.h"
 }
 
@@ -120,6 +121,28 @@ Walk candidates(Relation idx, Datum queue, const claim_hint::Key& start, Timesta
     if (reached_end && P_RIGHTMOST(opaque)) w.exhausted = true;
     _bt_relbuf(idx, buf);
     return w;
+}
+
+int scan_keys(Relation idx, Datum queue, const claim_hint::Key* start, TimestampTz at,
+              ScanKeyData* keys, ScanKeyData* row) {
+    int nkeys = 0;
+    ScanKeyEntryInitialize(&keys[nkeys++], 0, 1, BTEqualStrategyNumber, InvalidOid,
+                           idx->rd_indcollation[0], F_TEXTEQ, queue);
+    if (start != nullptr) {
+        const Datum values[3] = {Int16GetDatum(start->priority), TimestampTzGetDatum(start->run_at),
+                                 Int64GetDatum(start->id)};
+        for (int i = 0; i < 3; ++i)
+            ScanKeyEntryInitialize(&row[i], SK_ROW_MEMBER | (i == 2 ? SK_ROW_END : 0), i + 2,
+                                   BTGreaterEqualStrategyNumber, InvalidOid,
+                                   idx->rd_indcollation[i + 1],
+                                   index_getprocid(idx, i + 2, BTORDER_PROC), values[i]);
+        ScanKeyEntryInitialize(&keys[nkeys++], SK_ROW_HEADER, 2, BTGreaterEqualStrategyNumber,
+                               InvalidOid, idx->rd_indcollation[1], InvalidOid,
+                               PointerGetDatum(row));
+    }
+    ScanKeyEntryInitialize(&keys[nkeys++], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
+                           idx->rd_indcollation[2], F_TIMESTAMPTZ_LE, TimestampTzGetDatum(at));
+    return nkeys;
 }
 
 }  // namespace hopper::leaf_walk

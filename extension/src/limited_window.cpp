@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "hopper/direct_access.hpp"
+#include "hopper/leaf_walk.hpp"
 #include "hopper/limited_window.hpp"
 #include "hopper/table_columns.hpp"
 #include "hopper/table_layout.hpp"
@@ -234,6 +235,7 @@ int32 key_limit(const Source& s, IndexScanDesc scan, TupleTableSlot* slot, const
 struct Candidate {
     ItemPointerData tid;
     Key key;  // data nullptr: no key
+    claim_hint::Key pos;
 };
 
 // A distinct key of the window, with how many of its jobs this pull may take and has taken.
@@ -249,8 +251,8 @@ int compare_window_keys(const void* a, const void* b) {
 }
 
 bool choose_in(const Source& s, Relation jobs, Relation pull_idx, const int* col, const Pull& p,
-               ScanKeyData* keys, int nkeys, Snapshot snap, ItemPointerData* picks, int* n_picks) {
-    *n_picks = 0;
+               Snapshot snap, ItemPointerData* picks, Choice* out) {
+    *out = Choice{};
     Keys running{};
     int64 total = count_running(s, jobs, col, p, snap, &running);
     int64 budget = p.n;
@@ -262,21 +264,51 @@ bool choose_in(const Source& s, Relation jobs, Relation pull_idx, const int* col
     auto* win = static_cast<Candidate*>(palloc(sizeof(Candidate) * window));
     int64 seen = 0;
     TupleTableSlot* slot = table_slot_create(jobs, nullptr);
-    IndexScanDesc scan = index_beginscan(jobs, pull_idx, snap, nkeys, 0);
-    index_rescan(scan, keys, nkeys, nullptr, 0);
     bool isnull;
-    while (seen < window && index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    auto consider = [&]() {
         int64 id = DatumGetInt64(slot_getattr(slot, col[kId], &isnull));
         if (p.n_inflight > 0 &&
             bsearch(&id, p.inflight, p.n_inflight, sizeof(int64), compare_ids) != nullptr)
-            continue;
+            return;
         Datum state = slot_getattr(slot, col[kState], &isnull);
-        if (isnull || DatumGetObjectId(state) != p.available) continue;
+        if (isnull || DatumGetObjectId(state) != p.available) return;
         win[seen].tid = slot->tts_tid;
+        win[seen].pos = {DatumGetInt16(slot_getattr(slot, col[kPriority], &isnull)),
+                         DatumGetTimestampTz(slot_getattr(slot, col[kRunAt], &isnull)), id};
         win[seen].key = text_of(slot, col[kConcurrencyKey], true);
         ++seen;
+    };
+    // The first leaf page without a scan (a B-tree scan checks the rest of the page it lands on
+    // against its keys before it returns anything: include/hopper/leaf_walk.hpp), then the scan
+    // from where that stopped, as a claim that resumes at the queue's hint reads.
+    const claim_hint::Key first =
+        p.start != nullptr ? *p.start : claim_hint::Key{PG_INT16_MIN, DT_NOBEGIN, PG_INT64_MIN};
+    claim_hint::Key resume = first;
+    bool scan_needed = true;
+    if (leaf_walk::usable(pull_idx)) {
+        auto* tids = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * window));
+        leaf_walk::Walk w = leaf_walk::candidates(pull_idx, p.queue, first, p.at, snap, tids,
+                                                  static_cast<int>(window));
+        IndexFetchTableData* fetch = table_index_fetch_begin(jobs);
+        for (int i = 0; i < w.found && seen < window; ++i) {
+            bool call_again = false;
+            bool all_dead = false;
+            if (table_index_fetch_tuple(fetch, &tids[i], snap, slot, &call_again, &all_dead))
+                consider();
+        }
+        table_index_fetch_end(fetch);
+        scan_needed = !w.exhausted;
+        resume = w.next;
     }
-    index_endscan(scan);
+    if (seen < window && scan_needed) {
+        ScanKeyData keys[3];
+        ScanKeyData row[3];
+        int nkeys = leaf_walk::scan_keys(pull_idx, p.queue, &resume, p.at, keys, row);
+        IndexScanDesc scan = index_beginscan(jobs, pull_idx, snap, nkeys, 0);
+        index_rescan(scan, keys, nkeys, nullptr, 0);
+        while (seen < window && index_getnext_slot(scan, ForwardScanDirection, slot)) consider();
+        index_endscan(scan);
+    }
 
     // The window's keys, each with its free count.
     auto* wk = static_cast<WindowKey*>(palloc(sizeof(WindowKey) * (seen > 0 ? seen : 1)));
@@ -307,20 +339,25 @@ bool choose_in(const Source& s, Relation jobs, Relation pull_idx, const int* col
     }
 
     // Each key's first free jobs and every unkeyed one, in pull order, up to the budget.
-    int picked = 0;
-    for (int64 i = 0; i < seen && picked < budget; ++i) {
+    for (int64 i = 0; i < seen && out->n_picks < budget; ++i) {
         if (win[i].key.data != nullptr) {
             WindowKey probe{win[i].key, 0, 0};
             auto* k = static_cast<WindowKey*>(
                 bsearch(&probe, wk, distinct, sizeof(WindowKey), compare_window_keys));
-            if (k->taken >= k->free) continue;
+            if (k->taken >= k->free) {
+                if (!out->passed) out->first_passed = win[i].pos;
+                out->passed = true;
+                continue;
+            }
             ++k->taken;
         }
-        picks[picked++] = win[i].tid;
+        picks[out->n_picks++] = win[i].tid;
     }
     ExecDropSingleTupleTableSlot(slot);
-    if (picked < budget && seen == window) return false;
-    *n_picks = picked;
+    if (out->n_picks < budget && seen == window) {
+        *out = Choice{};
+        return false;
+    }
     return true;
 }
 
@@ -361,13 +398,13 @@ void close(Source* s) {
 }
 
 bool choose(const Source& s, Relation jobs, Relation pull_idx, const int* col, const Pull& p,
-            ScanKeyData* keys, int nkeys, Snapshot snap, ItemPointerData* picks, int* n_picks) {
+            Snapshot snap, ItemPointerData* picks, Choice* out) {
     // Everything but the picks is scratch, let go on return: a waiting pull chooses again on
     // each attempt within one call.
     MemoryContext scratch =
         AllocSetContextCreate(CurrentMemoryContext, "hopper limited window", ALLOCSET_SMALL_SIZES);
     MemoryContext old = MemoryContextSwitchTo(scratch);
-    bool settled = choose_in(s, jobs, pull_idx, col, p, keys, nkeys, snap, picks, n_picks);
+    bool settled = choose_in(s, jobs, pull_idx, col, p, snap, picks, out);
     MemoryContextSwitchTo(old);
     MemoryContextDelete(scratch);
     return settled;

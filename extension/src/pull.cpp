@@ -228,11 +228,17 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             // Queues with rate limits, and a further claim that holds the lock to commit, go to
             // the statements.
             if (!early_release || lock_released) return std::nullopt;
-            auto c = limits::claim_direct({queue, limit, at, nullptr, worker}, lease, session_bound,
-                                          &lock_released, &unsettled);
+            auto c = limits::claim_direct({queue, limit, at, resume ? &hint.key : nullptr, worker},
+                                          lease, session_bound, &lock_released, &unsettled);
             if (!c) return std::nullopt;
             took_packed = false;
             for (auto& row : c->rows) out.add_values(row.values, row.nulls);
+            // No job waits before the first one passed over for its full key, nor before the
+            // last one claimed.
+            std::optional<claim_hint::Key> to = c->first_passed;
+            if (!c->rows.empty() && (!to || claim_hint::before(c->rows.back().key, *to)))
+                to = c->rows.back().key;
+            if (to && may_raise) claim_hint::claimed(hint, *to, at);
             return c->rows.size();
         }
         auto c = direct_claim::lease({queue, limit, at, resume ? &hint.key : nullptr, worker},

@@ -46,8 +46,10 @@ struct Row {
 };
 
 struct Claimed {
-    bool limited = false;      // a lease found the queue limited: nothing claimed (see pull.cpp)
-    bool unsettled = false;    // lease_window(): the keys statement must claim; nothing claimed
+    bool limited = false;    // a lease found the queue limited: nothing claimed (see pull.cpp)
+    bool unsettled = false;  // lease_window(): the keys statement must claim; nothing claimed
+    // lease_window(): the first job passed over because its key was full (limited_window::Choice)
+    std::optional<claim_hint::Key> first_passed;
     bool notify_done = false;  // the queue announces finished jobs
     bool took_packed = false;  // some of the jobs came from packed rows
     std::vector<Row> rows;     // in pull order

@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "postgres.h"
+#include "access/skey.h"
 #include "storage/itemptr.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
@@ -41,5 +42,13 @@ struct Walk {
 // the scan itself does under an MVCC snapshot.
 Walk candidates(Relation idx, Datum queue, const claim_hint::Key& start, TimestampTz at,
                 Snapshot snap, ItemPointerData* tids, int max);
+
+// The scan's keys, for a scan of the queue's jobs in pull order that starts where a walk stopped
+// (or at the queue's first entry, without `start`): queue = $1, [(priority, run_at, id) >=
+// start,] run_at <= at, the claim statements' index conditions in index column order, each with
+// the index column's collation. `row` holds the row comparison's members and must outlive the
+// scan. Returns the number of keys put in `keys` (at most 3).
+int scan_keys(Relation idx, Datum queue, const claim_hint::Key* start, TimestampTz at,
+              ScanKeyData* keys, ScanKeyData* row);
 
 }  // namespace hopper::leaf_walk

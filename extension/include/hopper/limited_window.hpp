@@ -13,6 +13,13 @@
 // nothing is picked, and limits::keys_statement() claims instead. The caller locks and leases
 // the picks, as the statement's UPDATE would (direct_claim.cpp).
 //
+// The window starts at the queue's claim hint (include/hopper/claim_hint.hpp), as unlimited
+// claims do: claimed and finished jobs leave dead entries at the front of jobs_pull_idx, and a
+// window read from the front walked all of them (a fifth of the machine in a drain of a limited
+// queue). The hint promises that no job waits below it, so the window holds the same jobs. A
+// limited claim passes over jobs of full keys, which still wait: it raises the hint no further
+// than the first of those.
+//
 // Queues with rate limits, whose claims spend tokens, stay with the statements.
 //
 // Plain C over PostgreSQL's API: call under pg_guard, with no C++ object that has a destructor
@@ -21,9 +28,10 @@
 
 #include <cstdint>
 
+#include "hopper/claim_hint.hpp"
+
 extern "C" {
 #include "postgres.h"
-#include "access/skey.h"
 #include "datatype/timestamp.h"
 #include "storage/itemptr.h"
 #include "utils/relcache.h"
@@ -59,12 +67,23 @@ struct Pull {
     int n_inflight;
     Oid available;  // hopper.job_state's labels
     Oid running;
+    // Where the window starts: the queue's claim hint (include/hopper/claim_hint.hpp), below which
+    // no job waits; nullptr: the front.
+    const claim_hint::Key* start;
+};
+
+// How many jobs choose() picked, and the first job it passed over because its key was full (no
+// job waits before it, so the hint may go up to it).
+struct Choice {
+    int n_picks;
+    bool passed;
+    claim_hint::Key first_passed;
 };
 
 // Chooses the jobs: their TIDs (as `snap` sees them) into `picks`, which has room for n, in pull
-// order. False when the window does not settle the pull (nothing picked). `keys` and `nkeys` are
-// the pull index's scan keys (queue, run_at <= at).
+// order. False when the window does not settle the pull (nothing picked). `pull_idx` is
+// jobs_pull_idx, checked by the caller to be on (queue, priority, run_at, id).
 bool choose(const Source& s, Relation jobs, Relation pull_idx, const int* col, const Pull& p,
-            ScanKeyData* keys, int nkeys, Snapshot snap, ItemPointerData* picks, int* n_picks);
+            Snapshot snap, ItemPointerData* picks, Choice* out);
 
 }  // namespace hopper::limited_window
