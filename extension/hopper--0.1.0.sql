@@ -481,8 +481,11 @@ ALTER TABLE hopper.queues
     ADD COLUMN key_max_claims  integer CHECK (key_max_claims BETWEEN 1 AND 1000000),
     ADD COLUMN key_claims_per  interval,
     -- Kept by the limit functions: whether the queue has any limit at all, so that queue_pull's
-    -- unlimited claim can leave limited queues to the serialized one by reading this row only.
-    ADD COLUMN limited         boolean NOT NULL DEFAULT false;
+    -- unlimited claim can leave limited queues to the serialized one by reading this row only;
+    -- and whether it has rate limits, whose claims spend tokens and so keep the queue's lock to
+    -- the end of the transaction.
+    ADD COLUMN limited         boolean NOT NULL DEFAULT false,
+    ADD COLUMN rated           boolean NOT NULL DEFAULT false;
 
 -- Per-key overrides of the queue's key_max_running.
 CREATE TABLE hopper.queue_key_limits (

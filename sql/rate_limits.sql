@@ -19,6 +19,8 @@ SELECT count(*) FROM hopper.queue_push_batch('rated',
 -- bucket's creation, so the bucket is full at t0.
 SELECT hopper.queue_set_rate_limit('rated', 3, '10 seconds');
 SELECT pg_temp.tokens('rated');
+-- A queue with rate limits is marked so: its claims keep the queue's lock to commit.
+SELECT limited, rated FROM hopper.queues WHERE name = 'rated';
 SELECT now() + interval '1 hour' AS t0 \gset
 SELECT pg_temp.pull('rated', 10, :'t0') AS burst_of_3;
 SELECT pg_temp.pull('rated', 10, :'t0') AS empty_bucket;
@@ -34,7 +36,7 @@ SELECT floor(tokens) AS tokens_left FROM hopper.queue_limits('rated') WHERE scop
 -- Removing the limit frees the queue at once.
 SELECT hopper.queue_set_rate_limit('rated', NULL, NULL);
 SELECT pg_temp.pull('rated', 3, :'t0'::timestamptz + interval '1 hour') AS unlimited;
-SELECT limited FROM hopper.queues WHERE name = 'rated';
+SELECT limited, rated FROM hopper.queues WHERE name = 'rated';
 SELECT hopper.queue_drop('rated');
 
 -- Per key: tenant a at most 2 per minute, b unlimited; the queue's bucket counts both.
@@ -86,6 +88,11 @@ SELECT hopper.queue_set_rate_limit('tenants', NULL, NULL, concurrency_key => 'a'
 SELECT hopper.queue_set_rate_limit('tenants', NULL, NULL, each_key => true);
 SELECT scope, concurrency_key, max_claims, per FROM hopper.queue_limits('tenants')
 WHERE max_claims IS NOT NULL ORDER BY scope, concurrency_key;
+SELECT limited, rated FROM hopper.queues WHERE name = 'tenants';
+-- A concurrency limit alone is no rate limit.
+SELECT hopper.queue_set_rate_limit('tenants', NULL, NULL, concurrency_key => 'b');
+SELECT hopper.queue_set_concurrency('tenants', NULL, 3);
+SELECT limited, rated FROM hopper.queues WHERE name = 'tenants';
 SELECT pg_temp.try($$SELECT hopper.queue_set_rate_limit('tenants', 1, '1 second', concurrency_key => 'a', each_key => true)$$);
 SELECT hopper.queue_drop('tenants');
 

@@ -105,14 +105,14 @@ Datum copy_value(Form_pg_attribute att, Datum value) {
 bool open_queues(Oid relid, QueueTable* t) {
     t->rel = table_open(relid, AccessShareLock);
     t->pkey = nullptr;
-    static const char* const kNames[] = {"name",   "paused",      "limited",
-                                         "packed", "notify_done", "retention",
-                                         "lease",  "max_running", "key_max_running"};
-    int col[9];
-    bool ok = table_layout::attnums(t->rel, kNames, 9, col);
+    static const char* const kNames[] = {
+        "name",      "paused", "limited",     "packed",          "notify_done",
+        "retention", "lease",  "max_running", "key_max_running", "rated"};
+    int col[10];
+    bool ok = table_layout::attnums(t->rel, kNames, 10, col);
     t->name = col[0], t->paused = col[1], t->limited = col[2], t->packed = col[3];
     t->notify_done = col[4], t->retention = col[5], t->lease = col[6];
-    t->max_running = col[7], t->key_max_running = col[8];
+    t->max_running = col[7], t->key_max_running = col[8], t->rated = col[9];
     Oid pkey = RelationGetPrimaryKeyIndex(t->rel);
     ok = ok && !t->rel->rd_rel->relrowsecurity && OidIsValid(pkey);
     if (ok) {
@@ -141,6 +141,7 @@ void read_queue(const QueueTable& t, Datum name, Snapshot snap, QueueRow* q) {
         q->paused = flag(t.paused);
         q->limited = flag(t.limited);
         q->packed = flag(t.packed);
+        q->rated = flag(t.rated);
         q->notify_done = flag(t.notify_done);
         Interval zero{0, 0, 0};
         Datum r = slot_getattr(slot, t.retention, &isnull);

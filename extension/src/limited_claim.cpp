@@ -1,15 +1,19 @@
 // The claim of a queue with limits; see include/hopper/limits.hpp.
 #include <algorithm>
 
+#include "hopper/direct_access.hpp"
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
 #include "hopper/queue_lock.hpp"
+#include "hopper/queue_rows.hpp"
 
 extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "storage/lock.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
 }
 
 namespace hopper::limits {
@@ -29,6 +33,45 @@ bool record_and_release(uint32 hash, const std::vector<int64_t>& claimed) {
     return true;
 }
 
+// What enter() asks of the queue's row, read as the direct claims read it: from the backend's
+// memory of hopper.queues (include/hopper/queue_rows.hpp), or from the table when it has none.
+// The limit functions change the row under the queue's lock and their invalidation is sent
+// before they let it go, so under the lock the memory is as fresh as the statement's snapshot.
+struct Probe {
+    const char* name;
+    int len;
+    bool usable;  // false: the statement must ask
+    bool limited;
+    Entered entered;
+};
+
+// Plain C over PostgreSQL's API, run under pg_guard.
+void probe_row(void* arg) {
+    auto* p = static_cast<Probe*>(arg);
+    p->usable = false;
+    direct_access::Tables t;
+    if (!direct_access::find_tables(&t) || !direct_access::may(t.queues, ACL_SELECT)) return;
+    // As a statement would: see what came before in this transaction.
+    CommandCounterIncrement();
+    uint64_t generation = queue_rows::accept();
+    direct_access::QueueRow q{};
+    if (!queue_rows::recall(p->name, p->len, &q)) {
+        direct_access::QueueTable queues;
+        if (!direct_access::open_queues(t.queues, &queues)) return;
+        PushActiveSnapshot(GetTransactionSnapshot());
+        direct_access::read_queue(queues,
+                                  PointerGetDatum(cstring_to_text_with_len(p->name, p->len)),
+                                  GetActiveSnapshot(), &q);
+        PopActiveSnapshot();
+        direct_access::close_queues(&queues);
+        queue_rows::remember(t.queues, p->name, p->len, q, generation);
+    }
+    p->usable = true;
+    p->limited = q.found && q.limited && !q.paused;
+    p->entered.packed = q.packed;
+    p->entered.early_release = !q.rated;
+}
+
 }  // namespace
 
 void lock(const std::string& queue) {
@@ -40,9 +83,7 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
     // Whether it may let the lock go before commit: not with rate limits, whose claims update
     // their buckets (a second claimer would spend tokens its snapshot did not see spent).
     static spi::Statement probe(
-        "SELECT packed, key_max_claims IS NULL AND NOT EXISTS ("
-        "  SELECT 1 FROM hopper.rate_limits r WHERE r.queue = $1) "
-        "FROM hopper.queues WHERE name = $1 AND limited AND NOT paused",
+        "SELECT packed, NOT rated FROM hopper.queues WHERE name = $1 AND limited AND NOT paused",
         {TEXTOID}, CURSOR_OPT_GENERIC_PLAN);
     if (IsolationUsesXactSnapshot()) {
         if (conn.exec(probe, {spi::arg_text(queue)}).empty()) return false;
@@ -56,6 +97,13 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
     // The probe runs after the lock is granted, so that what it says of rate limits holds for
     // the claim made under it.
     lock(queue);
+    Probe p{queue.data(), static_cast<int>(queue.size()), false, false, {}};
+    detail::guarded_call(probe_row, &p);
+    if (p.usable) {
+        if (!p.limited) release(queue_lock::hash(queue));
+        *entered = p.entered;
+        return p.limited;
+    }
     spi::Result r = conn.exec(probe, {spi::arg_text(queue)});
     if (r.empty()) {
         release(queue_lock::hash(queue));
@@ -134,9 +182,12 @@ void lock_queue(spi::Connection& conn, const std::string& queue) {
 void refresh_limited(spi::Connection& conn, const std::string& queue) {
     static spi::Statement st(
         "UPDATE hopper.queues q SET limited = (q.max_running IS NOT NULL "
-        "  OR q.key_max_running IS NOT NULL OR q.key_max_claims IS NOT NULL "
-        "  OR EXISTS (SELECT 1 FROM hopper.queue_key_limits k WHERE k.queue = q.name) "
-        "  OR EXISTS (SELECT 1 FROM hopper.rate_limits r WHERE r.queue = q.name)) "
+        "  OR q.key_max_running IS NOT NULL OR r.rated "
+        "  OR EXISTS (SELECT 1 FROM hopper.queue_key_limits k WHERE k.queue = q.name)), "
+        "  rated = r.rated "
+        "FROM (SELECT q.key_max_claims IS NOT NULL "
+        "        OR EXISTS (SELECT 1 FROM hopper.rate_limits b WHERE b.queue = $1) AS rated "
+        "      FROM hopper.queues q WHERE q.name = $1) r "
         "WHERE q.name = $1",
         {TEXTOID});
     conn.exec(st, {spi::arg_text(queue)});

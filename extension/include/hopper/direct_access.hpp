@@ -57,12 +57,14 @@ struct QueueRow {
     Interval lease;
     int32 max_running;      // the queue's cap on running jobs, -1 if none
     int32 key_max_running;  // its default per concurrency key, -1 if none
+    bool rated;             // it has rate limits
 };
 // hopper.queues, open (AccessShareLock) with its primary key, and where the columns read are.
 struct QueueTable {
     Relation rel;
     Relation pkey;
-    int name, paused, limited, packed, notify_done, retention, lease, max_running, key_max_running;
+    int name, paused, limited, packed, notify_done, retention, lease, max_running, key_max_running,
+        rated;
 };
 // False (and nothing left open): the table is not as the extension made it, or has row level
 // security.
