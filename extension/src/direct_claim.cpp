@@ -177,8 +177,6 @@ struct Claimer {
     bool* packed_nulls;
     // A window claim's other relations.
     limited_window::Source window;
-    int32 max_running;
-    int32 key_max_running;
 };
 
 // The next result row, in the caller's memory context (which is current).
@@ -418,10 +416,10 @@ void claim_candidates(Claimer& c) {
 
 // Leases the jobs the window picks, in pull order, as the window statement's UPDATE would: a
 // pick locked by someone else, or changed since the snapshot, is passed over.
-void claim_window(Claimer& c) {
+void claim_window(Claimer& c, const QueueRow& q) {
     Request* r = c.r;
-    limited_window::Pull p{c.queue,           r->at,       r->n,          c.max_running,
-                           c.key_max_running, r->inflight, r->n_inflight, c.available,
+    limited_window::Pull p{c.queue,           r->at,       r->n,          q.max_running,
+                           q.key_max_running, r->inflight, r->n_inflight, c.available,
                            c.done_state,      r->start};
     auto* picks = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * r->n));
     limited_window::Choice choice;
@@ -503,21 +501,12 @@ void claim_rows(void* arg) {
     // As an SPI statement would: see what came before in this transaction, on a new snapshot.
     CommandCounterIncrement();
     uint64_t generation = queue_rows::accept();
-    QueueRow q{};
-    bool ok = queue_rows::recall(r->queue, r->queue_len, &q);
     PushActiveSnapshot(GetTransactionSnapshot());
     c.snap = GetActiveSnapshot();
     c.queue = PointerGetDatum(cstring_to_text_with_len(r->queue, r->queue_len));
-
-    if (!ok) {
-        QueueTable queues;
-        ok = open_queues(c.t.queues, &queues);
-        if (ok) {
-            read_queue(queues, c.queue, c.snap, &q);
-            close_queues(&queues);
-            queue_rows::remember(c.t.queues, r->queue, r->queue_len, q, generation);
-        }
-    }
+    QueueRow q{};
+    bool ok =
+        queue_rows::lookup(c.t.queues, r->queue, r->queue_len, c.queue, c.snap, generation, &q);
     if (r->window) {
         // A queue whose limits went meanwhile is the statement's to sort out.
         if (!ok || (q.found && !q.paused && !q.limited)) {
@@ -578,10 +567,8 @@ void claim_rows(void* arg) {
     c.extra_nulls[kExtraResult] = true;
     if (c.from_packed) packed_claim::lock_rows(&c.packed, c.queue, r->at, c.snap, c.cid, r->n);
 
-    c.max_running = q.max_running;
-    c.key_max_running = q.key_max_running;
     if (r->window)
-        claim_window(c);
+        claim_window(c, q);
     else
         claim_candidates(c);
 

@@ -54,18 +54,13 @@ void probe_row(void* arg) {
     // As a statement would: see what came before in this transaction.
     CommandCounterIncrement();
     uint64_t generation = queue_rows::accept();
+    PushActiveSnapshot(GetTransactionSnapshot());
     direct_access::QueueRow q{};
-    if (!queue_rows::recall(p->name, p->len, &q)) {
-        direct_access::QueueTable queues;
-        if (!direct_access::open_queues(t.queues, &queues)) return;
-        PushActiveSnapshot(GetTransactionSnapshot());
-        direct_access::read_queue(queues,
-                                  PointerGetDatum(cstring_to_text_with_len(p->name, p->len)),
-                                  GetActiveSnapshot(), &q);
-        PopActiveSnapshot();
-        direct_access::close_queues(&queues);
-        queue_rows::remember(t.queues, p->name, p->len, q, generation);
-    }
+    bool ok = queue_rows::lookup(t.queues, p->name, p->len,
+                                 PointerGetDatum(cstring_to_text_with_len(p->name, p->len)),
+                                 GetActiveSnapshot(), generation, &q);
+    PopActiveSnapshot();
+    if (!ok) return;
     p->usable = true;
     p->limited = q.found && q.limited && !q.paused;
     p->entered.packed = q.packed;

@@ -70,4 +70,15 @@ void remember(Oid queues, const char* name, int len, const direct_access::QueueR
     row.q = q;
 }
 
+bool lookup(Oid queues, const char* name, int len, Datum name_text, Snapshot snap,
+            uint64_t generation, direct_access::QueueRow* q) {
+    if (recall(name, len, q)) return true;
+    direct_access::QueueTable table;
+    if (!direct_access::open_queues(queues, &table)) return false;
+    direct_access::read_queue(table, name_text, snap, q);
+    direct_access::close_queues(&table);
+    remember(queues, name, len, *q, generation);
+    return true;
+}
+
 }  // namespace hopper::queue_rows

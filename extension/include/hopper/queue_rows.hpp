@@ -32,4 +32,10 @@ bool recall(const char* name, int len, direct_access::QueueRow* q);
 void remember(Oid queues, const char* name, int len, const direct_access::QueueRow& q,
               uint64_t generation);
 
+// The queue's row: recalled, or read from hopper.queues (`queues`) with `snap` and remembered.
+// `name_text` is the name as a text Datum, and `generation` what accept() gave before `snap` was
+// taken. False (nothing read) if hopper.queues is not as the direct paths expect.
+bool lookup(Oid queues, const char* name, int len, Datum name_text, Snapshot snap,
+            uint64_t generation, direct_access::QueueRow* q);
+
 }  // namespace hopper::queue_rows
