@@ -41,5 +41,35 @@ SELECT * FROM hopper.queue_jobs('listing', lim => NULL);
 SELECT * FROM hopper.queue_jobs(NULL);
 SELECT * FROM hopper.queue_jobs('bad name!');
 
+-- A long history costs what the listing returns: the newest jobs of a queue come from indexes
+-- in id order, not from sorting everything the queue ever finished. Rows read from hopper.jobs
+-- and the history's partitions by one listing, counted in this transaction's statistics.
+SELECT count(*) AS pushed
+FROM hopper.queue_push_batch('listing_long', array_fill('{}'::jsonb, ARRAY[3000]));
+SELECT sum(n) AS finished
+FROM generate_series(1, 3) i, LATERAL (SELECT count(*) AS n FROM hopper.queue_take('listing_long', 1000 + 0 * i)) t;
+SELECT count(*) AS pushed
+FROM hopper.queue_push_batch('listing_long', array_fill('{}'::jsonb, ARRAY[3000]));
+SELECT count(*) AS running FROM hopper.queue_pull('listing_long', 2);
+ANALYZE hopper.jobs, hopper.job_history;
+CREATE FUNCTION pg_temp.rows_read() RETURNS bigint LANGUAGE sql AS $$
+    SELECT sum(pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid))
+    FROM pg_class c
+    WHERE c.oid = 'hopper.jobs'::regclass
+       OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'hopper.job_history'::regclass)
+$$;
+CREATE FUNCTION pg_temp.listing_reads(state text) RETURNS TABLE (listed bigint, rows_read bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    before bigint := pg_temp.rows_read();
+BEGIN
+    SELECT count(*) INTO listed FROM hopper.queue_jobs('listing_long', state, 5);
+    rows_read := pg_temp.rows_read() - before;
+    RETURN NEXT;
+END $$;
+SELECT coalesce(s, 'all') AS state, listed, rows_read < 100 AS few_rows_read
+FROM unnest(ARRAY[NULL, 'completed', 'dead', 'available', 'running']) s, pg_temp.listing_reads(s);
+
 SELECT hopper.queue_drop('listing') AS dropped;
 SELECT hopper.queue_drop('listing_other') AS dropped;
+SELECT hopper.queue_drop('listing_long') AS dropped;

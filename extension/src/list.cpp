@@ -44,38 +44,60 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     std::string queue = args::queue_name(fcinfo, 0);
     std::optional<std::string> state = state_arg(fcinfo, 1);
     int32_t lim = limit_arg(fcinfo, 2);
+    // Which of the three places can hold jobs in the state asked for: live jobs (hopper.jobs),
+    // finished ones (hopper.job_history) and the waiting jobs of packed rows.
+    bool finished = state && (*state == "completed" || *state == "dead" || *state == "cancelled");
+    bool waiting = !state || *state == "available" || *state == "scheduled";
+    bool running = state && *state == "running";
     // Columns in hopper.job_info order, computed as job_status computes them: the waiting jobs of
-    // packed rows as the freshly pushed jobs they stand for.
+    // packed rows as the freshly pushed jobs they stand for. Each place gives its own newest n,
+    // in id order from an index, so that the newest jobs of a queue with a long history cost what
+    // n of them cost: one statement over all of them sorted the whole history of the queue. The
+    // flags ($4, $6, $8) and the state ($7) are constants of each call's own plan, so that a
+    // place that cannot hold the state asked for is not read, a finished state reads
+    // job_history_queue_idx, and "running" reads jobs_lease_idx (lease_until is set exactly
+    // while a job runs).
     static spi::Statement st(
         "SELECT * FROM ("
-        "  SELECT id, queue, kind, "
-        "    CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' "
-        "         ELSE state::text END AS state, "
-        "    attempt, max_attempts, priority, run_at, created_at, started_at, "
-        "    NULL::timestamptz AS finished_at, worker, last_error, errors, NULL::jsonb AS result, "
-        "    progress, progress_detail, payload "
-        "  FROM hopper.jobs WHERE queue = $1 "
+        "  (SELECT id, queue, kind, "
+        "     CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' "
+        "          ELSE state::text END AS state, "
+        "     attempt, max_attempts, priority, run_at, created_at, started_at, "
+        "     NULL::timestamptz AS finished_at, worker, last_error, errors, NULL::jsonb AS result, "
+        "     progress, progress_detail, payload "
+        "   FROM hopper.jobs "
+        "   WHERE $4 AND queue = $1 AND (NOT $5 OR lease_until IS NOT NULL) "
+        "     AND ($2::text IS NULL OR $2 = CASE WHEN state = 'available' "
+        "       AND run_at > pg_catalog.now() THEN 'scheduled' ELSE state::text END) "
+        "   ORDER BY id DESC LIMIT $3) "
         "  UNION ALL "
-        "  SELECT id, queue, kind, state::text, attempt, max_attempts, priority, run_at, "
-        "    created_at, started_at, finished_at, worker, last_error, errors, result, progress, "
-        "    progress_detail, payload "
-        "  FROM hopper.job_history WHERE queue = $1 "
+        "  (SELECT id, queue, kind, state::text, attempt, max_attempts, priority, run_at, "
+        "     created_at, started_at, finished_at, worker, last_error, errors, result, progress, "
+        "     progress_detail, payload "
+        "   FROM hopper.job_history "
+        "   WHERE $6 AND queue = $1 AND ($7::text IS NULL OR state = $7::hopper.job_state) "
+        "   ORDER BY id DESC LIMIT $3) "
         "  UNION ALL "
-        "  SELECT u.id, b.queue, b.kind, "
-        "    CASE WHEN b.run_at > pg_catalog.now() THEN 'scheduled' ELSE 'available' END, "
-        "    0, b.max_attempts, b.priority, b.run_at, b.created_at, NULL::timestamptz, "
-        "    NULL::timestamptz, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, NULL::real, "
-        "    NULL::jsonb, u.payload "
-        "  FROM hopper.job_batches b, ROWS FROM (pg_catalog.unnest(b.ids[b.taken + 1 :]), "
-        "    pg_catalog.unnest(b.payloads[b.taken + 1 :])) u(id, payload) "
-        "  WHERE b.queue = $1) j "
-        "WHERE $2::text IS NULL OR j.state = $2 "
+        "  (SELECT u.id, b.queue, b.kind, "
+        "     CASE WHEN b.run_at > pg_catalog.now() THEN 'scheduled' ELSE 'available' END, "
+        "     0, b.max_attempts, b.priority, b.run_at, b.created_at, NULL::timestamptz, "
+        "     NULL::timestamptz, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, NULL::real, "
+        "     NULL::jsonb, u.payload "
+        "   FROM hopper.job_batches b, ROWS FROM (pg_catalog.unnest(b.ids[b.taken + 1 :]), "
+        "     pg_catalog.unnest(b.payloads[b.taken + 1 :])) u(id, payload) "
+        "   WHERE $8 AND b.queue = $1 AND ($2::text IS NULL OR $2 = CASE WHEN b.run_at > "
+        "     pg_catalog.now() THEN 'scheduled' ELSE 'available' END) "
+        "   ORDER BY u.id DESC LIMIT $3)) j "
         "ORDER BY j.id DESC LIMIT $3",
-        {TEXTOID, TEXTOID, INT4OID});
+        {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID, BOOLOID, TEXTOID, BOOLOID},
+        CURSOR_OPT_CUSTOM_PLAN);
     result::SetResult out(fcinfo);
     spi::Connection conn;
     queues::require(conn, queue);
-    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_text(state), spi::arg_int4(lim)});
+    spi::Result r = conn.exec(
+        st, {spi::arg_text(queue), spi::arg_text(state), spi::arg_int4(lim),
+             spi::arg_bool(!finished), spi::arg_bool(running), spi::arg_bool(!state || finished),
+             spi::arg_text(finished ? state : std::nullopt), spi::arg_bool(waiting)});
     for (uint64_t i = 0; i < r.rows(); ++i) out.add_row(r, i);
     conn.finish();
     return (Datum)0;
