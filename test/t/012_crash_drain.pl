@@ -3,6 +3,8 @@
 # waiting for their WAL flush (hopper.async_claims) and the WAL writer here is lazy, so the crash
 # loses such claims; completions must not be lost with them. Every completion a worker saw commit
 # must be in history after recovery, and every job must finish exactly once: none lost, none twice.
+# Once with a job per row, once with the jobs pushed packed (hopper.pack_batches), whose claims
+# also write the packed rows.
 use strict;
 use warnings;
 
@@ -22,27 +24,24 @@ $node->append_conf('postgresql.conf',
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', 'CREATE EXTENSION hopper');
-$node->safe_psql('app',
-	"CREATE TABLE pushed AS SELECT hopper.queue_push_batch('crash', "
-	  . "array_fill('{}'::jsonb, ARRAY[$jobs])) AS id");
-$node->safe_psql('app', 'CHECKPOINT');
+$node->safe_psql('app', 'CREATE TABLE pushed (queue text, id bigint)');
 
 # Each worker holds one job at a time and finishes it in its next transaction, which also claims
 # the next job: queue_complete_pull; queue_complete and queue_pull in one transaction (the
 # completion's result is seen); a completion on its own, then a claim-only pull.
 my @kinds = ('complete_pull', 'complete_and_pull', 'apart');
-my @workers = map { { kind => $_, s => start_session($node, 'app'), id => 0, tok => 0 } } @kinds;
 my %acknowledged;    # id => the worker that saw its completion commit
 
 sub statement
 {
 	my ($w) = @_;
-	my $pull = "SELECT id || ' ' || lease_token FROM hopper.queue_pull('crash', 1, lease => '1 hour')";
+	my $q = $w->{queue};
+	my $pull = "SELECT id || ' ' || lease_token FROM hopper.queue_pull('$q', 1, lease => '1 hour')";
 	if ($w->{kind} eq 'complete_pull')
 	{
 		my ($id, $tok) = $w->{id} ? ($w->{id}, $w->{tok}) : ('NULL', 'NULL');
 		return "SELECT id || ' ' || lease_token "
-		  . "FROM hopper.queue_complete_pull($id, $tok, NULL, 'crash', 1, lease => '1 hour')";
+		  . "FROM hopper.queue_complete_pull($id, $tok, NULL, '$q', 1, lease => '1 hour')";
 	}
 	if ($w->{kind} eq 'complete_and_pull')
 	{
@@ -75,53 +74,78 @@ sub record
 	$acknowledged{$held} = $w->{kind} if $held && $w->{kind} eq 'complete_pull';
 }
 
-# Rounds in which all three send their statement, then all three collect it.
-# An odd number: the last round's pull of the worker that completes apart is a claim on its own.
-for my $round (1 .. 121)
+# Pushes $jobs jobs into $queue (packed or a row each), drains them with the three workers, kills
+# the server in the middle, and checks the outcome after recovery.
+sub drain_through_crash
 {
-	session_send($_->{s}, statement($_)) for @workers;
-	record($_, session_result($_->{s})) for @workers;
+	my ($queue, $packed) = @_;
+	%acknowledged = ();
+	$node->safe_psql('app',
+		"SET hopper.pack_batches = $packed;\n"
+		  . "INSERT INTO pushed SELECT '$queue', hopper.queue_push_batch('$queue', "
+		  . "array_fill('{}'::jsonb, ARRAY[$jobs]))");
+	is( $node->safe_psql('app', "SELECT count(*) FROM hopper.job_batches WHERE queue = '$queue'")
+		  > 0 ? 'packed' : 'rows',
+		$packed eq 'on' ? 'packed' : 'rows',
+		"$queue: $jobs jobs pushed " . ($packed eq 'on' ? 'packed' : 'a row each'));
+	$node->safe_psql('app', 'CHECKPOINT');
+	my @workers =
+	  map { { kind => $_, queue => $queue, s => start_session($node, 'app'), id => 0, tok => 0 } } @kinds;
+
+	# Rounds in which all three send their statement, then all three collect it.
+	# An odd number: the last round's pull of the worker that completes apart is a claim on its own.
+	for my $round (1 .. 121)
+	{
+		session_send($_->{s}, statement($_)) for @workers;
+		record($_, session_result($_->{s})) for @workers;
+	}
+	my @holding = grep { $_->{id} } @workers;
+	my $running = $node->safe_psql('app',
+		"SELECT count(*) FROM hopper.jobs WHERE queue = '$queue' AND state = 'running'");
+	my $seen = scalar(keys %acknowledged);
+	cmp_ok($seen, '>=', 250, "$queue: $seen completions seen before the crash");
+	is($running, scalar(@holding), "$queue: " . scalar(@holding) . ' jobs held when the server is killed');
+
+	$node->stop('immediate');
+	$node->start;
+	$_->{s}->{run}->kill_kill for @workers;
+
+	my @lost = grep {
+		$node->safe_psql('app', "SELECT count(*) FROM hopper.job_history WHERE id = $_ AND state = 'completed'")
+		  ne '1'
+	} sort { $a <=> $b } keys %acknowledged;
+	is(scalar(@lost), 0, "$queue: every completion seen before the crash survived it")
+	  or diag('lost: ' . join(',', @lost[ 0 .. ($#lost < 9 ? $#lost : 9) ]));
+	for my $kind (@kinds)
+	{
+		my $n = grep { $acknowledged{$_} eq $kind } keys %acknowledged;
+		cmp_ok($n, '>', 0, "$queue: $kind completed $n jobs before the crash");
+	}
+
+	# The rest, drained two hours ahead (`at`) so that the hour's leases held at the crash have
+	# expired: a pull short of its n rescues them.
+	my $drain = "SELECT count(*) FROM hopper.queue_pull('$queue', 500, at => now() + interval '2 hours') j "
+	  . "WHERE hopper.queue_complete(j.id, j.lease_token);\n";
+	$node->safe_psql('app', $drain x 6);
+	is( $node->safe_psql('app',
+			"SELECT (SELECT count(*) FROM hopper.jobs WHERE queue = '$queue') + (SELECT "
+			  . "coalesce(sum(cardinality(ids) - taken), 0) FROM hopper.job_batches WHERE queue = '$queue')"),
+		'0', "$queue: no job left after recovery")
+	  or diag($node->safe_psql('app', "SELECT state, count(*) FROM hopper.jobs GROUP BY state"));
+	is( $node->safe_psql('app',
+			"SELECT count(*) || ' ' || count(DISTINCT id) FROM hopper.job_history "
+			  . "WHERE queue = '$queue' AND state = 'completed'"),
+		"$jobs $jobs",
+		"$queue: every one of the $jobs jobs completed exactly once");
+	is( $node->safe_psql('app',
+			"SELECT count(*) FROM hopper.job_history h WHERE queue = '$queue' AND NOT EXISTS "
+			  . "(SELECT 1 FROM pushed p WHERE p.id = h.id)"),
+		'0',
+		"$queue: and only the jobs pushed");
 }
-my @holding = grep { $_->{id} } @workers;
-my $running = $node->safe_psql('app', "SELECT count(*) FROM hopper.jobs WHERE state = 'running'");
-my $seen = scalar(keys %acknowledged);
-cmp_ok($seen, '>=', 250, "$seen completions seen before the crash");
-is($running, scalar(@holding), scalar(@holding) . ' jobs held when the server is killed');
 
-$node->stop('immediate');
-$node->start;
-$_->{s}->{run}->kill_kill for @workers;
-
-my @lost = grep {
-	$node->safe_psql('app', "SELECT count(*) FROM hopper.job_history WHERE id = $_ AND state = 'completed'")
-	  ne '1'
-} sort { $a <=> $b } keys %acknowledged;
-is(scalar(@lost), 0, 'every completion seen before the crash survived it')
-  or diag('lost: ' . join(',', @lost[ 0 .. ($#lost < 9 ? $#lost : 9) ]));
-for my $kind (@kinds)
-{
-	my $n = grep { $acknowledged{$_} eq $kind } keys %acknowledged;
-	cmp_ok($n, '>', 0, "$kind completed $n jobs before the crash");
-}
-
-# The rest, drained two hours ahead (`at`) so that the hour's leases held at the crash have
-# expired: a pull short of its n rescues them.
-my $drain = "SELECT count(*) FROM hopper.queue_pull('crash', 500, at => now() + interval '2 hours') j "
-  . "WHERE hopper.queue_complete(j.id, j.lease_token);\n";
-$node->safe_psql('app', $drain x 6);
-is($node->safe_psql('app', "SELECT count(*) FROM hopper.jobs WHERE queue = 'crash'"),
-	'0', 'no job left after recovery')
-  or diag($node->safe_psql('app', "SELECT state, count(*) FROM hopper.jobs GROUP BY state"));
-is( $node->safe_psql('app',
-		"SELECT count(*) || ' ' || count(DISTINCT id) FROM hopper.job_history "
-		  . "WHERE queue = 'crash' AND state = 'completed'"),
-	"$jobs $jobs",
-	"every one of the $jobs jobs completed exactly once");
-is( $node->safe_psql('app',
-		"SELECT count(*) FROM hopper.job_history h WHERE queue = 'crash' AND NOT EXISTS "
-		  . "(SELECT 1 FROM pushed p WHERE p.id = h.id)"),
-	'0',
-	'and only the jobs pushed');
+drain_through_crash('crash', 'off');
+drain_through_crash('crashp', 'on');
 
 $node->stop;
 done_testing();
