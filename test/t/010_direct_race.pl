@@ -55,9 +55,7 @@ cmp_ok($late_lost, '>', 0,
 # Whatever the clients left: drained by one session an hour ahead (`at`), so that jobs the reaper
 # rescued and put back after the retry backoff are due, and leases held at the end have expired (a
 # pull short of its n rescues them).
-my $drain = "SELECT count(*) FROM hopper.queue_pull('race', 1000, at => now() + interval '1 hour') j "
-  . "WHERE hopper.queue_complete(j.id, j.lease_token);\n";
-$node->safe_psql('app', $drain x 20);
+drain_ahead($node, 'app', 'race', 1000, 20, '1 hour');
 is($node->safe_psql('app', "SELECT count(*) FROM hopper.jobs WHERE queue = 'race'"),
 	'0', 'no job left');
 my $pushed = $node->safe_psql('app', "SELECT count(*) FROM pushed");

@@ -12,7 +12,7 @@ use Time::HiRes qw(time usleep);
 
 use Exporter 'import';
 our @EXPORT = qw(wait_until reaper_runs reaper_of session_query session_send session_result start_session
-  session_backend_pid session_client_pid rescued_after wait_notification race_node);
+  session_backend_pid session_client_pid rescued_after wait_notification race_node drain_ahead);
 
 # A started node for the race tests: synchronous_commit off (the races are about interleavings, not
 # flushes), and a database `app` with the extension.
@@ -26,6 +26,18 @@ sub race_node
 	$node->safe_psql('postgres', 'CREATE DATABASE app');
 	$node->safe_psql('app', 'CREATE EXTENSION hopper');
 	return $node;
+}
+
+# Pulls and completes what is left of $queue in $rounds statements of $n jobs, with the clock
+# `$ahead` ahead (`at`): jobs put back after a retry backoff are due by then, and leases held
+# that long have expired (a pull short of its n rescues them).
+sub drain_ahead
+{
+	my ($node, $db, $queue, $n, $rounds, $ahead) = @_;
+	my $drain = "SELECT count(*) FROM hopper.queue_pull('$queue', $n, at => now() + interval '$ahead') j "
+	  . "WHERE hopper.queue_complete(j.id, j.lease_token);\n";
+	# A string repeated, not a list: safe_psql takes named parameters after the SQL.
+	$node->safe_psql($db, $drain x $rounds);
 }
 
 # Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
