@@ -48,15 +48,24 @@ SELECT count(*) AS pushed
 FROM hopper.queue_push_batch('listing_long', array_fill('{}'::jsonb, ARRAY[3000]));
 SELECT sum(n) AS finished
 FROM generate_series(1, 3) i, LATERAL (SELECT count(*) AS n FROM hopper.queue_take('listing_long', 1000 + 0 * i)) t;
+-- Scheduled jobs older than the waiting ones: listing them does not walk the waiting jobs.
+SELECT count(*) AS scheduled
+FROM hopper.queue_push_batch('listing_long', array_fill('{}'::jsonb, ARRAY[5]),
+                             run_at => now() + interval '1 hour');
 SELECT count(*) AS pushed
 FROM hopper.queue_push_batch('listing_long', array_fill('{}'::jsonb, ARRAY[3000]));
 SELECT count(*) AS running FROM hopper.queue_pull('listing_long', 2);
 ANALYZE hopper.jobs, hopper.job_history;
+-- Rows a scan returned from the tables, and entries read from their indexes and the rows
+-- fetched through them (an index scan counts on the index, not on the table).
 CREATE FUNCTION pg_temp.rows_read() RETURNS bigint LANGUAGE sql AS $$
-    SELECT sum(pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid))
-    FROM pg_class c
-    WHERE c.oid = 'hopper.jobs'::regclass
-       OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'hopper.job_history'::regclass)
+    WITH t(oid) AS (SELECT 'hopper.jobs'::regclass::oid
+                    UNION ALL
+                    SELECT inhrelid FROM pg_inherits WHERE inhparent = 'hopper.job_history'::regclass),
+         r(oid) AS (SELECT oid FROM t
+                    UNION ALL
+                    SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t))
+    SELECT sum(pg_stat_get_xact_tuples_returned(oid) + pg_stat_get_xact_tuples_fetched(oid)) FROM r
 $$;
 CREATE FUNCTION pg_temp.listing_reads(state text) RETURNS TABLE (listed bigint, rows_read bigint)
 LANGUAGE plpgsql AS $$
@@ -68,7 +77,7 @@ BEGIN
     RETURN NEXT;
 END $$;
 SELECT coalesce(s, 'all') AS state, listed, rows_read < 100 AS few_rows_read
-FROM unnest(ARRAY[NULL, 'completed', 'dead', 'available', 'running']) s, pg_temp.listing_reads(s);
+FROM unnest(ARRAY[NULL, 'completed', 'dead', 'available', 'running', 'scheduled']) s, pg_temp.listing_reads(s);
 
 SELECT hopper.queue_drop('listing') AS dropped;
 SELECT hopper.queue_drop('listing_other') AS dropped;

@@ -55,8 +55,9 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     // n of them cost: one statement over all of them sorted the whole history of the queue. The
     // flags ($4, $6, $8) and the state ($7) are constants of each call's own plan, so that a
     // place that cannot hold the state asked for is not read, a finished state reads
-    // job_history_queue_idx, and "running" reads jobs_lease_idx (lease_until is set exactly
-    // while a job runs).
+    // job_history_queue_idx, "running" reads jobs_lease_idx (lease_until is set exactly while a
+    // job runs), and "scheduled" ($9) reads jobs_delayed_idx: a job due later than now was due
+    // later than its push, so it is in that index, and the waiting jobs due now are not walked.
     static spi::Statement st(
         "SELECT * FROM ("
         "  (SELECT id, queue, kind, "
@@ -69,6 +70,8 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
         "   WHERE $4 AND queue = $1 AND (NOT $5 OR lease_until IS NOT NULL) "
         "     AND ($2::text IS NULL OR $2 = CASE WHEN state = 'available' "
         "       AND run_at > pg_catalog.now() THEN 'scheduled' ELSE state::text END) "
+        "     AND (NOT $9 OR (state = 'available' AND run_at > created_at "
+        "       AND run_at > pg_catalog.now())) "
         "   ORDER BY id DESC LIMIT $3) "
         "  UNION ALL "
         "  (SELECT id, queue, kind, state::text, attempt, max_attempts, priority, run_at, "
@@ -89,7 +92,7 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
         "     pg_catalog.now() THEN 'scheduled' ELSE 'available' END) "
         "   ORDER BY u.id DESC LIMIT $3)) j "
         "ORDER BY j.id DESC LIMIT $3",
-        {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID, BOOLOID, TEXTOID, BOOLOID},
+        {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID, BOOLOID, TEXTOID, BOOLOID, BOOLOID},
         CURSOR_OPT_CUSTOM_PLAN);
     result::SetResult out(fcinfo);
     spi::Connection conn;
@@ -97,7 +100,8 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     spi::Result r = conn.exec(
         st, {spi::arg_text(queue), spi::arg_text(state), spi::arg_int4(lim),
              spi::arg_bool(!finished), spi::arg_bool(running), spi::arg_bool(!state || finished),
-             spi::arg_text(finished ? state : std::nullopt), spi::arg_bool(waiting)});
+             spi::arg_text(finished ? state : std::nullopt), spi::arg_bool(waiting),
+             spi::arg_bool(state && *state == "scheduled")});
     for (uint64_t i = 0; i < r.rows(); ++i) out.add_row(r, i);
     conn.finish();
     return (Datum)0;
