@@ -109,9 +109,14 @@ CREATE TABLE hopper.job_history (
     errors            jsonb,
     progress_detail   jsonb,
     result            jsonb,
-    payload           jsonb NOT NULL
+    payload           jsonb NOT NULL,
+    -- A job is in history at most once (queue_retry takes it out before it runs again); the
+    -- partition key is in the key because PostgreSQL requires it. It serves job_status's lookup
+    -- by id, and is the replica identity that a publication needs for the deletes of retention,
+    -- queue_retry and queue_drop: without one, any publication of all tables in the database
+    -- (a CDC tool's, an upgrade's) made them fail.
+    PRIMARY KEY (id, finished_at)
 ) PARTITION BY RANGE (finished_at);
-CREATE INDEX job_history_id_idx ON hopper.job_history (id);
 CREATE INDEX job_history_queue_idx ON hopper.job_history (queue, state, finished_at);
 -- Catches rows whose day has no partition yet (the reaper creates them ahead of time).
 CREATE TABLE hopper.job_history_default PARTITION OF hopper.job_history DEFAULT;
@@ -508,7 +513,12 @@ CREATE TABLE hopper.rate_limits (
     tokens          double precision NOT NULL,
     refilled_at     timestamptz NOT NULL,
     from_default    boolean NOT NULL DEFAULT false,
-    UNIQUE NULLS NOT DISTINCT (queue, concurrency_key)
+    -- The queue's own bucket ('q') or a key's ('k:' || key): a key that is never NULL, so that it
+    -- can be the primary key, and so the replica identity a publication needs for the updates
+    -- every rate-limited claim makes.
+    bucket          text NOT NULL GENERATED ALWAYS AS
+                        (COALESCE('k:' || concurrency_key, 'q')) STORED,
+    PRIMARY KEY (queue, bucket)
 );
 
 -- The waiting jobs of a queue by key, in pull order within each key: the serialized claim walks the

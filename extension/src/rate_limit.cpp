@@ -61,7 +61,7 @@ HOPPER_FUNCTION(hopper_queue_set_rate_limit) {
         static spi::Statement st(
             "INSERT INTO hopper.rate_limits AS b (queue, concurrency_key, max_claims, period, "
             "  tokens, refilled_at) VALUES ($1, $2, $3, $4, $3, pg_catalog.now()) "
-            "ON CONFLICT (queue, concurrency_key) DO UPDATE SET max_claims = EXCLUDED.max_claims, "
+            "ON CONFLICT (queue, bucket) DO UPDATE SET max_claims = EXCLUDED.max_claims, "
             "  period = EXCLUDED.period, tokens = EXCLUDED.tokens, "
             "  refilled_at = EXCLUDED.refilled_at, from_default = false",
             {TEXTOID, TEXTOID, INT4OID, INTERVALOID});
