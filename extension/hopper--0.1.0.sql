@@ -513,11 +513,11 @@ CREATE TABLE hopper.rate_limits (
     tokens          double precision NOT NULL,
     refilled_at     timestamptz NOT NULL,
     from_default    boolean NOT NULL DEFAULT false,
-    -- The queue's own bucket ('q') or a key's ('k:' || key): a key that is never NULL, so that it
-    -- can be the primary key, and so the replica identity a publication needs for the updates
-    -- every rate-limited claim makes.
-    bucket          text NOT NULL GENERATED ALWAYS AS
-                        (COALESCE('k:' || concurrency_key, 'q')) STORED,
+    -- The queue's own bucket ('q') or a key's ('k:' || key): never NULL, so that it can be in the
+    -- primary key, which is the replica identity a publication needs for the updates every
+    -- rate-limited claim makes. Written by the inserts, not generated: logical replication does
+    -- not send generated columns, and a subscriber could not find the rows by it.
+    bucket          text NOT NULL CHECK (bucket = COALESCE('k:' || concurrency_key, 'q')),
     PRIMARY KEY (queue, bucket)
 );
 

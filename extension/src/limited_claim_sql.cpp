@@ -145,9 +145,10 @@ namespace hopper::limits {
     "  WHERE b.queue = $1 AND ((s.total AND b.concurrency_key IS NULL) "                      \
     "    OR (NOT s.total AND b.concurrency_key = s.key))), "                                  \
     "seeded AS ("                                                                             \
-    "  INSERT INTO hopper.rate_limits (queue, concurrency_key, max_claims, period, tokens, "  \
-    "    refilled_at, from_default) "                                                         \
-    "  SELECT $1, c.key, q.key_max_claims, q.key_claims_per, q.key_max_claims - c.n, $2, true " \
+    "  INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, "  \
+    "    tokens, refilled_at, from_default) "                                                 \
+    "  SELECT $1, c.key, 'k:' || c.key, q.key_max_claims, q.key_claims_per, "                 \
+    "    q.key_max_claims - c.n, $2, true "                                                   \
     "  FROM (SELECT concurrency_key AS key, pg_catalog.count(*) AS n FROM claimed "           \
     "        WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key) c, q "               \
     "  WHERE q.key_max_claims IS NOT NULL "                                                   \

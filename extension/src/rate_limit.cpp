@@ -59,8 +59,9 @@ HOPPER_FUNCTION(hopper_queue_set_rate_limit) {
         conn.exec(st, {spi::arg_text(queue), spi::arg_text(key)});
     } else {
         static spi::Statement st(
-            "INSERT INTO hopper.rate_limits AS b (queue, concurrency_key, max_claims, period, "
-            "  tokens, refilled_at) VALUES ($1, $2, $3, $4, $3, pg_catalog.now()) "
+            "INSERT INTO hopper.rate_limits AS b (queue, concurrency_key, bucket, max_claims, "
+            "  period, tokens, refilled_at) "
+            "VALUES ($1, $2, COALESCE('k:' || $2, 'q'), $3, $4, $3, pg_catalog.now()) "
             "ON CONFLICT (queue, bucket) DO UPDATE SET max_claims = EXCLUDED.max_claims, "
             "  period = EXCLUDED.period, tokens = EXCLUDED.tokens, "
             "  refilled_at = EXCLUDED.refilled_at, from_default = false",
