@@ -169,6 +169,35 @@ verify($primary, 'after the load');
 same_rows('after the load');
 verify($standby, 'standby after the load');
 
+# What a web API reads to show a job, a queue or the limits can be sent to the standby: the
+# read-only functions answer there as on the primary (compared with nothing writing, and without
+# the columns that depend on the clock).
+$primary->safe_psql('app', 'SELECT hopper.reaper_stop()');
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('flush'));
+my $reads = join(";\n",
+	"SELECT queue, available, scheduled, running, completed, dead, cancelled FROM hopper.queue_stats()",
+	"SELECT * FROM hopper.queue_jobs('mix', NULL, 20)",
+	"SELECT * FROM hopper.queue_jobs('mix', 'dead', 5)",
+	"SELECT (hopper.job_status(id)).* FROM (SELECT min(id) AS id FROM hopper.job_history) h",
+	"SELECT (hopper.job_status(id)).* FROM (SELECT max(id) AS id FROM hopper.jobs) j",
+	"SELECT scope, concurrency_key, max_running, running, max_claims FROM hopper.queue_limits('keyed') ORDER BY 1, 2",
+	"SELECT name, queue, next_run_at FROM hopper.queue_schedules()",
+	"SELECT hopper.cron_next('*/5 * * * *', '2026-01-01')");
+my ($rc, $on_standby, $standby_err) = $standby->psql('app', $reads);
+is($rc . $standby_err, '0', 'the read-only functions run on the standby');
+is($on_standby, $primary->safe_psql('app', $reads), 'and answer as on the primary');
+
+# A producer or worker sent to the standby by mistake gets the read-only error, and the standby
+# goes on.
+for my $call ("SELECT hopper.queue_push('mix', '{}')", "SELECT * FROM hopper.queue_pull('mix', 1)",
+	"SELECT * FROM hopper.queue_take('mix', 1)", "SELECT hopper.queue_create('elsewhere')")
+{
+	my ($rc, $out, $err) = $standby->psql('app', $call, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:  25006: /, "on the standby: $call is refused as a write in a read-only transaction");
+}
+is($standby->safe_psql('app', 'SELECT count(*) > 0 FROM hopper.jobs'), 't', 'and the standby still answers');
+$primary->safe_psql('app', 'SELECT hopper.reaper_start()');
+
 # 1b. Indexes rebuilt and built concurrently under the load, as an operator fights bloat: the
 # sessions that write directly keep descriptions of the indexes, and must give each new index its
 # entries from the moment it is ready for inserts.
