@@ -88,6 +88,15 @@ $old->pgbench(
 	{ map { ("$_\@1" => $scripts{$_}) } keys %scripts },
 	'app');
 
+# The reaper prunes the history of the queue that keeps a second of it, under the publication
+# (a DELETE of a published table), and nothing on the old server failed for want of a replica
+# identity.
+ok( defined wait_until($old, 'app',
+		"SELECT count(*) = 0 FROM hopper.job_history WHERE queue = 'gone' "
+		  . "AND finished_at < now() - interval '3 seconds'"),
+	'retention pruned the history on the old server');
+unlike(slurp_file($old->logfile), qr/replica identity/, 'no write on the old server lacked a replica identity');
+
 # What each replicated table holds, compared with nothing writing on the old server (its reaper
 # stopped: it prunes history every second).
 my @tables = split /, /, $tables;
