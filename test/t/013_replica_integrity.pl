@@ -119,18 +119,6 @@ sub load
 		@files, 'app');
 }
 
-# pg_amcheck over schema hopper: heap and TOAST pages, every B-tree index and every heap row looked
-# up in it; on a primary also each index's parent-child links, and each row looked up from the root.
-sub verify
-{
-	my ($node, $what, $primary_checks) = @_;
-	my @cmd = ('pg_amcheck', '--host', $node->host, '--port', $node->port, '--database', 'app',
-		'--schema', 'hopper', '--heapallindexed');
-	push @cmd, '--parent-check', '--rootdescend' if $primary_checks;
-	my ($out, $err) = run_command(\@cmd);
-	is($? >> 8, 0, "$what: pg_amcheck finds nothing wrong") or diag("$out\n$err");
-}
-
 my @tables = qw(queues jobs job_history job_batches schedules queue_key_limits);
 my $digest_sql = 'SELECT * FROM (' . join(" UNION ALL\n",
 	map { "SELECT '$_', count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM hopper.$_ t" }
@@ -165,9 +153,9 @@ my $state = $primary->safe_psql('app',
 my ($dead, $toasted) = split / /, $state;
 cmp_ok($dead, '>', 0, "$dead jobs went dead after their last attempt");
 cmp_ok($toasted, '>', 0, "$toasted jobs with payloads in TOAST finished");
-verify($primary, 'after the load');
+amcheck_ok($primary, 'after the load', 1);
 same_rows('after the load');
-verify($standby, 'standby after the load');
+amcheck_ok($standby, 'standby after the load');
 
 # What a web API reads to show a job, a queue or the limits can be sent to the standby: the
 # read-only functions answer there as on the primary (compared with nothing writing, and without
@@ -229,9 +217,9 @@ rebuild($_)
 	'REINDEX INDEX CONCURRENTLY hopper.app_kind_idx');
 $bench->kill_kill;
 $bench->finish;
-verify($primary, 'after the indexes were rebuilt under the load');
+amcheck_ok($primary, 'after the indexes were rebuilt under the load', 1);
 same_rows('after the rebuilds');
-verify($standby, 'standby after the rebuilds');
+amcheck_ok($standby, 'standby after the rebuilds');
 
 # 2. The primary killed in the middle of the load: it recovers from its WAL, the standby follows.
 $bench = IPC::Run::start([ load($primary, 60) ], '>', \$out, '2>', \$err);
@@ -239,30 +227,17 @@ sleep 4;
 $primary->stop('immediate');
 ok(!$bench->finish, 'the load was running when the primary was killed');
 $primary->start;
-verify($primary, 'after a crash in the middle of the load');
+amcheck_ok($primary, 'after a crash in the middle of the load', 1);
 same_rows('after the crash');
-verify($standby, 'standby after the crash');
+amcheck_ok($standby, 'standby after the crash');
 
 # 3. The standby promoted: it drains the rest as a primary would.
 $primary->stop;
 $standby->promote;
 $standby->safe_psql('app', "SELECT hopper.queue_set_concurrency('keyed', NULL, NULL)");
-my $left_sql = "SELECT (SELECT count(*) FROM hopper.jobs WHERE queue IN ('mix', 'keyed', 'dups')) + "
-  . "(SELECT coalesce(sum(cardinality(ids) - taken), 0) FROM hopper.job_batches)";
-for (my $i = 0; $i < 50 && $standby->safe_psql('app', $left_sql) ne '0'; $i++)
-{
-	drain_ahead($standby, 'app', $_, 1000, 10, '2 hours') for ('mix', 'keyed', 'dups');
-}
-is($standby->safe_psql('app', $left_sql), '0', 'the promoted standby drained every job');
-is( $standby->safe_psql('app',
-		"SELECT count(*) FROM (SELECT DISTINCT id FROM pushed) p FULL JOIN "
-		  . "(SELECT id FROM hopper.job_history WHERE queue IN ('mix', 'keyed')) h USING (id) "
-		  . "WHERE p.id IS NULL OR h.id IS NULL"),
-	'0', 'every job pushed to the checked queues is in history, and nothing else is');
-is( $standby->safe_psql('app',
-		"SELECT count(*) - count(DISTINCT id) FROM hopper.job_history WHERE queue IN ('mix', 'keyed')"),
-	'0', 'each of them finished once');
-verify($standby, 'promoted standby after the drain', 1);
+is(drain_queues($standby, 'app', 'mix', 'keyed', 'dups'), '0', 'the promoted standby drained every job');
+finished_once($standby, 'app', 'the checked queues', 'mix', 'keyed');
+amcheck_ok($standby, 'promoted standby after the drain', 1);
 
 $standby->stop;
 done_testing();

@@ -109,9 +109,7 @@ my $theirs = $new->safe_psql('app', $digest_sql);
 is($theirs, $old->safe_psql('app', $digest_sql), 'the new server holds the rows of the old one');
 like($theirs, qr/^hopper\.jobs\|[1-9]/m, 'with jobs still waiting');
 like($theirs, qr/^hopper\.job_batches\|[1-9]/m, 'and packed rows');
-my ($out, $err) = run_command(['pg_amcheck', '--host', $new->host, '--port', $new->port,
-	'--database', 'app', '--schema', 'hopper', '--heapallindexed', '--parent-check']);
-is($? >> 8, 0, 'pg_amcheck finds nothing wrong on the new server') or diag("$out\n$err");
+amcheck_ok($new, 'the new server', 1);
 
 # The switch-over. The old server stops taking writes (here: its clients are done), the
 # subscription goes, and each sequence moves past everything the old server handed out.
@@ -137,24 +135,9 @@ is( $new->safe_psql('app',
 # Jobs that were running on the old server are rescued once their leases expire: the drain runs
 # two hours ahead (`at`).
 $new->safe_psql('app', "SELECT hopper.queue_set_concurrency('rated', NULL, NULL)");
-my $left_sql = "SELECT (SELECT count(*) FROM hopper.jobs WHERE queue IN ('mix', 'rated', 'gone')) + "
-  . "(SELECT coalesce(sum(cardinality(ids) - taken), 0) FROM hopper.job_batches)";
-for (my $i = 0; $i < 50 && $new->safe_psql('app', $left_sql) ne '0'; $i++)
-{
-	drain_ahead($new, 'app', $_, 1000, 10, '2 hours') for ('mix', 'rated', 'gone');
-}
-is($new->safe_psql('app', $left_sql), '0', 'the new server drained every job');
-is( $new->safe_psql('app',
-		"SELECT count(*) FROM pushed p FULL JOIN "
-		  . "(SELECT id FROM hopper.job_history WHERE queue IN ('mix', 'rated')) h USING (id) "
-		  . "WHERE p.id IS NULL OR h.id IS NULL"),
-	'0', 'every job pushed finished, on one server or the other, and nothing else did');
-is( $new->safe_psql('app',
-		"SELECT count(*) - count(DISTINCT id) FROM hopper.job_history WHERE queue IN ('mix', 'rated')"),
-	'0', 'each of them once');
-($out, $err) = run_command(['pg_amcheck', '--host', $new->host, '--port', $new->port,
-	'--database', 'app', '--schema', 'hopper', '--heapallindexed', '--parent-check']);
-is($? >> 8, 0, 'pg_amcheck finds nothing wrong after the drain') or diag("$out\n$err");
+is(drain_queues($new, 'app', 'mix', 'rated', 'gone'), '0', 'the new server drained every job');
+finished_once($new, 'app', 'pushed on either server', 'mix', 'rated');
+amcheck_ok($new, 'the new server after the drain', 1);
 
 $new->stop;
 done_testing();

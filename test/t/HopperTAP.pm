@@ -12,7 +12,8 @@ use Time::HiRes qw(time usleep);
 
 use Exporter 'import';
 our @EXPORT = qw(wait_until reaper_runs reaper_of session_query session_send session_result start_session
-  session_backend_pid session_client_pid rescued_after wait_notification race_node drain_ahead);
+  session_backend_pid session_client_pid rescued_after wait_notification race_node drain_ahead
+  drain_queues finished_once amcheck_ok);
 
 # A started node for the race tests: synchronous_commit off (the races are about interleavings, not
 # flushes), and a database `app` with the extension.
@@ -38,6 +39,50 @@ sub drain_ahead
 	  . "WHERE hopper.queue_complete(j.id, j.lease_token);\n";
 	# A string repeated, not a list: safe_psql takes named parameters after the SQL.
 	$node->safe_psql($db, $drain x $rounds);
+}
+
+# pg_amcheck over schema hopper of database `app`: heap and TOAST pages, every B-tree index and
+# every heap row looked up in it; with $writable (not on a standby) also each index's parent-child
+# links, and each row looked up from the root.
+sub amcheck_ok
+{
+	my ($node, $what, $writable) = @_;
+	my @cmd = ('pg_amcheck', '--host', $node->host, '--port', $node->port, '--database', 'app',
+		'--schema', 'hopper', '--heapallindexed');
+	push @cmd, '--parent-check', '--rootdescend' if $writable;
+	my ($out, $err) = run_command(\@cmd);
+	is($? >> 8, 0, "$what: pg_amcheck finds nothing wrong") or diag("$out\n$err");
+}
+
+# Drains @queues (rows and packed jobs) with drain_ahead two hours ahead until nothing is left or
+# 50 rounds have passed; returns how many jobs are left.
+sub drain_queues
+{
+	my ($node, $db, @queues) = @_;
+	my $in = join(', ', map { "'$_'" } @queues);
+	my $left = "SELECT (SELECT count(*) FROM hopper.jobs WHERE queue IN ($in)) + (SELECT "
+	  . "coalesce(sum(cardinality(ids) - taken), 0) FROM hopper.job_batches WHERE queue IN ($in))";
+	for (my $i = 0; $i < 50 && $node->safe_psql($db, $left) ne '0'; $i++)
+	{
+		drain_ahead($node, $db, $_, 1000, 10, '2 hours') for @queues;
+	}
+	return $node->safe_psql($db, $left);
+}
+
+# Two checks: the ids in table `pushed` are the jobs in the history of @queues, no more and no
+# fewer, and each of them finished once.
+sub finished_once
+{
+	my ($node, $db, $what, @queues) = @_;
+	my $in = join(', ', map { "'$_'" } @queues);
+	is( $node->safe_psql($db,
+			"SELECT count(*) FROM (SELECT DISTINCT id FROM pushed) p FULL JOIN "
+			  . "(SELECT id FROM hopper.job_history WHERE queue IN ($in)) h USING (id) "
+			  . "WHERE p.id IS NULL OR h.id IS NULL"),
+		'0', "$what: every job pushed is in history, and nothing else is");
+	is( $node->safe_psql($db,
+			"SELECT count(*) - count(DISTINCT id) FROM hopper.job_history WHERE queue IN ($in)"),
+		'0', "$what: each of them finished once");
 }
 
 # Runs $sql (returning one boolean) every 50 ms until it returns 't' or $timeout seconds passed.
