@@ -122,7 +122,8 @@ CREATE INDEX job_history_queue_idx ON hopper.job_history (queue, state, finished
 CREATE TABLE hopper.job_history_default PARTITION OF hopper.job_history DEFAULT;
 
 -- Creates the daily history partitions from today through today + days_ahead (UTC days). Rows that
--- already sit in the default partition for such a day are moved into the new partition.
+-- already sit in the default partition for such a day are moved into the new partition. At most a
+-- year ahead: every partition is a table, and a mistyped count would make thousands under locks.
 CREATE FUNCTION hopper.ensure_history_partitions(days_ahead integer DEFAULT 3)
 RETURNS integer
 LANGUAGE plpgsql
@@ -133,6 +134,10 @@ DECLARE
     part text;
     created integer := 0;
 BEGIN
+    IF days_ahead IS NULL OR days_ahead < 0 OR days_ahead > 366 THEN
+        RAISE EXCEPTION 'days_ahead must be between 0 and 366, got %', days_ahead
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     FOR i IN 0 .. days_ahead LOOP
         day := (pg_catalog.now() AT TIME ZONE 'UTC')::date + i;
         part := 'job_history_p' || pg_catalog.to_char(day, 'YYYYMMDD');
