@@ -1,7 +1,7 @@
 -- A publication of every table in the database (a CDC tool's, an upgrade by logical replication)
 -- makes PostgreSQL refuse UPDATE and DELETE on any table that has no replica identity. Every table
--- of the extension has one, history partitions made later too, and every operation that updates
--- or deletes still works with such a publication in place.
+-- of the extension has one, history partitions made later too, every operation that updates or
+-- deletes still works with such a publication in place, and the extension installs under one.
 \set own_db hopper_publication
 \i sql/include/own_database.sql
 \i sql/include/try.sql
@@ -102,6 +102,12 @@ SELECT hopper.queue_purge('pub') > 0 AS purged;
 SELECT hopper.queue_drop('pub') AS dropped, hopper.queue_drop('pub_packed') AS dropped_packed;
 SELECT count(*) AS jobs_left FROM hopper.jobs;
 SELECT count(*) AS history_left FROM hopper.job_history;
+
+-- The extension installs in a database that already has such a publication: the install moves
+-- rows out of the default history partition, a DELETE, which failed there without an identity.
+DROP EXTENSION hopper;
+CREATE EXTENSION hopper;
+SELECT hopper.queue_push('pub_again', '{}') IS NOT NULL AS pushed;
 
 DROP PUBLICATION regress_everything;
 \c :regression_db
