@@ -49,10 +49,14 @@ Datum composite(FunctionCallInfo fcinfo, const spi::Connection& conn, const spi:
     auto nulls = std::make_unique<bool[]>(natts);
     for (int i = 0; i < natts; ++i) values[i] = r.datum(row, i + 1, &nulls[i]);
     return pg_guard([&] {
+        // The row datum too belongs to the caller: for a value stored out of line (TOAST),
+        // HeapTupleGetDatum makes a flattened copy, which in SPI's memory would be freed by
+        // conn.finish() before the caller reads it.
         MemoryContext old = MemoryContextSwitchTo(conn.caller_context());
         HeapTuple tuple = heap_form_tuple(BlessTupleDesc(desc), values.data(), nulls.get());
+        Datum row = HeapTupleGetDatum(tuple);
         MemoryContextSwitchTo(old);
-        return HeapTupleGetDatum(tuple);
+        return row;
     });
 }
 
