@@ -1,0 +1,77 @@
+# A queue whose settings change while it is busy. Six clients push (single jobs, keyed batches,
+# packed batches), pull, take and complete-and-pull, while another changes the queue under them:
+# concurrency and per-key limits on and off (a limited queue's claims turn its packed rows into
+# ordinary rows), a rate limit on and off, pause and resume, max_attempts. Each change reaches the
+# other sessions through their remembered queue rows. Whatever the order, every job pushed must
+# finish exactly once, and the tables and indexes must check clean.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use HopperTAP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = race_node('toggles');
+$node->safe_psql('app',
+	"CREATE EXTENSION amcheck;\n"
+	  . "SELECT hopper.queue_create('tog');\n"
+	  . "CREATE TABLE pushed (id bigint);\n"
+	  . "GRANT ALL ON pushed TO PUBLIC;");
+
+my %scripts = (
+	'push' => "INSERT INTO pushed SELECT hopper.queue_push('tog', '{}',\n"
+	  . "  concurrency_key => CASE WHEN random() < 0.5 THEN 'k' || (random() * 3)::int END);\n",
+	'packed' => "BEGIN;\nSET LOCAL hopper.pack_batches = on;\n"
+	  . "INSERT INTO pushed SELECT hopper.queue_push_batch('tog', array_fill('{}'::jsonb, ARRAY[20]));\n"
+	  . "COMMIT;\n",
+	'keyed-batch' => "INSERT INTO pushed SELECT hopper.queue_push_batch('tog', array_fill('{}'::jsonb, ARRAY[10]),\n"
+	  . "  concurrency_keys => array_fill('kb'::text, ARRAY[10]));\n",
+	'pull' =>
+	  "SELECT count(*) FROM hopper.queue_pull('tog', 5) j WHERE hopper.queue_complete(j.id, j.lease_token);\n",
+	# A take on a queue with limits is refused (0A000) while they are on.
+	'take' => "DO \$\$ BEGIN PERFORM count(*) FROM hopper.queue_take('tog', 3);\n"
+	  . "EXCEPTION WHEN feature_not_supported THEN NULL; END \$\$;\n",
+	'complete-pull' => "SELECT coalesce(max(id)::text, 'NULL') AS cid, coalesce(max(lease_token)::text, 'NULL') AS ctok\n"
+	  . "  FROM hopper.queue_complete_pull(:cid, :ctok, NULL, 'tog', 1) \\gset\n",
+	'change' => "\\set r random(1, 8)\n"
+	  . "\\if :r = 1\nSELECT hopper.queue_set_concurrency('tog', 10, 2);\n"
+	  . "\\elif :r = 2\nSELECT hopper.queue_set_concurrency('tog', NULL, NULL);\n"
+	  . "\\elif :r = 3\nSELECT hopper.queue_set_rate_limit('tog', 100000, '1 second');\n"
+	  . "\\elif :r = 4\nSELECT hopper.queue_set_rate_limit('tog', NULL, NULL);\n"
+	  . "\\elif :r = 5\nSELECT hopper.queue_pause('tog');\n"
+	  . "\\elif :r = 6\nSELECT hopper.queue_resume('tog');\n"
+	  . "\\elif :r = 7\nSELECT hopper.queue_create('tog', max_attempts => (1 + random() * 5)::int);\n"
+	  . "\\else\nSELECT hopper.queue_set_key_limit('tog', 'k1', CASE WHEN random() < 0.5 THEN 1 END);\n"
+	  . "\\endif\n");
+my %weight = (push => 3, pull => 3, take => 2, 'complete-pull' => 2);
+
+$node->pgbench(
+	'--no-vacuum --client=6 --jobs=2 --time=10 --define=cid=NULL --define=ctok=NULL --host='
+	  . $node->host . ' --port=' . $node->port,
+	0,
+	[qr{processed: [1-9]}],
+	[qr{^$}],
+	'six clients push, claim and change the queue under each other without an error',
+	{ map { ("$_\@" . ($weight{$_} // 1) => $scripts{$_}) } keys %scripts },
+	'app');
+
+my $changes = $node->safe_psql('app',
+	"SELECT (SELECT count(*) FROM hopper.job_history) || ' ' || "
+	  . "(SELECT count(DISTINCT id) FROM pushed) || ' ' || (SELECT count(*) FROM hopper.job_batches)");
+note("finished, pushed, packed rows left: $changes");
+
+# Every limit off and the queue running, then drained.
+$node->safe_psql('app',
+	"SELECT hopper.queue_set_concurrency('tog', NULL, NULL);\n"
+	  . "SELECT hopper.queue_set_rate_limit('tog', NULL, NULL);\n"
+	  . "SELECT hopper.queue_set_key_limit('tog', 'k1', NULL);\n"
+	  . "SELECT hopper.queue_resume('tog');");
+is(drain_queues($node, 'app', 'tog'), '0', 'the queue drained once its limits were off');
+finished_once($node, 'app', 'tog', 'tog');
+amcheck_ok($node, 'after the changes', 1);
+
+$node->stop;
+done_testing();
