@@ -1,5 +1,6 @@
 # A queue whose settings change while it is busy. Six clients push (single jobs, keyed batches,
-# packed batches), pull, take and complete-and-pull, while another changes the queue under them:
+# packed batches), pull, take, complete-and-pull, cancel and retry, while another changes the
+# queue under them:
 # concurrency and per-key limits on and off (a limited queue's claims turn its packed rows into
 # ordinary rows), a rate limit on and off, pause and resume, max_attempts. Each change reaches the
 # other sessions through their remembered queue rows. Whatever the order, every job pushed must
@@ -36,6 +37,17 @@ my %scripts = (
 	  . "EXCEPTION WHEN feature_not_supported THEN NULL; END \$\$;\n",
 	'complete-pull' => "SELECT coalesce(max(id)::text, 'NULL') AS cid, coalesce(max(lease_token)::text, 'NULL') AS ctok\n"
 	  . "  FROM hopper.queue_complete_pull(:cid, :ctok, NULL, 'tog', 1) \\gset\n",
+	# Cancels of waiting jobs (a packed one's row is unpacked first), and retries of cancelled ones;
+	# another client may have got to the same job first.
+	'cancel' => "SELECT count(hopper.queue_cancel(id)) FROM (SELECT id FROM hopper.jobs\n"
+	  . "  WHERE queue = 'tog' AND state = 'available' ORDER BY id DESC LIMIT 1) c;\n"
+	  . "SELECT count(hopper.queue_cancel(b.ids[b.taken + 1])) FROM (SELECT ids, taken FROM hopper.job_batches\n"
+	  . "  WHERE queue = 'tog' ORDER BY first_id DESC LIMIT 1) b;\n",
+	'retry' => "DO \$\$ BEGIN\n"
+	  . "  PERFORM hopper.queue_retry(id) FROM hopper.job_history\n"
+	  . "    WHERE queue = 'tog' AND state = 'cancelled' ORDER BY id DESC LIMIT 1;\n"
+	  . "EXCEPTION WHEN object_not_in_prerequisite_state OR no_data_found THEN NULL;\n"
+	  . "END \$\$;\n",
 	'change' => "\\set r random(1, 8)\n"
 	  . "\\if :r = 1\nSELECT hopper.queue_set_concurrency('tog', 10, 2);\n"
 	  . "\\elif :r = 2\nSELECT hopper.queue_set_concurrency('tog', NULL, NULL);\n"
