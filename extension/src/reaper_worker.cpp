@@ -230,8 +230,11 @@ Next guarded_nap() {
                                            : nap(static_cast<int>((wake_at - now + 999) / 1000));
             // A reload may have turned the reaper off or shortened its naptime: round at once.
             if (ConfigReloadPending) break;
-            // Woken during the pause: the step waits for its end, on the next round.
-            if (woken && GetCurrentTimestamp() >= relay_paced_until())
+            // The counts are read after every nap, woken or not: a push's latch can be consumed
+            // elsewhere (any lock or condition-variable wait in a pass resets it too), and its
+            // wake-up must then wait a nap at most, not for the next push. Woken during the
+            // pause: the step waits for its end, on the next round.
+            if (GetCurrentTimestamp() >= relay_paced_until())
                 (void)guarded_relay_step();
             else if (woken)
                 pg_guard([] { SetLatch(MyLatch); });

@@ -163,6 +163,26 @@ session_query($p, "RESET hopper.notify");
 		"LOAD 'hopper'; ALTER SYSTEM RESET hopper.notify_relay_interval; SELECT pg_reload_conf()");
 }
 
+# A wake-up whose latch the reaper consumed while it waited for a lock in its pass (a lock wait
+# resets the latch as it sleeps) is still relayed once the pass ends: the counts are read after
+# every nap, not only when the latch was set.
+{
+	session_query($l, 'LISTEN "hopper:blocked"');
+	my $holder = start_session($node, 'postgres');
+	session_query($holder, 'BEGIN; LOCK TABLE hopper.schedules IN ACCESS EXCLUSIVE MODE');
+	ok( defined wait_until($node, 'postgres',
+			"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $reaper", 10),
+		'lock held: the reaper waits for it in its pass');
+	session_query($l, 'SELECT 1');
+	session_query($p, "SELECT hopper.queue_push('blocked', '{}')");
+	usleep(300_000);
+	session_query($holder, 'COMMIT');
+	my ($took, $from) = wait_notification($l, 'hopper:blocked', 5);
+	is($from, $reaper, 'latch consumed by a lock wait: the reaper still relays the push');
+	ok(defined $took && $took < 3, 'within the next nap once the lock is released');
+	$holder->{run}->finish;
+}
+
 # No reaper (stopped): the push notifies by itself, and the producer learns it at once (the
 # reaper it knew has exited), not at its next periodic look.
 is($node->safe_psql('postgres', 'SELECT hopper.reaper_stop()'), 't', 'reaper stopped');
