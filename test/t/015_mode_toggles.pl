@@ -4,7 +4,8 @@
 # concurrency and per-key limits on and off (a limited queue's claims turn its packed rows into
 # ordinary rows), a rate limit on and off, pause and resume, max_attempts. Each change reaches the
 # other sessions through their remembered queue rows. Whatever the order, every job pushed must
-# finish exactly once, and the tables and indexes must check clean.
+# finish exactly once, and the tables and indexes must check clean. Then a queue dropped and purged
+# under the same kind of load.
 use strict;
 use warnings;
 
@@ -84,6 +85,33 @@ $node->safe_psql('app',
 is(drain_queues($node, 'app', 'tog'), '0', 'the queue drained once its limits were off');
 finished_once($node, 'app', 'tog', 'tog');
 amcheck_ok($node, 'after the changes', 1);
+
+# A queue dropped and purged again and again while clients push (packed batches too), pull and
+# take from it: no call fails, and no job, packed row or history row outlives its queue.
+my %dropping = (
+	'dq-push' => "SELECT hopper.queue_push('dq', '{}');\n",
+	'dq-packed' => "BEGIN;\nSET LOCAL hopper.pack_batches = on;\n"
+	  . "SELECT count(*) FROM hopper.queue_push_batch('dq', array_fill('{}'::jsonb, ARRAY[20]));\nCOMMIT;\n",
+	'dq-pull' =>
+	  "SELECT count(*) FROM hopper.queue_pull('dq', 5) j WHERE hopper.queue_complete(j.id, j.lease_token);\n",
+	'dq-take' => "SELECT count(*) FROM hopper.queue_take('dq', 3);\n",
+	'dq-drop' => "SELECT hopper.queue_drop('dq');\n\\sleep 20 ms\n",
+	'dq-purge' => "DO \$\$ BEGIN PERFORM hopper.queue_purge('dq'); EXCEPTION WHEN no_data_found THEN NULL; END \$\$;\n");
+$node->pgbench(
+	'--no-vacuum --client=6 --jobs=2 --time=8 --host=' . $node->host . ' --port=' . $node->port,
+	0,
+	[qr{processed: [1-9]}],
+	[qr{^$}],
+	'six clients push, claim, drop and purge one queue without an error',
+	{ map { ("$_\@" . ($_ eq 'dq-push' || $_ eq 'dq-pull' ? 3 : 1) => $dropping{$_}) } keys %dropping },
+	'app');
+is( $node->safe_psql('app',
+		'SELECT ' . join(' + ',
+			map { "(SELECT count(*) FROM hopper.$_ t WHERE NOT EXISTS "
+				  . "(SELECT 1 FROM hopper.queues q WHERE q.name = t.queue))" }
+			  qw(jobs job_batches job_history))),
+	'0', 'nothing outlives its queue');
+amcheck_ok($node, 'after the drops', 1);
 
 $node->stop;
 done_testing();
