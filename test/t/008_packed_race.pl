@@ -37,14 +37,7 @@ for my $n (1, 7, 100)
 	  "SELECT count(*) FROM hopper.queue_pull('race', $n) j WHERE hopper.queue_complete(j.id, j.lease_token);\n";
 }
 $scripts{'hopper-take'} = "BEGIN;\nSELECT count(*) FROM hopper.queue_take('race', 10);\nCOMMIT;\n";
-$node->pgbench(
-	'--no-vacuum --client=4 --jobs=2 --time=8 --host=' . $node->host . ' --port=' . $node->port,
-	0,
-	[qr{processed: [1-9]}],
-	[qr{^$}],
-	'four clients pull and take packed jobs without an error',
-	{ map { ("$_\@1" => $scripts{$_}) } keys %scripts },
-	'app');
+run_scripts($node, 'four clients pull and take packed jobs without an error', 4, 8, \%scripts, {});
 
 # Whatever the clients left: drained by one session.
 $node->safe_psql('app',

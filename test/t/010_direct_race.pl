@@ -37,14 +37,8 @@ $scripts{'pull-7-many'} =
   . "  COALESCE((SELECT array_agg(id ORDER BY id) FROM p), '{}'),\n"
   . "  COALESCE((SELECT array_agg(lease_token ORDER BY id) FROM p), '{}'));\n";
 
-$node->pgbench(
-	'--no-vacuum --client=6 --jobs=2 --time=8 --host=' . $node->host . ' --port=' . $node->port,
-	0,
-	[qr{processed: [1-9]}],
-	[qr{^$}],
-	'six clients push, pull, complete, take and lose leases without an error',
-	{ map { ("$_\@1" => $scripts{$_}) } keys %scripts },
-	'app');
+run_scripts($node, 'six clients push, pull, complete, take and lose leases without an error', 6, 8,
+	\%scripts, {});
 
 my $late = $node->safe_psql('app',
 	"SELECT count(*) FILTER (WHERE completed) || ' ' || count(*) FILTER (WHERE NOT completed) FROM late");

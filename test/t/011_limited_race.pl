@@ -50,14 +50,8 @@ my %scripts = (
 	'savepoint' => "BEGIN;\nSAVEPOINT s;\nSELECT count(*) FROM hopper.queue_pull('lim', 2);\n"
 	  . "ROLLBACK TO SAVEPOINT s;\n\\sleep 1 ms\nCOMMIT;\n");
 
-$node->pgbench(
-	'--no-vacuum --client=8 --jobs=2 --time=8 --host=' . $node->host . ' --port=' . $node->port,
-	0,
-	[qr{processed: [1-9]}],
-	[qr{^$}],
-	'eight clients push, pull, hold, complete and roll back claims without an error',
-	{ map { ("$_\@" . ($_ eq 'hold' ? 6 : 1) => $scripts{$_}) } keys %scripts },
-	'app');
+run_scripts($node, 'eight clients push, pull, hold, complete and roll back claims without an error',
+	8, 8, \%scripts, { hold => 6 });
 
 my %peak = map { split /\|/ } split /\n/,
   $node->safe_psql('app', "SELECT key || '|' || max(n) FROM peaks GROUP BY key");

@@ -120,9 +120,7 @@ sub load
 }
 
 my @tables = qw(queues jobs job_history job_batches schedules queue_key_limits);
-my $digest_sql = 'SELECT * FROM (' . join(" UNION ALL\n",
-	map { "SELECT '$_', count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM hopper.$_ t" }
-	  @tables) . ') d ORDER BY 1';
+my $digest_sql = rows_digest(map { "hopper.$_" } @tables);
 
 # The standby has replayed everything the primary wrote, and holds the same rows. Compared with
 # nothing writing: the reaper stopped (it prunes history every second) and no backend of a killed

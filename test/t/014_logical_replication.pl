@@ -79,14 +79,8 @@ my %scripts = (
 	'take-gone' => "SELECT count(*) FROM hopper.queue_take('gone', 10);\n",
 	'ticks' => "SELECT hopper.schedule_run_due(now() + make_interval(mins => (random() * 100000)::int));\n");
 
-$old->pgbench(
-	'--no-vacuum --client=6 --jobs=2 --time=6 --host=' . $old->host . ' --port=' . $old->port,
-	0,
-	[qr{processed: [1-9]}],
-	[qr{^$}],
-	'six clients push, claim, complete, fail, retry and take on the old server without an error',
-	{ map { ("$_\@1" => $scripts{$_}) } keys %scripts },
-	'app');
+run_scripts($old, 'six clients push, claim, complete, fail, retry and take on the old server without an error',
+	6, 6, \%scripts, {});
 
 # The reaper prunes the history of the queue that keeps a second of it, under the publication
 # (a DELETE of a published table), and nothing on the old server failed for want of a replica
@@ -100,9 +94,7 @@ unlike(slurp_file($old->logfile), qr/replica identity/, 'no write on the old ser
 # What each replicated table holds, compared with nothing writing on the old server (its reaper
 # stopped: it prunes history every second).
 my @tables = split /, /, $tables;
-my $digest_sql = 'SELECT * FROM (' . join(" UNION ALL\n",
-	map { "SELECT '$_', count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM $_ t" }
-	  @tables) . ') d ORDER BY 1';
+my $digest_sql = rows_digest(@tables);
 $old->safe_psql('app', 'SELECT hopper.reaper_stop()');
 $old->wait_for_catchup('queue_move');
 my $theirs = $new->safe_psql('app', $digest_sql);

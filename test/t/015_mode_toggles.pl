@@ -61,15 +61,8 @@ my %scripts = (
 	  . "\\endif\n");
 my %weight = (push => 3, pull => 3, take => 2, 'complete-pull' => 2);
 
-$node->pgbench(
-	'--no-vacuum --client=6 --jobs=2 --time=10 --define=cid=NULL --define=ctok=NULL --host='
-	  . $node->host . ' --port=' . $node->port,
-	0,
-	[qr{processed: [1-9]}],
-	[qr{^$}],
-	'six clients push, claim and change the queue under each other without an error',
-	{ map { ("$_\@" . ($weight{$_} // 1) => $scripts{$_}) } keys %scripts },
-	'app');
+run_scripts($node, 'six clients push, claim and change the queue under each other without an error',
+	6, 10, \%scripts, \%weight, 'cid=NULL', 'ctok=NULL');
 
 my $changes = $node->safe_psql('app',
 	"SELECT (SELECT count(*) FROM hopper.job_history) || ' ' || "
@@ -97,14 +90,8 @@ my %dropping = (
 	'dq-take' => "SELECT count(*) FROM hopper.queue_take('dq', 3);\n",
 	'dq-drop' => "SELECT hopper.queue_drop('dq');\n\\sleep 20 ms\n",
 	'dq-purge' => "DO \$\$ BEGIN PERFORM hopper.queue_purge('dq'); EXCEPTION WHEN no_data_found THEN NULL; END \$\$;\n");
-$node->pgbench(
-	'--no-vacuum --client=6 --jobs=2 --time=8 --host=' . $node->host . ' --port=' . $node->port,
-	0,
-	[qr{processed: [1-9]}],
-	[qr{^$}],
-	'six clients push, claim, drop and purge one queue without an error',
-	{ map { ("$_\@" . ($_ eq 'dq-push' || $_ eq 'dq-pull' ? 3 : 1) => $dropping{$_}) } keys %dropping },
-	'app');
+run_scripts($node, 'six clients push, claim, drop and purge one queue without an error', 6, 8,
+	\%dropping, { 'dq-push' => 3, 'dq-pull' => 3 });
 is( $node->safe_psql('app',
 		'SELECT ' . join(' + ',
 			map { "(SELECT count(*) FROM hopper.$_ t WHERE NOT EXISTS "

@@ -13,7 +13,7 @@ use Time::HiRes qw(time usleep);
 use Exporter 'import';
 our @EXPORT = qw(wait_until reaper_runs reaper_of session_query session_send session_result start_session
   session_backend_pid session_client_pid rescued_after wait_notification race_node drain_ahead
-  drain_queues finished_once amcheck_ok);
+  drain_queues finished_once amcheck_ok run_scripts rows_digest);
 
 # A started node for the race tests: synchronous_commit off (the races are about interleavings, not
 # flushes), and a database `app` with the extension.
@@ -52,6 +52,38 @@ sub amcheck_ok
 	push @cmd, '--parent-check', '--rootdescend' if $writable;
 	my ($out, $err) = run_command(\@cmd);
 	is($? >> 8, 0, "$what: pg_amcheck finds nothing wrong") or diag("$out\n$err");
+}
+
+# Runs pgbench on database `app` of $node with the scripts of %$scripts (name => text), each
+# weighted by %$weight (1 when absent), for $seconds with $clients clients, and passes if it
+# processed transactions and printed no error. @define: pgbench --define settings ("name=value").
+sub run_scripts
+{
+	my ($node, $name, $clients, $seconds, $scripts, $weight, @define) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$node->pgbench(
+		join(' ',
+			'--no-vacuum', "--client=$clients", '--jobs=2', "--time=$seconds",
+			(map { "--define=$_" } @define),
+			'--host=' . $node->host, '--port=' . $node->port),
+		0,
+		[qr{processed: [1-9]}],
+		[qr{^$}],
+		$name,
+		{ map { ("$_\@" . ($weight->{$_} // 1) => $scripts->{$_}) } keys %$scripts },
+		'app');
+}
+
+# One statement giving, for each of @tables (schema-qualified), its row count and a digest of
+# its rows in a fixed order: two servers that answer it alike hold the same rows.
+sub rows_digest
+{
+	my @tables = @_;
+	return 'SELECT * FROM ('
+	  . join(" UNION ALL\n",
+		map { "SELECT '$_', count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM $_ t" }
+		  @tables)
+	  . ') d ORDER BY 1';
 }
 
 # Drains @queues (rows and packed jobs) with drain_ahead two hours ahead until nothing is left or
