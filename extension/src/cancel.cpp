@@ -4,6 +4,7 @@
 #include "hopper/claim_hint.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/queues.hpp"
 #include "hopper/sql.hpp"
 
 extern "C" {
@@ -58,6 +59,16 @@ HOPPER_FUNCTION(hopper_queue_retry) {
         "RETURNING queue, priority, run_at",
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
+    // The job goes back into its queue as a push would: under the queue's lock (queues::hold),
+    // and only while the queue exists.
+    static spi::Statement queue_of("SELECT queue FROM hopper.job_history WHERE id = $1", {INT8OID},
+                                   spi::Planning::kWalkIndexes);
+    spi::Result q = conn.exec(queue_of, {spi::arg(id)});
+    if (!q.empty()) {
+        std::string queue = q.get_text(0, 1);
+        queues::hold(conn, queue);
+        queues::require(conn, queue);
+    }
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty()) {
         std::string state = jobs::state_of(conn, id);

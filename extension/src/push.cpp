@@ -132,6 +132,7 @@ namespace hopper::push {
 Pushed one(spi::Connection& conn, const Job& job) {
     std::optional<int64_t> id;
     bool inserted = false;
+    queues::hold(conn, job.queue);
     // At most a few rounds: each one either inserts, finds the duplicate, or creates the queue.
     for (int round = 0; round < 4 && !id; ++round) {
         std::optional<int32_t> queue_max_attempts = queue_defaults::known(job.queue);
@@ -245,6 +246,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
 
     spi::Connection conn;
     reaper::ensure_running(conn);
+    queues::hold(conn, queue);
 
     auto answer = [&](const std::vector<int64_t>& ids) {
         for (int64_t id : ids) {

@@ -3,10 +3,13 @@
 #include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/queue_lock.hpp"
 #include "hopper/queues.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "storage/lock.h"
 }
 
 namespace hopper::queues {
@@ -25,6 +28,11 @@ bool insert_if_absent(spi::Connection& conn, const std::string& queue) {
     return !conn.exec(st, {spi::arg_text(queue)}).empty();
 }
 
+void lock(const std::string& queue, LOCKMODE mode) {
+    LOCKTAG tag = queue_lock::tag(kLockKey1, queue_lock::hash(queue));
+    pg_guard([&] { (void)LockAcquire(&tag, mode, /*sessionLock=*/false, /*dontWait=*/false); });
+}
+
 }  // namespace
 
 void require(spi::Connection& conn, const std::string& queue) {
@@ -38,6 +46,18 @@ void ensure(spi::Connection& conn, const std::string& queue) {
     // them anew each time) before it finds the queue that is nearly always there.
     static spi::Statement exists("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
     if (conn.exec(exists, {spi::arg_text(queue)}).empty()) insert_if_absent(conn, queue);
+}
+
+void hold(spi::Connection& conn, const std::string& queue) {
+    lock(queue, ShareLock);
+    if (!IsolationUsesXactSnapshot()) return;
+    static spi::Statement row("SELECT 1 FROM hopper.queues WHERE name = $1 FOR KEY SHARE",
+                              {TEXTOID});
+    conn.exec(row, {spi::arg_text(queue)});
+}
+
+void hold_exclusively(const std::string& queue) {
+    lock(queue, ExclusiveLock);
 }
 
 }  // namespace hopper::queues
@@ -77,6 +97,7 @@ HOPPER_FUNCTION(hopper_queue_create) {
 HOPPER_FUNCTION(hopper_queue_drop) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
+    queues::hold_exclusively(queue);
     static spi::Statement drop("DELETE FROM hopper.queues WHERE name = $1 RETURNING name",
                                {TEXTOID});
     // Packed rows before hopper.jobs: an unpack that holds one of the rows is waited for, and its
@@ -117,6 +138,7 @@ HOPPER_FUNCTION(hopper_queue_resume) {
 HOPPER_FUNCTION(hopper_queue_purge) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
+    queues::hold_exclusively(queue);
     queues::require(conn, queue);
     // Running jobs are left to finish: their workers hold leases on them.
     static spi::Statement st("DELETE FROM hopper.jobs WHERE queue = $1 AND state = 'available'",

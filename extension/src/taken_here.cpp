@@ -4,6 +4,7 @@
 #include "hopper/guc.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/queues.hpp"
 
 #include <algorithm>
 #include <array>
@@ -21,6 +22,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "storage/bufmgr.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -235,6 +237,11 @@ bool restore(spi::Connection& conn, int64_t id) {
     if (!row.found && !read_packed_version(conn, id, &row))
         return false;  // the take rolled back and someone else finished the job since
 
+    // Back into the queue as a push would go (queues::hold); a drop waiting for this
+    // transaction's take meanwhile ends in a deadlock error for one of the two.
+    char* queue = pg_guard([&] { return TextDatumGetCString(row.values[1]); });
+    queues::hold(conn, queue);
+    pfree(queue);
     static spi::Statement reinsert(
         "INSERT INTO hopper.jobs (id, queue, priority, run_at, attempt, max_attempts, created_at, "
         "started_at, kind, worker, dedup_key, concurrency_key, progress, last_error, errors, "
