@@ -56,18 +56,19 @@ sub amcheck_ok
 
 # Runs pgbench on database `app` of $node with the scripts of %$scripts (name => text), each
 # weighted by %$weight (1 when absent), for $seconds with $clients clients, and passes if it
-# processed transactions and printed no error. @define: pgbench --define settings ("name=value").
+# processed transactions, none failed (a deadlock or serialization failure counts) and printed no
+# error. @define: pgbench --define settings ("name=value").
 sub run_scripts
 {
 	my ($node, $name, $clients, $seconds, $scripts, $weight, @define) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	$node->pgbench(
 		join(' ',
-			'--no-vacuum', "--client=$clients", '--jobs=2', "--time=$seconds",
+			'--no-vacuum', '--verbose-errors', "--client=$clients", '--jobs=2', "--time=$seconds",
 			(map { "--define=$_" } @define),
 			'--host=' . $node->host, '--port=' . $node->port),
 		0,
-		[qr{processed: [1-9]}],
+		[qr{processed: [1-9]}, qr{number of failed transactions: 0 }],
 		[qr{^$}],
 		$name,
 		{ map { ("$_\@" . ($weight->{$_} // 1) => $scripts->{$_}) } keys %$scripts },
