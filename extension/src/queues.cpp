@@ -10,6 +10,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 }
 
 namespace hopper::queues {
@@ -28,10 +29,24 @@ bool insert_if_absent(spi::Connection& conn, const std::string& queue) {
     return !conn.exec(st, {spi::arg_text(queue)}).empty();
 }
 
-void lock(const std::string& queue, LOCKMODE mode) {
-    LOCKTAG tag = queue_lock::tag(kLockKey1, queue_lock::hash(queue));
-    pg_guard([&] { (void)LockAcquire(&tag, mode, /*sessionLock=*/false, /*dontWait=*/false); });
+// Whether the lock was newly taken (not already held by this transaction).
+bool lock(const LOCKTAG& tag, LOCKMODE mode) {
+    return pg_guard([&] {
+        return LockAcquire(&tag, mode, /*sessionLock=*/false, /*dontWait=*/false) == LOCKACQUIRE_OK;
+    });
 }
+
+LOCKTAG queue_tag(const std::string& queue) {
+    return queue_lock::tag(kLockKey1, queue_lock::hash(queue));
+}
+
+LOCKTAG every_queue_tag() {
+    return queue_lock::tag(kEveryQueueLockKey1, 0);
+}
+
+// How many queues' own locks the transaction counted_lxid took (hold).
+LocalTransactionId counted_lxid = InvalidLocalTransactionId;
+int queues_locked = 0;
 
 }  // namespace
 
@@ -49,7 +64,15 @@ void ensure(spi::Connection& conn, const std::string& queue) {
 }
 
 void hold(spi::Connection& conn, const std::string& queue) {
-    lock(queue, ShareLock);
+    if (counted_lxid != MyProc->lxid) {
+        counted_lxid = MyProc->lxid;
+        queues_locked = 0;
+    }
+    if (queues_locked < kQueuesLockedAlone) {
+        if (lock(queue_tag(queue), ShareLock)) ++queues_locked;
+    } else {
+        (void)lock(every_queue_tag(), RowExclusiveLock);
+    }
     if (!IsolationUsesXactSnapshot()) return;
     static spi::Statement row("SELECT 1 FROM hopper.queues WHERE name = $1 FOR KEY SHARE",
                               {TEXTOID});
@@ -57,7 +80,8 @@ void hold(spi::Connection& conn, const std::string& queue) {
 }
 
 void hold_exclusively(const std::string& queue) {
-    lock(queue, ExclusiveLock);
+    (void)lock(queue_tag(queue), ExclusiveLock);
+    (void)lock(every_queue_tag(), ShareLock);
 }
 
 }  // namespace hopper::queues

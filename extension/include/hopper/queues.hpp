@@ -23,6 +23,14 @@ void require(spi::Connection& conn, const std::string& queue);
 // hashtext(queue)); queues whose names hash alike share it.
 constexpr uint32_t kLockKey1 = 0x686f7071;  // "hopq"
 
+// A transaction that pushes to many queues would hold a lock per queue, from the server's shared
+// lock table, where every session's locks live: past kQueuesLockedAlone queues it holds one lock
+// for all the others instead, (kEveryQueueLockKey1, 0) in RowExclusiveLock mode, which drops and
+// purges take in ShareLock mode beside their queue's own. Such a transaction holds up every drop
+// while it lasts; pushes to a few queues hold up only their queues' drops.
+constexpr int kQueuesLockedAlone = 16;
+constexpr uint32_t kEveryQueueLockKey1 = 0x686f7051;  // "hopQ"
+
 // Takes the shared lock before the pusher looks the queue up. A transaction snapshot (REPEATABLE
 // READ, SERIALIZABLE) taken before a drop committed would still show the queue: there its row is
 // locked too, which reports such a drop as a serialization failure.
