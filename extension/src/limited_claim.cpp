@@ -163,15 +163,17 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
 }
 
 void lock_queue(spi::Connection& conn, const std::string& queue) {
-    static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1 FOR UPDATE", {TEXTOID});
+    // The pulls' lock as well: a change to the buckets then never meets a claim spending them
+    // (a claim seeding a key's bucket while it is being set would otherwise collide with it).
+    // Taken before the row, as a claim takes it before the row's key (seeding a bucket checks
+    // the queue's row): the other order deadlocks with such a claim, and with queue_drop.
+    lock(queue);
+    // NO KEY: a claim's check of the row for a bucket it seeds is not held up by it.
+    static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1 FOR NO KEY UPDATE",
+                             {TEXTOID});
     if (conn.exec(st, {spi::arg_text(queue)}).empty())
         throw PgError(ERRCODE_NO_DATA_FOUND, "queue \"" + queue + "\" does not exist", {},
                       "Create it with hopper.queue_create() first.");
-    // The pulls' lock as well: a change to the buckets then never meets a claim spending them
-    // (a claim seeding a key's bucket while it is being set would otherwise collide with it).
-    static spi::Statement lock(
-        "SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2))", {INT4OID, TEXTOID});
-    conn.exec(lock, {spi::arg_int4(static_cast<int32_t>(kLockKey1)), spi::arg_text(queue)});
 }
 
 void refresh_limited(spi::Connection& conn, const std::string& queue) {

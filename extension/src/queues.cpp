@@ -2,6 +2,7 @@
 #include "hopper/args.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/limits.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/queue_lock.hpp"
 #include "hopper/queues.hpp"
@@ -82,6 +83,9 @@ void hold(spi::Connection& conn, const std::string& queue) {
 void hold_exclusively(const std::string& queue) {
     (void)lock(queue_tag(queue), ExclusiveLock);
     (void)lock(every_queue_tag(), ShareLock);
+    // The claims' lock of a limited queue before the queue's row, as the limit functions and
+    // the claims (checking the row for a bucket they seed) take them.
+    limits::lock(queue);
 }
 
 }  // namespace hopper::queues

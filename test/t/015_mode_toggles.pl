@@ -80,14 +80,14 @@ finished_once($node, 'app', 'tog', 'tog');
 amcheck_ok($node, 'after the changes', 1);
 
 # A queue dropped and purged again and again while clients push (packed batches too, some held
-# open a moment before they commit), pull, take, cancel and retry: no call fails, and no job,
+# open a moment before they commit), pull, take, cancel, retry and set limits on it again: no call fails, and no job,
 # packed row or history row outlives its queue. A push that commits after the drop would leave
 # one behind only until the next push makes the queue again, so a checker looks all the time.
 my $outlived = join(' OR ',
 	map { "EXISTS (SELECT 1 FROM hopper.$_ t WHERE NOT EXISTS "
 		  . "(SELECT 1 FROM hopper.queues q WHERE q.name = t.queue))" } qw(jobs job_batches job_history));
 my %dropping = (
-	'dq-push' => "SELECT hopper.queue_push('dq', '{}');\n",
+	'dq-push' => "SELECT hopper.queue_push('dq', '{}', concurrency_key => 'k' || (random() * 3)::int);\n",
 	'dq-packed' => "BEGIN;\nSET LOCAL hopper.pack_batches = on;\n"
 	  . "SELECT count(*) FROM hopper.queue_push_batch('dq', array_fill('{}'::jsonb, ARRAY[20]));\nCOMMIT;\n",
 	'dq-push-held' => "BEGIN;\nSELECT hopper.queue_push('dq', '{}');\n\\sleep 5 ms\nCOMMIT;\n",
@@ -104,10 +104,15 @@ my %dropping = (
 	  . "END \$\$;\n",
 	'dq-pull' =>
 	  "SELECT count(*) FROM hopper.queue_pull('dq', 5) j WHERE hopper.queue_complete(j.id, j.lease_token);\n",
-	'dq-take' => "SELECT count(*) FROM hopper.queue_take('dq', 3);\n",
+	'dq-take' => "DO \$\$ BEGIN PERFORM hopper.queue_take('dq', 3); "
+	  . "EXCEPTION WHEN feature_not_supported THEN NULL; END \$\$;\n",
+	'dq-limits' => "DO \$\$ BEGIN PERFORM hopper.queue_set_concurrency('dq', 4, 2); "
+	  . "PERFORM hopper.queue_set_rate_limit('dq', 2000, '1 second'); "
+	  . "PERFORM hopper.queue_set_rate_limit('dq', 500, '1 second', each_key => true); "
+	  . "PERFORM hopper.queue_set_key_limit('dq', 'k1', 1); EXCEPTION WHEN no_data_found THEN NULL; END \$\$;\n",
 	'dq-drop' => "SELECT hopper.queue_drop('dq');\n\\sleep 20 ms\n",
 	'dq-purge' => "DO \$\$ BEGIN PERFORM hopper.queue_purge('dq'); EXCEPTION WHEN no_data_found THEN NULL; END \$\$;\n");
-run_scripts($node, 'six clients push, claim, retry, drop and purge one queue without an error', 6, 8,
+run_scripts($node, 'six clients push, claim, retry, limit, drop and purge one queue without an error', 6, 8,
 	\%dropping, { 'dq-push' => 3, 'dq-pull' => 3 });
 is($node->safe_psql('app', "SELECT $outlived"), 'f', 'nothing outlives its queue');
 amcheck_ok($node, 'after the drops', 1);

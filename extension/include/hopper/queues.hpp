@@ -37,7 +37,8 @@ constexpr uint32_t kEveryQueueLockKey1 = 0x686f7051;  // "hopQ"
 void hold(spi::Connection& conn, const std::string& queue);
 
 // Takes the exclusive lock: for queue_drop and queue_purge, before they change anything (two of
-// them on one queue then run one after the other instead of deadlocking on its rows).
+// them on one queue then run one after the other instead of deadlocking on its rows), and the
+// claims' lock of a limited queue (limits::lock) after it.
 void hold_exclusively(const std::string& queue);
 
 }  // namespace hopper::queues
