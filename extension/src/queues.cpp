@@ -30,11 +30,10 @@ bool insert_if_absent(spi::Connection& conn, const std::string& queue) {
     return !conn.exec(st, {spi::arg_text(queue)}).empty();
 }
 
-// Whether the lock was newly taken (not already held by this transaction).
-bool lock(const LOCKTAG& tag, LOCKMODE mode) {
-    return pg_guard([&] {
-        return LockAcquire(&tag, mode, /*sessionLock=*/false, /*dontWait=*/false) == LOCKACQUIRE_OK;
-    });
+// LOCKACQUIRE_NOT_AVAIL only with dont_wait.
+LockAcquireResult lock(const LOCKTAG& tag, LOCKMODE mode, bool dont_wait = false) {
+    return pg_guard(
+        [&] { return LockAcquire(&tag, mode, /*sessionLock=*/false, /*dontWait=*/dont_wait); });
 }
 
 LOCKTAG queue_tag(const std::string& queue) {
@@ -64,25 +63,27 @@ void ensure(spi::Connection& conn, const std::string& queue) {
     if (conn.exec(exists, {spi::arg_text(queue)}).empty()) insert_if_absent(conn, queue);
 }
 
-void hold(spi::Connection& conn, const std::string& queue) {
+bool hold(spi::Connection& conn, const std::string& queue, bool wait) {
     if (counted_lxid != MyProc->lxid) {
         counted_lxid = MyProc->lxid;
         queues_locked = 0;
     }
-    if (queues_locked < kQueuesLockedAlone) {
-        if (lock(queue_tag(queue), ShareLock)) ++queues_locked;
-    } else {
-        (void)lock(every_queue_tag(), RowExclusiveLock);
+    bool alone = queues_locked < kQueuesLockedAlone;
+    LockAcquireResult r = alone ? lock(queue_tag(queue), ShareLock, !wait)
+                                : lock(every_queue_tag(), RowExclusiveLock, !wait);
+    if (r == LOCKACQUIRE_NOT_AVAIL) return false;
+    if (alone && r == LOCKACQUIRE_OK) ++queues_locked;
+    if (IsolationUsesXactSnapshot()) {
+        static spi::Statement row("SELECT 1 FROM hopper.queues WHERE name = $1 FOR KEY SHARE",
+                                  {TEXTOID});
+        conn.exec(row, {spi::arg_text(queue)});
     }
-    if (!IsolationUsesXactSnapshot()) return;
-    static spi::Statement row("SELECT 1 FROM hopper.queues WHERE name = $1 FOR KEY SHARE",
-                              {TEXTOID});
-    conn.exec(row, {spi::arg_text(queue)});
+    return true;
 }
 
 void hold_exclusively(const std::string& queue) {
-    (void)lock(queue_tag(queue), ExclusiveLock);
-    (void)lock(every_queue_tag(), ShareLock);
+    lock(queue_tag(queue), ExclusiveLock);
+    lock(every_queue_tag(), ShareLock);
     // The claims' lock of a limited queue before the queue's row, as the limit functions and
     // the claims (checking the row for a bucket they seed) take them.
     limits::lock(queue);

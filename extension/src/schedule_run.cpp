@@ -9,8 +9,9 @@
 // the same minute) gets the tick's job back, finished or not, instead of a second one.
 #include <vector>
 
-#include "hopper/push.hpp"
 #include "hopper/args.hpp"
+#include "hopper/push.hpp"
+#include "hopper/queues.hpp"
 #include "hopper/schedule.hpp"
 
 extern "C" {
@@ -87,6 +88,9 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "WHERE name = $1",
         {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID});
     for (const Due& d : lock_due(conn, at, limit)) {
+        // A drop of the queue in flight deletes this schedule once this transaction lets its row
+        // go; it stays due if the drop rolls back.
+        if (!queues::hold(conn, d.queue, /*wait=*/false)) continue;
         cron::Schedule s = parse(d.cron);
         TimestampTz tick = tick_of(s, d, at);
         TimestampTz next = next_after(s, d.cron, at);

@@ -33,8 +33,10 @@ constexpr uint32_t kEveryQueueLockKey1 = 0x686f7051;  // "hopQ"
 
 // Takes the shared lock before the pusher looks the queue up. A transaction snapshot (REPEATABLE
 // READ, SERIALIZABLE) taken before a drop committed would still show the queue: there its row is
-// locked too, which reports such a drop as a serialization failure.
-void hold(spi::Connection& conn, const std::string& queue);
+// locked too, which reports such a drop as a serialization failure. Without `wait`, returns false
+// instead of waiting for a drop or purge: for a pusher holding rows that the drop deletes (a
+// schedule run holds its schedules', which go with their queue), where waiting would deadlock.
+bool hold(spi::Connection& conn, const std::string& queue, bool wait = true);
 
 // Takes the exclusive lock: for queue_drop and queue_purge, before they change anything (two of
 // them on one queue then run one after the other instead of deadlocking on its rows), and the
