@@ -1,12 +1,12 @@
 # Calls cancelled and sessions killed in the middle of their work. Six clients push (single,
 # batched, packed), pull, take, complete, fail, release, cancel and retry on a plain queue, a queue
-# with concurrency and per-key limits and a rate-limited one, while another session cancels a random one of
-# their statements every few milliseconds and terminates a random session now and then. What a
-# cancelled call did must be undone whole: afterwards no server process has crashed, no error but
-# the expected ones was raised, the limited queue still hands out as many jobs as its limit allows
-# (a claim recorded in shared memory by a cancelled transaction would hold a slot for ever), every
-# job pushed (recorded in the pushing statement itself) finishes exactly once, and pg_amcheck finds
-# the tables and indexes sound.
+# with concurrency and per-key limits, a rate-limited one and one whose pulls wait in the server
+# for jobs, while another session cancels a random one of their statements every few milliseconds
+# and terminates a random session now and then. What a cancelled call did must be undone whole:
+# afterwards no server process has crashed, no error but the expected ones was raised (a cancel
+# must come out as a cancel), the limited queue still hands out as many jobs as its limit allows,
+# every job pushed (recorded in the pushing statement itself) finishes exactly once, and
+# pg_amcheck finds the tables and indexes sound.
 use strict;
 use warnings;
 
@@ -32,6 +32,7 @@ $node->safe_psql('app',
 	  . "SELECT hopper.queue_set_concurrency('csl', 3, NULL);\n"
 	  . "SELECT hopper.queue_set_key_limit('csl', 'k1', 1);\n"
 	  . "SELECT hopper.queue_create('csr', max_attempts => 1000);\n"
+	  . "SELECT hopper.queue_create('csw', max_attempts => 1000);\n"
 	  . "SELECT hopper.queue_set_rate_limit('csr', 5000, '1 second');");
 
 # Weighted statements; a push records its ids in the same statement, so a cancelled push leaves
@@ -44,6 +45,9 @@ my @mix = (
 	[ 3, "SELECT count(*) FROM hopper.queue_pull('cs', 3) j WHERE hopper.queue_complete(j.id, j.lease_token)" ],
 	[ 2, "SELECT count(*) FROM hopper.queue_pull('csl', 2) j WHERE hopper.queue_complete(j.id, j.lease_token)" ],
 	[ 1, "INSERT INTO pushed SELECT 'csr', hopper.queue_push('csr', '{}')" ],
+	[ 1, "INSERT INTO pushed SELECT 'csw', hopper.queue_push('csw', '{}')" ],
+	[ 2, "SELECT count(*) FROM hopper.queue_pull('csw', 1, wait => '200 ms') j WHERE hopper.queue_complete(j.id, j.lease_token)" ],
+	[ 1, "SELECT count(*) FROM hopper.queue_take('csw', 1, wait => '200 ms')" ],
 	[ 1, "SELECT count(*) FROM hopper.queue_pull('csr', 2) j WHERE hopper.queue_complete(j.id, j.lease_token)" ],
 	[ 2, "SELECT count(*) FROM hopper.queue_take('cs', 2)" ],
 	[ 1, "BEGIN; SELECT count(*) FROM hopper.queue_take('cs', 1); SAVEPOINT w; ROLLBACK TO w; COMMIT" ],
@@ -138,10 +142,10 @@ $node->safe_psql('app',
 	"SELECT hopper.queue_set_concurrency('csl', NULL, NULL);\n"
 	  . "SELECT hopper.queue_set_key_limit('csl', 'k1', NULL);\n"
 	  . "SELECT hopper.queue_set_rate_limit('csr', NULL, NULL);");
-is(drain_queues($node, 'app', 'cs', 'csl', 'csr'), '0', 'the queues drained');
+is(drain_queues($node, 'app', 'cs', 'csl', 'csr', 'csw'), '0', 'the queues drained');
 note('pushed, finished: '
 	  . $node->safe_psql('app', "SELECT (SELECT count(*) FROM pushed) || ' ' || (SELECT count(*) FROM hopper.job_history)"));
-finished_once($node, 'app', 'storm', 'cs', 'csl', 'csr');
+finished_once($node, 'app', 'storm', 'cs', 'csl', 'csr', 'csw');
 amcheck_ok($node, 'after the storm', 1);
 
 $node->stop;
