@@ -84,9 +84,11 @@ bool hold(spi::Connection& conn, const std::string& queue, bool wait) {
 void hold_exclusively(const std::string& queue) {
     lock(queue_tag(queue), ExclusiveLock);
     lock(every_queue_tag(), ShareLock);
-    // The claims' lock of a limited queue before the queue's row, as the limit functions and
-    // the claims (checking the row for a bucket they seed) take them.
-    limits::lock(queue);
+    lock_deletes(queue);
+}
+
+void lock_deletes(const std::string& queue) {
+    lock(queue_lock::tag(kDeleteLockKey1, queue_lock::hash(queue)), ExclusiveLock);
 }
 
 }  // namespace hopper::queues
@@ -127,6 +129,9 @@ HOPPER_FUNCTION(hopper_queue_drop) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
     queues::hold_exclusively(queue);
+    // The claims' lock before the queue's row, as the limit functions and the claims (checking
+    // the row for a rate bucket they seed, while they hold the lock) take them.
+    limits::lock(queue);
     static spi::Statement drop("DELETE FROM hopper.queues WHERE name = $1 RETURNING name",
                                {TEXTOID});
     // Packed rows before hopper.jobs: an unpack that holds one of the rows is waited for, and its
@@ -167,7 +172,10 @@ HOPPER_FUNCTION(hopper_queue_resume) {
 HOPPER_FUNCTION(hopper_queue_purge) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
-    queues::hold_exclusively(queue);
+    queues::lock_deletes(queue);
+    // The claims' lock too: a limited claim unpacking a packed row would otherwise meet the
+    // deletes below in the other order.
+    limits::lock(queue);
     queues::require(conn, queue);
     // Running jobs are left to finish: their workers hold leases on them.
     static spi::Statement st("DELETE FROM hopper.jobs WHERE queue = $1 AND state = 'available'",

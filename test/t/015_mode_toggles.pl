@@ -104,6 +104,9 @@ my %dropping = (
 	  . "END \$\$;\n",
 	'dq-pull' =>
 	  "SELECT count(*) FROM hopper.queue_pull('dq', 5) j WHERE hopper.queue_complete(j.id, j.lease_token);\n",
+	'dq-pull-apart' => "SELECT coalesce(max(id), 0) AS jid, coalesce(max(lease_token), 0) AS jtok "
+	  . "FROM hopper.queue_pull('dq', 1) \\gset\nDO \$\$ BEGIN PERFORM hopper.queue_complete(:jid, :jtok) "
+	  . "WHERE :jid > 0; EXCEPTION WHEN no_data_found THEN NULL; END \$\$;\n",
 	'dq-take' => "DO \$\$ BEGIN PERFORM hopper.queue_take('dq', 3); "
 	  . "EXCEPTION WHEN feature_not_supported THEN NULL; END \$\$;\n",
 	'dq-limits' => "DO \$\$ BEGIN PERFORM hopper.queue_set_concurrency('dq', 4, 2); "

@@ -17,16 +17,16 @@ void require(spi::Connection& conn, const std::string& queue);
 // A job written into a queue by a transaction still in flight is invisible to queue_drop's
 // deletes, and would outlive the queue once both commit. So everything that adds jobs to a queue
 // (pushes, retries, queue_fail_taken's put-back) holds the queue's lock shared to the end of its
-// transaction, and queue_drop and queue_purge hold it exclusively: a drop waits for the pushes in
-// flight, and a push that waited for a drop finds the queue gone (and makes it again, if
+// transaction, and queue_drop holds it exclusively: a drop waits for the pushes in flight, and a
+// push that waited for a drop finds the queue gone (and makes it again, if
 // hopper.auto_create_queues is on). The lock is the two-int4 advisory lock (kLockKey1,
 // hashtext(queue)); queues whose names hash alike share it.
 constexpr uint32_t kLockKey1 = 0x686f7071;  // "hopq"
 
 // A transaction that pushes to many queues would hold a lock per queue, from the server's shared
 // lock table, where every session's locks live: past kQueuesLockedAlone queues it holds one lock
-// for all the others instead, (kEveryQueueLockKey1, 0) in RowExclusiveLock mode, which drops and
-// purges take in ShareLock mode beside their queue's own. Such a transaction holds up every drop
+// for all the others instead, (kEveryQueueLockKey1, 0) in RowExclusiveLock mode, which drops take
+// in ShareLock mode beside their queue's own. Such a transaction holds up every drop
 // while it lasts; pushes to a few queues hold up only their queues' drops.
 constexpr int kQueuesLockedAlone = 16;
 constexpr uint32_t kEveryQueueLockKey1 = 0x686f7051;  // "hopQ"
@@ -34,13 +34,18 @@ constexpr uint32_t kEveryQueueLockKey1 = 0x686f7051;  // "hopQ"
 // Takes the shared lock before the pusher looks the queue up. A transaction snapshot (REPEATABLE
 // READ, SERIALIZABLE) taken before a drop committed would still show the queue: there its row is
 // locked too, which reports such a drop as a serialization failure. Without `wait`, returns false
-// instead of waiting for a drop or purge: for a pusher holding rows that the drop deletes (a
+// instead of waiting for a drop: for a pusher holding rows that the drop deletes (a
 // schedule run holds its schedules', which go with their queue), where waiting would deadlock.
 bool hold(spi::Connection& conn, const std::string& queue, bool wait = true);
 
-// Takes the exclusive lock: for queue_drop and queue_purge, before they change anything (two of
-// them on one queue then run one after the other instead of deadlocking on its rows), and the
-// claims' lock of a limited queue (limits::lock) after it.
+// For queue_drop, before it changes anything: the exclusive lock (pushes in flight finish first,
+// new ones wait), then lock_deletes.
 void hold_exclusively(const std::string& queue);
+
+// For queue_drop and queue_purge: two of them on one queue would delete the same rows in different
+// orders and deadlock, so they run one after the other (advisory lock kDeleteLockKey1,
+// hashtext(queue)). Pushes do not wait for it: a purge removes what was waiting when it ran.
+constexpr uint32_t kDeleteLockKey1 = 0x686f7064;  // "hopd"
+void lock_deletes(const std::string& queue);
 
 }  // namespace hopper::queues
