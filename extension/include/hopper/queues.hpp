@@ -26,16 +26,16 @@ constexpr uint32_t kLockKey1 = 0x686f7071;  // "hopq"
 // A transaction that pushes to many queues would hold a lock per queue, from the server's shared
 // lock table, where every session's locks live: past kQueuesLockedAlone queues it holds one lock
 // for all the others instead, (kEveryQueueLockKey1, 0) in RowExclusiveLock mode, which drops take
-// in ShareLock mode beside their queue's own. Such a transaction holds up every drop
-// while it lasts; pushes to a few queues hold up only their queues' drops.
+// in ShareLock mode beside their queue's own. Such a transaction holds up every drop while it
+// lasts; pushes to a few queues hold up only their queues' drops.
 constexpr int kQueuesLockedAlone = 16;
 constexpr uint32_t kEveryQueueLockKey1 = 0x686f7051;  // "hopQ"
 
 // Takes the shared lock before the pusher looks the queue up. A transaction snapshot (REPEATABLE
 // READ, SERIALIZABLE) taken before a drop committed would still show the queue: there its row is
 // locked too, which reports such a drop as a serialization failure. Without `wait`, returns false
-// instead of waiting for a drop: for a pusher holding rows that the drop deletes (a
-// schedule run holds its schedules', which go with their queue), where waiting would deadlock.
+// instead of waiting for a drop: for a pusher holding rows that the drop deletes (a schedule run
+// holds its schedules', which go with their queue), where waiting would deadlock.
 bool hold(spi::Connection& conn, const std::string& queue, bool wait = true);
 
 // For queue_drop, before it changes anything: the exclusive lock (pushes in flight finish first,
