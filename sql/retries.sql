@@ -86,3 +86,12 @@ SELECT lease_token AS rt, attempt FROM hopper.queue_pull('retry') \gset
 SELECT hopper.queue_release(:r1, :rt) AS released;
 SELECT state, attempt FROM hopper.job_status(:r1);
 SELECT hopper.queue_release(:r1, :rt) AS released_twice;
+
+-- A cancelled job whose queue is gone (its row deleted by hand) is not put back into no queue.
+SELECT hopper.queue_create('retry_gone') AS created;
+SELECT hopper.queue_push('retry_gone', '{}') AS g1 \gset
+SELECT hopper.queue_cancel(:g1) AS cancelled;
+DELETE FROM hopper.queues WHERE name = 'retry_gone';
+SELECT pg_temp.try(format('SELECT hopper.queue_retry(%s)', :g1));
+SELECT count(*) AS put_back FROM hopper.jobs WHERE id = :g1;
+DELETE FROM hopper.job_history WHERE queue = 'retry_gone';

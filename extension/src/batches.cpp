@@ -120,10 +120,8 @@ std::vector<int64_t> returned_ids(const spi::Result& r, int64_t jobs) {
 // pg_advisory_xact_lock(kMarkLockKey1, hashtext(queue)) and its shared form. Whether it was granted
 // (always, unless dont_wait).
 bool take_mark_lock(const std::string& queue, LOCKMODE mode, bool dont_wait) {
-    LOCKTAG tag = queue_lock::tag(kMarkLockKey1, queue_lock::hash(queue));
-    return pg_guard([&] {
-        return LockAcquire(&tag, mode, /*sessionLock=*/false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
-    });
+    return queue_lock::acquire(queue_lock::tag(kMarkLockKey1, queue_lock::hash(queue)), mode,
+                               dont_wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 }  // namespace
 

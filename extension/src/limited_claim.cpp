@@ -70,8 +70,7 @@ void probe_row(void* arg) {
 }  // namespace
 
 void lock(const std::string& queue) {
-    LOCKTAG tag = queue_lock::tag(kLockKey1, queue_lock::hash(queue));
-    pg_guard([&] { LockAcquire(&tag, ExclusiveLock, /*sessionLock=*/false, /*dontWait=*/false); });
+    queue_lock::acquire(queue_lock::tag(kLockKey1, queue_lock::hash(queue)), ExclusiveLock);
 }
 
 bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {

@@ -27,4 +27,9 @@ LOCKTAG tag(uint32 key1, uint32 hash) {
     return t;
 }
 
+LockAcquireResult acquire(const LOCKTAG& tag, LOCKMODE mode, bool dont_wait) {
+    return pg_guard(
+        [&] { return LockAcquire(&tag, mode, /*sessionLock=*/false, /*dontWait=*/dont_wait); });
+}
+
 }  // namespace hopper::queue_lock

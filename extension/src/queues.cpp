@@ -30,12 +30,6 @@ bool insert_if_absent(spi::Connection& conn, const std::string& queue) {
     return !conn.exec(st, {spi::arg_text(queue)}).empty();
 }
 
-// LOCKACQUIRE_NOT_AVAIL only with dont_wait.
-LockAcquireResult lock(const LOCKTAG& tag, LOCKMODE mode, bool dont_wait = false) {
-    return pg_guard(
-        [&] { return LockAcquire(&tag, mode, /*sessionLock=*/false, /*dontWait=*/dont_wait); });
-}
-
 LOCKTAG queue_tag(const std::string& queue) {
     return queue_lock::tag(kLockKey1, queue_lock::hash(queue));
 }
@@ -69,8 +63,8 @@ bool hold(spi::Connection& conn, const std::string& queue, bool wait) {
         queues_locked = 0;
     }
     bool alone = queues_locked < kQueuesLockedAlone;
-    LockAcquireResult r = alone ? lock(queue_tag(queue), ShareLock, !wait)
-                                : lock(every_queue_tag(), RowExclusiveLock, !wait);
+    LockAcquireResult r = alone ? queue_lock::acquire(queue_tag(queue), ShareLock, !wait)
+                                : queue_lock::acquire(every_queue_tag(), RowExclusiveLock, !wait);
     if (r == LOCKACQUIRE_NOT_AVAIL) return false;
     if (alone && r == LOCKACQUIRE_OK) ++queues_locked;
     if (IsolationUsesXactSnapshot()) {
@@ -82,13 +76,17 @@ bool hold(spi::Connection& conn, const std::string& queue, bool wait) {
 }
 
 void hold_exclusively(const std::string& queue) {
-    lock(queue_tag(queue), ExclusiveLock);
-    lock(every_queue_tag(), ShareLock);
+    queue_lock::acquire(queue_tag(queue), ExclusiveLock);
+    queue_lock::acquire(every_queue_tag(), ShareLock);
     lock_deletes(queue);
 }
 
 void lock_deletes(const std::string& queue) {
-    lock(queue_lock::tag(kDeleteLockKey1, queue_lock::hash(queue)), ExclusiveLock);
+    queue_lock::acquire(queue_lock::tag(kDeleteLockKey1, queue_lock::hash(queue)), ExclusiveLock);
+    // The claims' lock of a limited queue before the queue's rows, as the limit functions and the
+    // claims (checking the queue's row for a rate bucket they seed, or unpacking a packed row,
+    // while they hold it) take them.
+    limits::lock(queue);
 }
 
 }  // namespace hopper::queues
@@ -129,9 +127,6 @@ HOPPER_FUNCTION(hopper_queue_drop) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
     queues::hold_exclusively(queue);
-    // The claims' lock before the queue's row, as the limit functions and the claims (checking
-    // the row for a rate bucket they seed, while they hold the lock) take them.
-    limits::lock(queue);
     static spi::Statement drop("DELETE FROM hopper.queues WHERE name = $1 RETURNING name",
                                {TEXTOID});
     // Packed rows before hopper.jobs: an unpack that holds one of the rows is waited for, and its
@@ -173,9 +168,6 @@ HOPPER_FUNCTION(hopper_queue_purge) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
     queues::lock_deletes(queue);
-    // The claims' lock too: a limited claim unpacking a packed row would otherwise meet the
-    // deletes below in the other order.
-    limits::lock(queue);
     queues::require(conn, queue);
     // Running jobs are left to finish: their workers hold leases on them.
     static spi::Statement st("DELETE FROM hopper.jobs WHERE queue = $1 AND state = 'available'",

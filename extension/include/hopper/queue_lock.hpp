@@ -18,4 +18,8 @@ uint32 hash(const std::string& queue);
 // The tag in this database for classid key1 and a queue name hashing to `hash`.
 LOCKTAG tag(uint32 key1, uint32 hash);
 
+// Takes the lock `tag` in `mode` to the end of the transaction. LOCKACQUIRE_NOT_AVAIL only with
+// dont_wait; LOCKACQUIRE_ALREADY_HELD if this transaction held it already.
+LockAcquireResult acquire(const LOCKTAG& tag, LOCKMODE mode, bool dont_wait = false);
+
 }  // namespace hopper::queue_lock

@@ -44,7 +44,8 @@ void hold_exclusively(const std::string& queue);
 
 // For queue_drop and queue_purge: two of them on one queue would delete the same rows in different
 // orders and deadlock, so they run one after the other (advisory lock kDeleteLockKey1,
-// hashtext(queue)). Pushes do not wait for it: a purge removes what was waiting when it ran.
+// hashtext(queue)). Pushes do not wait for it: a purge removes what was waiting when it ran. Takes
+// the claims' lock of a limited queue (limits::lock) after it.
 constexpr uint32_t kDeleteLockKey1 = 0x686f7064;  // "hopd"
 void lock_deletes(const std::string& queue);
 
