@@ -806,3 +806,15 @@ REVOKE ALL ON FUNCTION hopper.queues_changed() FROM PUBLIC;
 CREATE TRIGGER queues_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON hopper.queues
     FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();
+-- The same for changes made with session_replication_role = replica, which skips the trigger above:
+-- a subscription's apply worker (a queue moved by logical replication, README "Replication") and
+-- sessions that set it themselves. Apply fires row triggers only (TRUNCATE excepted); changes to
+-- hopper.queues are rare, so a row trigger costs nothing that matters.
+CREATE TRIGGER queues_changed_replica
+    AFTER INSERT OR UPDATE OR DELETE ON hopper.queues
+    FOR EACH ROW EXECUTE FUNCTION hopper.queues_changed();
+CREATE TRIGGER queues_truncated_replica
+    AFTER TRUNCATE ON hopper.queues
+    FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();
+ALTER TABLE hopper.queues ENABLE REPLICA TRIGGER queues_changed_replica;
+ALTER TABLE hopper.queues ENABLE REPLICA TRIGGER queues_truncated_replica;

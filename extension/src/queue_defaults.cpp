@@ -94,7 +94,8 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
 
 using namespace hopper;
 
-// AFTER ... FOR EACH STATEMENT on hopper.queues: makes every backend forget the queues it knows.
+// AFTER any change to hopper.queues (per statement, and per row under session_replication_role =
+// replica, where apply fires row triggers only): makes every backend forget the queues it knows.
 HOPPER_FUNCTION(hopper_queues_changed) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         throw PgError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,

@@ -43,6 +43,8 @@ $old->safe_psql('app',
 	  . "SELECT hopper.queue_set_key_limit('rated', 'k0', 2);\n"
 	  . "SELECT hopper.queue_create('gone', retention => '1 second');\n"
 	  . "SELECT hopper.queue_schedule('tick', '* * * * *', 'ticks');\n"
+	  . "SELECT hopper.queue_create('pausing');\n"
+	  . "SELECT count(*) FROM hopper.queue_push_batch('pausing', array_fill('{}'::jsonb, ARRAY[5]));\n"
 	  . "CREATE PUBLICATION queue_move FOR TABLE $tables WITH (publish_via_partition_root = true);");
 # On the new server nothing of hopper's runs until the switch-over: its reaper would rescue and
 # prune on its own.
@@ -102,6 +104,20 @@ is($theirs, $old->safe_psql('app', $digest_sql), 'the new server holds the rows 
 like($theirs, qr/^hopper\.jobs\|[1-9]/m, 'with jobs still waiting');
 like($theirs, qr/^hopper\.job_batches\|[1-9]/m, 'and packed rows');
 amcheck_ok($new, 'the new server', 1);
+
+# A session on the new server remembers the queue settings its claims read. Changes that the
+# subscription applies (session_replication_role = replica, no statement triggers) must reach it
+# as local ones do: a pause on the old server stops its claims, the resume restarts them.
+my $pausing = "SELECT count(*) FROM hopper.queue_pull('pausing')";
+my $reader = start_session($new, 'app');
+is(session_query($reader, $pausing), '1', 'a session on the new server claims from a queue');
+$old->safe_psql('app', "SELECT hopper.queue_pause('pausing')");
+$old->wait_for_catchup('queue_move');
+is(session_query($reader, $pausing), '0', 'a pause replicated from the old server stops its claims');
+$old->safe_psql('app', "SELECT hopper.queue_resume('pausing')");
+$old->wait_for_catchup('queue_move');
+is(session_query($reader, $pausing), '1', 'and the replicated resume restarts them');
+$reader->{run}->finish;
 
 # The switch-over. The old server stops taking writes (here: its clients are done), the
 # subscription goes, and each sequence moves past everything the old server handed out.
