@@ -36,6 +36,29 @@ SELECT hopper.queue_heartbeat(:id, :token) AS stale_heartbeat,
        hopper.queue_complete(:id, :token) AS stale_complete;
 SELECT jobs_rescued >= 1 AS counted FROM pg_temp.my_reaper;
 
+-- A queue whose rescue fails does not hold the others' back: a trigger of the user's refuses the
+-- rescue of one queue's job (the reaper logs a warning each pass), and the job of the queue it
+-- reaches next is rescued all the same. Once the trigger is gone, the first is rescued too.
+CREATE FUNCTION public.regress_refuse_rescue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'rescue of job % refused', OLD.id;
+END $$;
+CREATE TRIGGER regress_refuse_rescue BEFORE UPDATE ON hopper.jobs FOR EACH ROW
+    WHEN (OLD.queue = 'reaped_a' AND NEW.state <> 'running')
+    EXECUTE FUNCTION public.regress_refuse_rescue();
+SELECT hopper.queue_create('reaped_a') AS created, hopper.queue_create('reaped_b') AS created;
+SELECT hopper.queue_push('reaped_a', '{}') AS ra, hopper.queue_push('reaped_b', '{}') AS rb \gset
+SELECT count(*) AS pulled FROM hopper.queue_pull('reaped_a', 1, lease => '1 second');
+SELECT count(*) AS pulled FROM hopper.queue_pull('reaped_b', 1, lease => '1 second');
+SELECT pg_temp.wait_for(format('(SELECT state <> %L FROM hopper.job_status(%s))', 'running', :rb))
+    AS next_queue_rescued;
+SELECT state AS refused_still FROM hopper.job_status(:ra);
+DROP TRIGGER regress_refuse_rescue ON hopper.jobs;
+DROP FUNCTION public.regress_refuse_rescue();
+SELECT pg_temp.wait_for(format('(SELECT state <> %L FROM hopper.job_status(%s))', 'running', :ra))
+    AS rescued_once_allowed;
+SELECT hopper.queue_drop('reaped_a') AS dropped, hopper.queue_drop('reaped_b') AS dropped;
+
 -- Settings: server-wide (SIGHUP), not per session.
 SHOW hopper.reaper_naptime;
 SHOW hopper.reaper_batch_size;

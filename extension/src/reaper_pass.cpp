@@ -123,12 +123,25 @@ PassOutcome run_steps(PassState& state) {
         return c.retried + c.dead;
     });
 
+    // One queue whose rescue fails (a trigger of the user's on hopper.jobs that raises, say) is
+    // reported and passed over: the other queues' expired leases, the schedules and the pruning
+    // still run. A cancel or shutdown ends the pass as before.
     for (const std::string& queue : queues) {
-        state.rescued += in_batches(batch, [&](spi::Connection& conn) {
-            rescue::Counts c = rescue::expired_leases(conn, queue, transaction_now(), batch,
-                                                      /*backoff=*/true);
-            return c.retried + c.dead;
-        });
+        bool failed = false;
+        try {
+            state.rescued += in_batches(batch, [&](spi::Connection& conn) {
+                rescue::Counts c = rescue::expired_leases(conn, queue, transaction_now(), batch,
+                                                          /*backoff=*/true);
+                return c.retried + c.dead;
+            });
+        } catch (const PgError& e) {
+            if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
+            worker::remember_failure();
+            failed = true;
+        }
+        if (failed)
+            worker::report_failure(
+                ("rescuing the expired leases of queue \"" + queue + "\"").c_str());
         check_for_interrupts();
     }
 
