@@ -35,6 +35,10 @@ SELECT hopper.queue_complete(:id, :tok) AS again,
        hopper.queue_cancel(:id) AS cancelled;
 -- An id never issued is still unknown.
 SELECT pg_temp.try($$SELECT hopper.queue_complete(9000000000, 1)$$) AS never_issued;
+SELECT pg_temp.try($$SELECT hopper.queue_complete(0, 1)$$) AS never_issued_zero,
+       pg_temp.try($$SELECT hopper.queue_heartbeat(-1, 1)$$) AS never_issued_negative,
+       pg_temp.try($$SELECT hopper.queue_fail(-1, 1, 'x')$$) AS never_issued_fail,
+       pg_temp.try($$SELECT hopper.queue_complete_many(ARRAY[-1], ARRAY[1])$$) AS never_issued_many;
 
 -- Dead (its only attempt failed) and cancelled: the same.
 SELECT hopper.queue_push('forgetful', '{"n": 2}') AS id2 \gset

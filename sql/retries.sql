@@ -95,3 +95,38 @@ DELETE FROM hopper.queues WHERE name = 'retry_gone';
 SELECT pg_temp.try(format('SELECT hopper.queue_retry(%s)', :g1));
 SELECT count(*) AS put_back FROM hopper.jobs WHERE id = :g1;
 DELETE FROM hopper.job_history WHERE queue = 'retry_gone';
+
+-- A dead job with a dedup key cannot come back while a job pushed since holds the key: two
+-- unfinished jobs never share one (23505, naming the holder); once it finished, the retry works.
+SELECT hopper.queue_create('retry_key') AS created;
+SELECT hopper.queue_push('retry_key', '{}', dedup_key => 'k') AS k1 \gset
+SELECT hopper.queue_cancel(:k1) AS cancelled;
+SELECT hopper.queue_push('retry_key', '{}', dedup_key => 'k') AS k2 \gset
+SELECT regexp_replace(pg_temp.try(format('SELECT hopper.queue_retry(%s)', :k1)), 'job [0-9]+', 'job N', 'g')
+    AS key_held;
+SELECT state FROM hopper.job_status(:k1);
+SELECT hopper.queue_cancel(:k2) AS cancelled;
+SELECT hopper.queue_retry(:k1) AS retried;
+SELECT state, attempt FROM hopper.job_status(:k1);
+SELECT hopper.queue_drop('retry_key') AS dropped;
+
+-- A long backoff at a late attempt is capped, not out of range: base * 2^30 of a day's base
+-- passed an interval's microseconds (22008) before the cap applied, and the reaper's rescue with
+-- it failed every pass.
+SELECT hopper.queue_create('retry_long', max_attempts => 40, backoff_base => '24 hours',
+                           backoff_cap => '1 day', jitter => 0) AS created;
+SELECT hopper.queue_push('retry_long', '{}') AS l1 \gset
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR i IN 1 .. 30 LOOP
+        SELECT * INTO r FROM hopper.queue_pull('retry_long');
+        PERFORM hopper.queue_fail(r.id, r.lease_token, 'again', retry_in => '0');
+    END LOOP;
+END $$;
+SELECT lease_token AS lt, attempt AS long_attempt FROM hopper.queue_pull('retry_long') \gset
+SELECT :long_attempt AS long_attempt;
+SELECT hopper.queue_fail(:l1, :lt, 'still failing') AS state;
+SELECT round(extract(epoch FROM run_at - now())) AS long_delay_s FROM hopper.job_status(:l1);
+SELECT hopper.queue_drop('retry_long') AS dropped;

@@ -61,13 +61,29 @@ HOPPER_FUNCTION(hopper_queue_retry) {
     spi::Connection conn;
     // The job goes back into its queue as a push would: under the queue's lock (queues::hold),
     // and only while the queue exists.
-    static spi::Statement queue_of("SELECT queue FROM hopper.job_history WHERE id = $1", {INT8OID},
-                                   spi::Planning::kWalkIndexes);
+    static spi::Statement queue_of(
+        "SELECT queue, dedup_key, state IN ('dead', 'cancelled') FROM hopper.job_history "
+        "WHERE id = $1",
+        {INT8OID}, spi::Planning::kWalkIndexes);
+    // Its dedup key may have gone to a job pushed since: two unfinished jobs never share one.
+    static spi::Statement key_holder(
+        "SELECT id FROM hopper.jobs WHERE queue = $1 AND dedup_key = $2 LIMIT 1",
+        {TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
     spi::Result q = conn.exec(queue_of, {spi::arg(id)});
     if (!q.empty()) {
         std::string queue = q.get_text(0, 1);
         queues::hold(conn, queue);
         queues::require(conn, queue);
+        if (q.get_bool(0, 3) && !q.is_null(0, 2)) {
+            std::string key = q.get_text(0, 2);
+            spi::Result h = conn.exec(key_holder, {spi::arg_text(queue), spi::arg_text(key)});
+            if (!h.empty())
+                throw PgError(ERRCODE_UNIQUE_VIOLATION,
+                              "job " + std::to_string(id) + " cannot be retried: its dedup key \"" +
+                                  args::clip(key, 200) + "\" belongs to unfinished job " +
+                                  std::to_string(h.get_int64(0, 1)),
+                              {}, "Retry it once that job has finished, or push it again.");
+        }
     }
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty()) {

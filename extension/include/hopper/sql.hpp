@@ -34,10 +34,10 @@
     ".queue), true)"
 
 // Whether an id found neither in hopper.jobs nor in hopper.job_history may still be a job that
-// finished in a queue that keeps no history: it was issued, and some queue has retention 0. Such
-// an id answers as a lost lease would, not as an unknown job.
+// finished in a queue that keeps no history: it was issued (ids start at 1), and some queue has
+// retention 0. Such an id answers as a lost lease would, not as an unknown job.
 #define HOPPER_MAY_BE_UNKEPT(id_expr)                                          \
-    "(" id_expr                                                                \
+    "(" id_expr " > 0 AND " id_expr                                            \
     " <= (SELECT s.last_value FROM hopper.job_id_seq s) AND EXISTS (SELECT 1 " \
     "FROM hopper.queues zq WHERE zq.retention = interval '0'))"
 
@@ -52,9 +52,13 @@
     ", 'error', " error_expr ", 'worker', " alias ".worker)))"
 
 // Exponential backoff with jitter for a job j of queue q: base * 2^attempt, capped, minus up to
-// jitter (a fraction) of it so that a burst of failures does not come back as a burst.
-#define HOPPER_BACKOFF(j, q)                                 \
-    "(LEAST(" q ".backoff_cap, " q                           \
-    ".backoff_base * pg_catalog.power(2::float8, "           \
-    "LEAST(" j ".attempt, 30)::float8)) * (1.0::float8 - " q \
+// jitter (a fraction) of it so that a burst of failures does not come back as a burst. Reckoned in
+// seconds as float8: an interval's microseconds overflow (22008) once base * 2^attempt passes
+// 292,000 years, which a base of hours reaches by the 30th attempt, before the cap could apply.
+#define HOPPER_BACKOFF(j, q)                                                  \
+    "pg_catalog.make_interval(secs => LEAST(pg_catalog.date_part('epoch', " q \
+    ".backoff_cap), "                                                         \
+    "pg_catalog.date_part('epoch', " q                                        \
+    ".backoff_base) * pg_catalog.power(2::float8, "                           \
+    "LEAST(" j ".attempt, 30)::float8)) * (1.0::float8 - " q                  \
     ".jitter::float8 * pg_catalog.random()))"
