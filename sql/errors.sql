@@ -16,6 +16,12 @@ SELECT pg_temp.try($$SELECT hopper.queue_push('robert''); DROP TABLE hopper.jobs
 SELECT pg_temp.try($$SELECT hopper.queue_push(repeat('q', 49), '{}')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_push(repeat('q', 48), '{}') > 0$$);
 SELECT pg_temp.try($$SELECT hopper.queue_push('ok.name:with-all_chars9', '{}') > 0$$);
+-- "done" would share its channel, hopper:done, with the finished jobs' notifications.
+SELECT pg_temp.try($$SELECT hopper.queue_push('done', '{}')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_create('done')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push('Done', '{}') > 0$$);
+-- A long bad name is quoted shortened, without cutting a character in half.
+SELECT pg_temp.try($$SELECT hopper.queue_push('a' || repeat('é', 60), '{}')$$);
 
 -- Payloads: objects only, and bounded
 SELECT pg_temp.try($$SELECT hopper.queue_push('errs', NULL)$$);
@@ -58,6 +64,13 @@ RESET hopper.max_pull;
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '0 seconds')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '-5 seconds')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '2 days')$$);
+-- An interval whose parts differ in sign is refused: 30 days a month made this one 12 hours, but
+-- added to a timestamp it lands in the past after a 31-day month.
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '-1 mon 30 days 12 hours')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, lease => '1 day -1 hour')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_set_rate_limit('errs', 10, '-12 mon 365 days 6 hours')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_create('errs', retention => '-12 mon 400 days')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_fail(1, 1, 'x', retry_in => '1 mon -1 day')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, worker => '')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, at => '-infinity')$$);
 -- An unknown queue has nothing to pull: not an error (workers may start before the first push).

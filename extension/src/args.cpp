@@ -8,6 +8,7 @@
 extern "C" {
 #include "utils/builtins.h"
 #include "access/xact.h"
+#include "mb/pg_wchar.h"
 #include "utils/timestamp.h"
 }
 
@@ -42,13 +43,24 @@ bool is_null(FunctionCallInfo fcinfo, int n) {
     return PG_NARGS() <= n || PG_ARGISNULL(n);
 }
 
+std::string clip(const std::string& s, size_t max_bytes) {
+    if (s.size() <= max_bytes) return s;
+    int len = pg_guard([&] {
+        return pg_mbcliplen(s.data(), static_cast<int>(s.size()), static_cast<int>(max_bytes));
+    });
+    return s.substr(0, static_cast<size_t>(len));
+}
+
 void check_queue_name(const std::string& q, const char* argname) {
     bool ok = !q.empty() && q.size() <= static_cast<size_t>(kMaxQueueName);
     for (size_t i = 0; ok && i < q.size(); ++i) ok = queue_char_ok(q[i], i == 0);
     if (!ok)
-        invalid(std::string("invalid ") + argname + " name \"" + q.substr(0, 100) + "\"",
+        invalid(std::string("invalid ") + argname + " name \"" + clip(q, 100) + "\"",
                 "A queue name is 1 to 48 characters from A-Z a-z 0-9 _ . : - and starts with a "
                 "letter or digit.");
+    if (q == "done")
+        invalid(std::string(argname) + " name \"done\" is reserved",
+                "Its channel, hopper:done, carries the notifications of finished jobs.");
 }
 
 std::string queue_name(FunctionCallInfo fcinfo, int n, const char* argname) {
@@ -105,6 +117,11 @@ std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* a
                                    int64_t min_us, int64_t max_us, bool allow_zero) {
     if (is_null(fcinfo, n)) return std::nullopt;
     const Interval* iv = PG_GETARG_INTERVAL_P(n);
+    bool some_positive = iv->month > 0 || iv->day > 0 || iv->time > 0;
+    bool some_negative = iv->month < 0 || iv->day < 0 || iv->time < 0;
+    if (some_positive && some_negative)
+        invalid(std::string(argname) + " must not mix positive and negative parts",
+                "Give months, days and time one sign: '36 hours', not '2 days -12 hours'.");
     // Months count as 30 days, as PostgreSQL's own interval comparison does.
     long double us = static_cast<long double>(iv->time) +
                      static_cast<long double>(iv->day) * USECS_PER_DAY +

@@ -24,11 +24,11 @@ cron::Schedule parse(const std::string& expression) {
     try {
         return cron::parse(expression);
     } catch (const cron::ParseError& e) {
-        throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
-                      "invalid cron expression \"" + expression.substr(0, 200) + "\": " + e.what(),
-                      {},
-                      "Five fields in UTC: minute hour day-of-month month day-of-week, e.g. "
-                      "\"*/15 * * * *\", or a macro such as @daily.");
+        throw PgError(
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            "invalid cron expression \"" + args::clip(expression, 200) + "\": " + e.what(), {},
+            "Five fields in UTC: minute hour day-of-month month day-of-week, e.g. "
+            "\"*/15 * * * *\", or a macro such as @daily.");
     }
 }
 
@@ -36,14 +36,14 @@ TimestampTz next_after(const cron::Schedule& s, const std::string& expression, T
     auto next = cron::next_after(s, floor_div(after, USECS_PER_SEC) + kUnixEpochInPg);
     if (!next)
         throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
-                      "cron expression \"" + expression.substr(0, 200) +
+                      "cron expression \"" + args::clip(expression, 200) +
                           "\" matches no time in the " + std::to_string(cron::kSearchYears) +
                           " years after the given time");
     int64_t secs = *next - kUnixEpochInPg;
     TimestampTz t = secs * USECS_PER_SEC;
     if (secs > END_TIMESTAMP / USECS_PER_SEC || !IS_VALID_TIMESTAMP(t))
         throw PgError(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE, "the next run of cron expression \"" +
-                                                               expression.substr(0, 200) +
+                                                               args::clip(expression, 200) +
                                                                "\" is out of the timestamp range");
     return t;
 }

@@ -26,7 +26,12 @@ constexpr int64_t kMaxRunAtBehindUs = int64_t(366) * 24 * 3600 * 1000000;      /
 
 bool is_null(FunctionCallInfo fcinfo, int n);
 
-// Queue names: 1-48 characters from [A-Za-z0-9_.:-], starting with a letter or digit.
+// The first max_bytes bytes of s, shortened so as not to cut a character of the database's
+// encoding in half: error messages quote user text, and half a character is invalid UTF-8.
+std::string clip(const std::string& s, size_t max_bytes);
+
+// Queue names: 1-48 characters from [A-Za-z0-9_.:-], starting with a letter or digit; not "done",
+// whose channel hopper:done carries finished jobs.
 std::string queue_name(FunctionCallInfo fcinfo, int n, const char* argname = "queue");
 void check_queue_name(const std::string& q, const char* argname = "queue");
 
@@ -44,6 +49,8 @@ Datum payload(FunctionCallInfo fcinfo, int n, const char* argname = "payload");
 void check_payload(Jsonb* jb, const char* argname);
 
 // An interval converted to microseconds, which must lie in (min_us, max_us]; NULL -> nullopt.
+// Its months, days and time must not differ in sign: '-1 mon 30 days 12 hours' is 12 hours at
+// 30 days a month, but a calendar month ahead of a 31-day month makes it negative.
 std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* argname,
                                    int64_t min_us, int64_t max_us, bool allow_zero = false);
 
