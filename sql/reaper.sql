@@ -98,5 +98,27 @@ SELECT count(*) AS reapers_after_push FROM hopper.reaper_status() WHERE database
 SELECT hopper.reaper_start() AS started;
 SELECT pg_temp.wait_for($$EXISTS (SELECT 1 FROM pg_temp.my_reaper)$$) AS running_again;
 
+-- The reaper runs as a superuser: an operator planted ahead of pg_catalog in the database's
+-- search_path (which the database's owner may set) is never called by it.
+CREATE TABLE public.regress_planted_calls (at timestamptz);
+CREATE FUNCTION public.regress_planted_eq(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.regress_planted_calls VALUES (now());
+    RETURN $1 OPERATOR(pg_catalog.=) $2;
+END $$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.regress_planted_eq);
+SELECT format('ALTER DATABASE %I SET search_path = public, pg_catalog', current_database()) \gexec
+SELECT hopper.reaper_stop() AS stopped;
+SELECT clock_timestamp() AS restarted_at \gset
+SELECT hopper.reaper_start() AS started;
+-- Two passes or more (a pass each second) have run over the queues since.
+SELECT pg_temp.wait_for(format('EXISTS (SELECT 1 FROM pg_temp.my_reaper WHERE last_run > %L::timestamptz + interval %L)',
+                               :'restarted_at', '1.5 seconds')) AS passes_made;
+SELECT count(*) AS planted_calls FROM public.regress_planted_calls;
+SELECT format('ALTER DATABASE %I RESET search_path', current_database()) \gexec
+DROP OPERATOR public.= (text, text);
+DROP FUNCTION public.regress_planted_eq(text, text);
+DROP TABLE public.regress_planted_calls;
+
 -- Leave it stopped, so that the suites after this one run with no reaper acting behind their back.
 SELECT hopper.reaper_stop() AS stopped_at_end;

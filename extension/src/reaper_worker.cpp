@@ -279,6 +279,10 @@ void hopper_reaper_main(Datum main_arg) {
     BackgroundWorkerUnblockSignals();
     std::memcpy(&start_info, MyBgworkerEntry->bgw_extra, sizeof start_info);
     BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+    // The reaper runs as a superuser in every database with the extension, and a database's
+    // owner may set its search_path: an operator or type planted ahead of pg_catalog there would
+    // run with the reaper's rights. Its SQL names hopper's objects in full and needs nothing else.
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
     sigjmp_buf local_sigjmp_buf;
     if (sigsetjmp(local_sigjmp_buf, 1) != 0) {
