@@ -104,12 +104,14 @@ std::vector<int64_t> returned_ids(const spi::Result& r, int64_t jobs) {
     for (uint64_t row = 0; row < r.rows(); ++row) {
         bool isnull = false;
         Datum d = r.datum(row, 1, &isnull);
+        const int64* v = nullptr;
+        int n = 0;
         pg_guard([&] {
             ArrayType* arr = DatumGetArrayTypeP(d);
-            int n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
-            const int64* v = reinterpret_cast<const int64*>(ARR_DATA_PTR(arr));
-            ids.insert(ids.end(), v, v + n);
+            n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+            v = reinterpret_cast<const int64*>(ARR_DATA_PTR(arr));
         });
+        ids.insert(ids.end(), v, v + n);
     }
     // Rows come back in insert order, which is slice order; sorting only guards that.
     std::sort(ids.begin(), ids.end());

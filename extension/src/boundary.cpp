@@ -1,4 +1,5 @@
 // Error plumbing between C++ and PostgreSQL; see include/hopper/boundary.hpp for the rules.
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -6,6 +7,7 @@
 #include "hopper/boundary.hpp"
 
 extern "C" {
+#include "mb/pg_wchar.h"
 #include "utils/memutils.h"
 }
 
@@ -22,10 +24,16 @@ struct SavedError {
 };
 SavedError saved;
 
-void copy_into(char* dst, size_t size, const char* src) {
+// Shortened, if it must be, at a character boundary of the database's encoding: half a character
+// would be invalid in the message the client receives.
+void copy_into(char* dst, size_t size, const char* src) noexcept {
     if (src == nullptr) src = "";
-    std::strncpy(dst, src, size - 1);
-    dst[size - 1] = '\0';
+    size_t len = std::strlen(src);
+    if (len > size - 1)
+        len = static_cast<size_t>(
+            pg_mbcliplen(src, static_cast<int>(len), static_cast<int>(size - 1)));
+    std::memcpy(dst, src, len);
+    dst[len] = '\0';
 }
 
 }  // namespace
@@ -42,8 +50,11 @@ void save_error(const char* what) noexcept {
     // "external routine exception", which is what it is from PostgreSQL's point of view.
     saved.sqlstate = ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
     if (std::strcmp(what, std::bad_alloc().what()) == 0) saved.sqlstate = ERRCODE_OUT_OF_MEMORY;
-    std::string msg = std::string("hopper internal error: ") + what;
-    copy_into(saved.message, sizeof saved.message, msg.c_str());
+    // Not through std::string: this may be reporting that memory ran out, and a throw from this
+    // noexcept function would abort the backend, and with it every session of the server.
+    char msg[sizeof saved.message];
+    snprintf(msg, sizeof msg, "hopper internal error: %s", what);
+    copy_into(saved.message, sizeof saved.message, msg);
     saved.detail[0] = '\0';
     saved.hint[0] = '\0';
 }
@@ -69,6 +80,8 @@ void guarded_call(void (*fn)(void*), void* arg) {
     PG_END_TRY();
     if (edata == nullptr) return;
 
+    // Copying may itself run out of memory; the std::bad_alloc then reaches invoke() in place of
+    // the error (reported as 53200), and edata goes with the caller's memory context.
     int code = edata->sqlerrcode;
     std::string message = edata->message ? edata->message : "unknown PostgreSQL error";
     std::string detail = edata->detail ? edata->detail : "";

@@ -74,23 +74,43 @@ bool capture_errors(F&& f) noexcept {
 
 // Runs f, turning a PostgreSQL ERROR raised inside it into a C++ PgError.
 // f must not own objects with destructors across the PostgreSQL calls it makes: keep it a thin
-// wrapper around the C API.
+// wrapper around the C API. Should f throw all the same, the exception is held until PG_TRY's
+// block has been left: thrown through it, it would leave PostgreSQL's error stack pointing into
+// a frame that is gone, and the next ERROR would jump there.
 template <typename F>
 auto pg_guard(F&& f) -> decltype(f()) {
     using R = decltype(f());
     if constexpr (std::is_void_v<R>) {
-        auto tramp = [](void* p) { (*static_cast<F*>(p))(); };
-        detail::guarded_call(tramp, &f);
+        struct Ctx {
+            F* f;
+            std::exception_ptr thrown;
+        } ctx{&f, nullptr};
+        auto tramp = [](void* p) {
+            auto* c = static_cast<Ctx*>(p);
+            try {
+                (*c->f)();
+            } catch (...) {
+                c->thrown = std::current_exception();
+            }
+        };
+        detail::guarded_call(tramp, &ctx);
+        if (ctx.thrown) std::rethrow_exception(ctx.thrown);
     } else {
         struct Ctx {
             F* f;
+            std::exception_ptr thrown;
             R result;
-        } ctx{&f, R{}};
+        } ctx{&f, nullptr, R{}};
         auto tramp = [](void* p) {
             auto* c = static_cast<Ctx*>(p);
-            c->result = (*c->f)();
+            try {
+                c->result = (*c->f)();
+            } catch (...) {
+                c->thrown = std::current_exception();
+            }
         };
         detail::guarded_call(tramp, &ctx);
+        if (ctx.thrown) std::rethrow_exception(ctx.thrown);
         return ctx.result;
     }
 }

@@ -6,6 +6,7 @@
 // every C++ frame has unwound, logs it and goes on with its next pass.
 #pragma once
 
+#include <exception>
 #include <utility>
 
 #include "hopper/boundary.hpp"
@@ -17,15 +18,21 @@ void commit_transaction();
 // Rolls back whatever transaction state there is (none, open, or failed). Never throws.
 void abort_transaction() noexcept;
 
+// The abort runs after the catch block has ended: should it raise (a longjmp to the worker's
+// sigsetjmp), it must not leave from inside a handler, whose exception would never be freed.
 template <typename F>
 void in_transaction(F&& body) {
     begin_transaction();
+    std::exception_ptr failed;
     try {
         std::forward<F>(body)();
         commit_transaction();
     } catch (...) {
+        failed = std::current_exception();
+    }
+    if (failed) {
         abort_transaction();
-        throw;
+        std::rethrow_exception(failed);
     }
 }
 
