@@ -82,10 +82,16 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
 MediaInfo probe(const std::string& ffprobe, const std::string& path,
                 const std::function<void()>& on_tick) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-        throw UnusableInput(errno == ENOENT ? fmt::format("{}: input file not found", path)
-                                            : fmt::format("{}: cannot access input: {}", path,
-                                                          std::strerror(errno)));
+    if (::stat(path.c_str(), &st) != 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            throw UnusableInput(fmt::format("{}: input file not found", path));
+        if (e == EACCES || e == ELOOP || e == ENAMETOOLONG)
+            throw UnusableInput(fmt::format("{}: cannot access input: {}", path, std::strerror(e)));
+        // EIO, ESTALE, a network file system timing out: the file may be fine on the next try.
+        throw std::runtime_error(
+            fmt::format("{}: cannot access input for now: {}", path, std::strerror(e)));
+    }
     if (!S_ISREG(st.st_mode)) throw UnusableInput(fmt::format("{}: not a regular file", path));
     if (::access(path.c_str(), R_OK) != 0)
         throw UnusableInput(
@@ -107,11 +113,15 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
     ExitStatus status = child.run(pump);
     // A crash says nothing about the file (out of memory, killed): worth another attempt.
     if (!status.exited) throw std::runtime_error(fmt::format("ffprobe {}", status.describe()));
-    if (!status.success()) {
-        std::string why = err.text();
+    std::string why = err.text();
+    // ffprobe exits 1 when it cannot read the file; any other status is about ffprobe itself (127:
+    // it could not be run), which a later attempt, perhaps on another worker, may not share.
+    if (status.exited && status.code != 0 && status.code != 1)
+        throw std::runtime_error(
+            fmt::format("ffprobe {}{}{}", status.describe(), why.empty() ? "" : ": ", why));
+    if (!status.success())
         throw UnusableInput(fmt::format("{}: not a readable video (ffprobe {}){}{}", path,
                                         status.describe(), why.empty() ? "" : ": ", why));
-    }
     return parse_probe_output(out, path);
 }
 

@@ -13,12 +13,16 @@
 
 #include "commands.hpp"
 #include "process.hpp"
+#include "settler.hpp"
 #include "transcode_job.hpp"
 #include "video_store.hpp"
 
 namespace transcode {
 
 namespace {
+
+// How often the rows of jobs that ended without a worker are settled (settler.hpp).
+constexpr std::chrono::seconds kSettleInterval{15};
 
 // Stops the worker once the queue has nothing available or running (scheduled retries in the
 // future do not keep it alive). Checked on its own connection every half second.
@@ -42,8 +46,13 @@ class IdleWatch {
 
   private:
     bool idle() {
-        for (const auto& s : client_.stats(queue_))
-            if (s.queue == queue_) return s.available == 0 && s.running == 0;
+        try {
+            for (const auto& s : client_.stats(queue_))
+                if (s.queue == queue_) return s.available == 0 && s.running == 0;
+        } catch (const hopper::Error& e) {
+            // No such queue (nothing was ever submitted to it): nothing to wait for.
+            if (e.sqlstate() != hopper::sqlstate::kNoData) throw;
+        }
         return true;
     }
     void loop() {
@@ -123,6 +132,7 @@ int run_command(const Args& args) {
     });
     log.info(fmt::format("hopper-transcode: queue {}, concurrency {}, output {}{}", args.queue,
                          r.concurrency, settings.output_dir, r.encode.ladder ? ", ladder" : ""));
+    Settler settler(args.conninfo, settings.output_dir, kSettleInterval, log);
     std::optional<IdleWatch> idle;
     if (r.exit_when_idle) idle.emplace(args.conninfo, args.queue, worker, log);
     worker.run();

@@ -21,6 +21,14 @@ int status_command(const Args& args) {
     hopper::Client client(args.conninfo);
     ensure_schema(client);
     const std::string& id = args.status.id;
+    try {
+        // A job that ended without a worker leaves its row pending or processing until settled.
+        settle_ended_jobs(client, id);
+    } catch (const hopper::Error& e) {
+        // A reader without UPDATE on the table, or a read-only standby: show the row as it is
+        // (the job's own state is shown below it).
+        if (e.sqlstate() != "42501" && e.sqlstate() != "25006") throw;
+    }
     auto r = client.exec(
         "SELECT processing_status, raw_file_path, processed_file_path, duration, width, height, "
         "  renditions::text, error, job_id, created_at::text, updated_at::text "

@@ -38,6 +38,14 @@ CREATE TABLE IF NOT EXISTS transcode.videos (
 }  // namespace
 
 void ensure_schema(hopper::Client& client) {
+    // Without the extension a worker would wait for jobs forever and a submit would leave a row
+    // behind: refuse first, as the hopper command does.
+    auto extension = client.exec(
+        "SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) "
+        "'hopper'");
+    if (extension.rows() == 0)
+        throw std::runtime_error(
+            "the database has no hopper extension: CREATE EXTENSION hopper there first");
     // Readers (status) may lack the right to create anything: only create what is missing.
     auto exists = client.exec("SELECT pg_catalog.to_regclass('transcode.videos') IS NOT NULL");
     if (exists.boolean(0, 0)) return;
@@ -62,6 +70,8 @@ Submitted submit_video(hopper::Client& client, const std::string& queue,
             "letter or digit",
             *id));
     hopper::Transaction tx(client);
+    // A row whose job ended unseen is failed, and so may be submitted again.
+    if (id) settle_ended_jobs(client, id);
     auto row = client.exec(
         "INSERT INTO transcode.videos AS v (id, raw_file_path) "
         "VALUES (COALESCE($1, pg_catalog.gen_random_uuid()::text), $2) "
@@ -99,9 +109,30 @@ bool claim_video(hopper::Client& client, const std::string& video_id, int64_t jo
     auto r = client.exec(
         "UPDATE transcode.videos SET processing_status = 'processing', error = NULL, "
         "  updated_at = pg_catalog.now() "
-        "WHERE id = $1 AND job_id = $2 AND processing_status IN ('pending', 'processing')",
+        "WHERE id = $1 AND job_id = $2 AND processing_status IN ('pending', 'processing', "
+        "'failed')",
         video_id, job_id);
     return r.affected_rows() == 1;
+}
+
+std::vector<std::string> settle_ended_jobs(hopper::Client& client,
+                                           const std::optional<std::string>& video_id) {
+    // Only a row not touched since the job ended: a job retried and claimed again since (which
+    // takes its history row away) must keep the row its new attempt set.
+    auto r = client.exec(
+        "UPDATE transcode.videos v SET processing_status = 'failed', "
+        "  error = CASE h.state WHEN 'cancelled' THEN 'cancelled' "
+        "    ELSE COALESCE(h.last_error, 'job ' || h.id || ' is dead') END, "
+        "  updated_at = pg_catalog.now() "
+        "FROM hopper.job_history h "
+        "WHERE h.id = v.job_id AND h.state IN ('dead', 'cancelled') "
+        "  AND v.processing_status IN ('pending', 'processing') "
+        "  AND v.updated_at <= h.finished_at AND ($1::text IS NULL OR v.id = $1) "
+        "RETURNING v.id",
+        video_id);
+    std::vector<std::string> ids;
+    for (int i = 0; i < r.rows(); ++i) ids.emplace_back(r.text(i, 0));
+    return ids;
 }
 
 void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,

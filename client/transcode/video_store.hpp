@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <hopper/client.hpp>
 
@@ -32,9 +33,17 @@ Submitted submit_video(hopper::Client& client, const std::string& queue,
                        const std::optional<std::string>& id, const std::string& raw_path,
                        std::optional<int> max_attempts);
 
-// Marks the video processing for this job. false: the row is gone or belongs to another job
-// (the video was resubmitted), so this job must not touch it.
+// Marks the video processing for this job. false: the row is gone, belongs to another job (the
+// video was resubmitted) or is processed, so this job must not touch it. A failed row of this very
+// job is taken: the job was retried (hopper retry) after it died.
 bool claim_video(hopper::Client& client, const std::string& video_id, int64_t job_id);
+
+// Rows still pending or processing whose job ended without the handler saying so (cancelled
+// before a worker took it, dead after its last lease ran out or its worker crashed) become
+// failed, with the job's last error (or "cancelled"). All such rows, or the one of video_id.
+// Returns the ids of the videos settled.
+std::vector<std::string> settle_ended_jobs(hopper::Client& client,
+                                           const std::optional<std::string>& video_id);
 
 void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,
                   const MediaInfo& info);

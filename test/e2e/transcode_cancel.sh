@@ -16,8 +16,7 @@ start=$(date +%s.%N)
 wait_until 5 "ffmpeg to stop after queue_cancel" no_ffmpeg
 log "ffmpeg gone $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s after queue_cancel"
 [ "$(job_field "$job" state)" = cancelled ] || fail "job is $(job_field "$job" state)"
-wait_until 5 "the row to record the cancellation" \
-    test "$(video_field cancelled processing_status)" = failed
+wait_until 5 "the row to record the cancellation" video_is cancelled failed
 [ "$(video_field cancelled error)" = cancelled ] || fail "row error: $(video_field cancelled error)"
 [ ! -e "$OUT/cancelled" ] || fail "a cancelled encode was published"
 check_no_staging

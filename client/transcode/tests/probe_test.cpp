@@ -1,3 +1,8 @@
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "probe.hpp"
@@ -58,4 +63,55 @@ TEST(Probe, MissingFileIsUnusable) {
 
 TEST(Probe, FileUrlKeepsPathsFromBeingOptionsOrUrls) {
     EXPECT_EQ(transcode::file_url("/x/-y.mp4"), "file:/x/-y.mp4");
+}
+
+namespace {
+
+// A directory holding an input file and a stand-in ffprobe that prints `err` and exits `code`.
+class FakeProbe : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        root_ = std::filesystem::temp_directory_path() /
+                ("hopper-probe-test-" + std::to_string(::getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::create_directories(root_);
+        std::ofstream(root_ / "in.mp4") << "not really a video";
+    }
+    void TearDown() override { std::filesystem::remove_all(root_); }
+    std::string fake(int code, const std::string& err) {
+        auto path = root_ / "ffprobe";
+        std::ofstream(path) << "#!/bin/sh\necho '" << err << "' >&2\nexit " << code << "\n";
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+        return path.string();
+    }
+    std::string input() const { return (root_ / "in.mp4").string(); }
+    std::filesystem::path root_;
+};
+
+}  // namespace
+
+// ffprobe's "cannot read this file" is exit 1: the input is at fault, and no retry helps.
+TEST_F(FakeProbe, ExitOneIsAnUnusableInput) {
+    try {
+        transcode::probe(fake(1, "Invalid data found when processing input"), input(), [] {});
+        FAIL() << "expected UnusableInput";
+    } catch (const UnusableInput& e) {
+        EXPECT_NE(std::string(e.what()).find("Invalid data"), std::string::npos) << e.what();
+    }
+}
+
+// Any other status is about ffprobe itself (127: it could not run): a failure to retry, which
+// must not bury the video as unusable.
+TEST_F(FakeProbe, ABrokenProbeIsNotTheInputsFault) {
+    for (int code : {127, 126, 2}) {
+        try {
+            transcode::probe(fake(code, "error while loading shared libraries"), input(), [] {});
+            FAIL() << "expected a failure for exit " << code;
+        } catch (const UnusableInput& e) {
+            FAIL() << "exit " << code << " was taken for an unusable input: " << e.what();
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find("shared libraries"), std::string::npos)
+                << e.what();
+        }
+    }
 }

@@ -69,6 +69,9 @@ wait_until() {
 job_field() { sql "SELECT $2 FROM hopper.job_status($1)"; }
 video_field() { sql "SELECT $2 FROM transcode.videos WHERE id = '$1'"; }
 encoding() { [ "$(job_field "$1" "coalesce(progress, 0) > 0")" = t ]; }
+# For wait_until, which runs its command afresh each time (a "$(...)" argument is read only once).
+job_is() { [ "$(job_field "$1" state)" = "$2" ]; }
+video_is() { [ "$(video_field "$1" processing_status)" = "$2" ]; }
 ffmpeg_running_for() { pgrep -f -- "ffmpeg .*$OUT" >/dev/null; }
 no_ffmpeg() { ! ffmpeg_running_for; }
 
