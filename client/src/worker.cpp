@@ -78,10 +78,18 @@ struct Worker::Impl {
 
     void log(const std::string& msg) const { opt.log(msg); }
 
-    // Sleeps up to d, waking early on stop().
+    // Sleeps up to d, waking early on stop() or SIGINT/SIGTERM. A signal handler may not notify a
+    // condition variable (not async-signal-safe), and a wait it interrupts resumes by itself, so
+    // the wait looks at the signal's flag every 100 ms.
     void pause(Duration d) {
+        const auto until = Steady::now() + d;
         std::unique_lock<std::mutex> lock(m);
-        idle_cv.wait_for(lock, d, [&] { return stopping(); });
+        while (!stopping()) {
+            auto left = until - Steady::now();
+            if (left <= Steady::duration::zero()) return;
+            idle_cv.wait_for(lock, std::min<Steady::duration>(left, std::chrono::milliseconds(100)),
+                             [&] { return stopping(); });
+        }
     }
 
     // A connection, retried with back-off until it works or `give_up()` says to stop trying.

@@ -70,6 +70,14 @@ push_and_show)
     expect_err "dedup-window needs a unit" "--dedup-window unit message"
     run push emails '{"n": 2}' --dedup-key k1
     [ "$out" != "$id2" ] || fail "without a window a finished job frees its key"
+    # Past the clock's range, or past what a push accepts: refused, never wrapped to another time.
+    run push emails '{"n": 4}' --run-at '2611-09-01 00:00+00'
+    expect_rc 1 "--run-at past the year 2262"
+    expect_err "too far" "--run-at past the clock's range"
+    run push emails '{"n": 4}' --run-at +213504d
+    expect_rc 1 "--run-at +N days past 10 years"
+    run push emails '{"n": 4}' --dedup-key k4 --dedup-window 213503983d
+    expect_rc 1 "--dedup-window past 10 years"
     run push emails '{"n": 3}' --run-at '2030-01-02 03:04:05+00'
     expect_rc 0 "absolute --run-at"
     [ "$(sql "SELECT run_at = '2030-01-02 03:04:05+00' FROM hopper.job_status($out)")" = t ] || fail "absolute --run-at stored"
@@ -128,6 +136,14 @@ cancel_retry)
     run retry "$id" --json
     expect_rc 5 "retry of an available job"
     expect_err "only dead or cancelled" "retry refusal message"
+    expect_out '^\{"id": [0-9]+, "retried": false, "reason": ".*only dead or cancelled' "retry --json refusal"
+    # A dedup key taken by a job pushed since: refused too (exit 5), saying which job holds it.
+    kid=$("$hopper" push q '{}' --dedup-key shared)
+    "$hopper" cancel "$kid" >/dev/null
+    holder=$("$hopper" push q '{}' --dedup-key shared)
+    run retry "$kid"
+    expect_rc 5 "retry of a job whose key is held"
+    expect_err "belongs to unfinished job $holder" "key holder named"
     run cancel 999999
     expect_rc 2 "cancel unknown"
     run retry 999999

@@ -774,13 +774,13 @@ void create_handled_table(Client& c) {
 class HelperProcess {
   public:
     HelperProcess(const std::string& queue, int concurrency, const std::string& mode = "record",
-                  int shutdown_timeout_ms = 30000) {
+                  int shutdown_timeout_ms = 30000, const std::string& to = conninfo()) {
         std::string n = std::to_string(concurrency);
         std::string t = std::to_string(shutdown_timeout_ms);
         pid_ = ::fork();
         if (pid_ == 0) {
-            ::execl(HOPPER_TEST_WORKER, HOPPER_TEST_WORKER, conninfo().c_str(), queue.c_str(),
-                    n.c_str(), mode.c_str(), t.c_str(), static_cast<char*>(nullptr));
+            ::execl(HOPPER_TEST_WORKER, HOPPER_TEST_WORKER, to.c_str(), queue.c_str(), n.c_str(),
+                    mode.c_str(), t.c_str(), static_cast<char*>(nullptr));
             ::_exit(127);
         }
     }
@@ -849,6 +849,23 @@ TEST(Worker, NoJobHandledTwiceAcrossThreadsAndProcesses) {
     EXPECT_EQ(r2.int64(0, 0), 2) << "both processes should have taken part";
     auto s = c.stats(q).at(0);
     EXPECT_EQ(s.dead + s.available + s.running + s.scheduled, 0);
+}
+
+// A worker that cannot reach its server backs off for up to max_backoff (10 s) between tries; a
+// SIGTERM meanwhile must end it at once, not once the back-off has run out.
+TEST(Worker, SigtermEndsABackOffAtOnce) {
+    HelperProcess helper("nowhere", 1, "record", 300,
+                         "host=/nonexistent-hopper-socket-dir port=1 connect_timeout=1");
+    ASSERT_GT(helper.pid(), 0);
+    // 100 ms doubling: by now it waits 3.2 s or 6.4 s between tries.
+    std::this_thread::sleep_for(4s);
+    auto t0 = std::chrono::steady_clock::now();
+    int status = helper.terminate(SIGTERM);
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "helper status " << status;
+    EXPECT_LT(took, 1s) << "the worker slept through SIGTERM for "
+                        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                        << " ms";
 }
 
 TEST(Worker, SigintReleasesRunningJobsAndExitsCleanly) {

@@ -47,6 +47,9 @@ int64_t job_id_arg(const std::string& s) {
 }
 
 // N followed by a unit: s, m, h or d (e.g. 90s, 10m).
+// Durations and +N offsets stay within what a push accepts ahead of now (about 10 years).
+constexpr long long kMaxAheadSeconds = 3660LL * 86400;
+
 std::chrono::seconds duration_arg(const char* option, const std::string& s) {
     char unit = s.empty() ? '\0' : s.back();
     long long mult = unit == 's'   ? 1
@@ -56,7 +59,9 @@ std::chrono::seconds duration_arg(const char* option, const std::string& s) {
                                    : 0;
     if (mult == 0)
         throw UsageError(fmt::format("{} needs a unit: s, m, h or d (e.g. 90s)", option));
-    long long n = parse_integer(option, s.substr(0, s.size() - 1), 0, 3660L * 86400);
+    // The bound applies to the product: a count of days within 3660 * 86400 overflowed the
+    // clock's nanoseconds once multiplied, and wrapped to a short window.
+    long long n = parse_integer(option, s.substr(0, s.size() - 1), 0, kMaxAheadSeconds / mult);
     return std::chrono::seconds(n * mult);
 }
 
@@ -70,16 +75,24 @@ TimePoint run_at_arg(Client& c, const std::string& s) {
                          : unit == 'd' ? 86400
                                        : 0;
         if (mult == 0) throw UsageError("--run-at +N needs a unit: s, m, h or d (e.g. +90s)");
-        long long n = parse_integer("--run-at", s.substr(1, s.size() - 2), 0, 3660L * 86400);
+        long long n =
+            parse_integer("--run-at", s.substr(1, s.size() - 2), 0, kMaxAheadSeconds / mult);
         return Clock::now() + std::chrono::seconds(n * mult);
     }
+    int64_t us = 0;
     try {
         auto r = c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8", s);
-        return TimePoint(
-            std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(r.int64(0, 0))));
+        us = r.int64(0, 0);
     } catch (const Error& e) {
         throw UsageError(fmt::format("--run-at: {}", e.what()));
     }
+    // The clock counts nanoseconds from 1970 and ends in 2262; past it the time would wrap. The
+    // server refuses anything more than about 10 years ahead anyway.
+    const auto limit = std::chrono::duration_cast<std::chrono::microseconds>(
+        Clock::duration::max() - std::chrono::hours(24));
+    if (us > limit.count() || us < -limit.count())
+        throw UsageError(fmt::format("--run-at: {} is too far from now", s));
+    return TimePoint(std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us)));
 }
 
 }  // namespace
@@ -245,11 +258,23 @@ int run_job_action(const Argv& argv, Io io, const JobAction& action) {
     want_positional(a, 1, 1, "one job ID");
     int64_t id = job_id_arg(a.positional[0]);
     Client c = connect(a);
-    bool ok = (c.*action.call)(id);
+    bool ok = false;
+    std::optional<std::string> reason;
+    try {
+        ok = (c.*action.call)(id);
+    } catch (const Error& e) {
+        // The server refuses rather than answering false when the job's state (55000) or a
+        // dedup key held by another job (23505) does not allow it: the same answer, with a reason.
+        if (e.sqlstate() != "55000" && e.sqlstate() != "23505") throw;
+        reason = e.what();
+        io.err << fmt::format("hopper: {}\n", e.what());
+        if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", e.hint());
+    }
     if (a.flag("json"))
-        io.out << fmt::format("{{\"id\": {}, \"{}\": {}}}\n", id, action.json_key,
-                              ok ? "true" : "false");
-    else
+        io.out << fmt::format("{{\"id\": {}, \"{}\": {}{}}}\n", id, action.json_key,
+                              ok ? "true" : "false",
+                              reason ? ", \"reason\": " + json::quote(*reason) : "");
+    else if (!reason)
         io.out << fmt::format(fmt::runtime(ok ? action.done : action.refused), id) << "\n";
     return ok ? kOk : kRefused;
 }
