@@ -102,17 +102,17 @@ stats)
 jobs)
     a=$("$hopper" push work '{"a": 1}' --kind x)
     b=$("$hopper" push work '{"b": 2}')
-    sql "SELECT hopper.queue_fail(id, lease_token, 'exploded', permanent => true) FROM hopper.queue_pull('work', 1)" >/dev/null
+    sql "SELECT hopper.queue_fail(id, lease_token, E'exploded\\nin two lines', permanent => true) FROM hopper.queue_pull('work', 1)" >/dev/null
     run jobs work
     expect_rc 0 jobs
     expect_out "^ID +STATE +KIND" "header"
     expect_out "^$b +available" "newest first, available"
-    expect_out "^$a +dead +x +1/5 .*exploded" "dead job with its error"
+    expect_out "^$a +dead +x +1/5 .*exploded in two lines" "dead job with its error, on one line"
     [ "$(grep -c . <<<"$out")" -eq 3 ] || fail "two jobs and a header"
     run jobs work --state dead --json
     expect_rc 0 "jobs --json"
     [ "$(sql "SELECT jsonb_array_length('$out'::jsonb)")" = 1 ] || fail "--state dead filters"
-    [ "$(sql "SELECT ('$out'::jsonb)->0->>'last_error'")" = exploded ] || fail "--json last_error"
+    [ "$(sql "SELECT ('$out'::jsonb)->0->>'last_error' = E'exploded\\nin two lines'")" = t ] || fail "--json last_error"
     run jobs work --limit 1
     [ "$(grep -c . <<<"$out")" -eq 2 ] || fail "--limit 1"
     run jobs work --state finished

@@ -116,7 +116,7 @@ int cmd_push(const Argv& argv, Io io) {
                        "concurrency-key"},
                       {}, help, io, a))
         return kOk;
-    want_positional(a, 2, 2, "QUEUE and JSON (see hopper push --help)");
+    want_positional(a, 2, 2, "QUEUE and JSON");
     PushOptions o;
     o.kind = a.option("kind");
     if (auto p = a.integer("priority", -32768, 32767)) o.priority = static_cast<int>(*p);
@@ -173,7 +173,7 @@ int cmd_jobs(const Argv& argv, Io io) {
         "  --db CONNINFO  --json  --help\n";
     Args a;
     if (parse_or_help(argv, {"state", "limit"}, {}, help, io, a)) return kOk;
-    want_positional(a, 1, 1, "QUEUE (see hopper jobs --help)");
+    want_positional(a, 1, 1, "QUEUE");
     std::optional<JobState> state;
     if (auto s = a.option("state")) {
         try {

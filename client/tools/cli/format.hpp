@@ -23,7 +23,14 @@ std::string stat_json(const QueueStat& s);
 class Table {
   public:
     explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-    void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+    // A cell is one line: line breaks in it (a two-line error) become spaces, so that columns
+    // stay aligned and each job stays on its own line.
+    void add(std::vector<std::string> row) {
+        for (auto& cell : row)
+            for (char& ch : cell)
+                if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
+        rows_.push_back(std::move(row));
+    }
     void print(std::ostream& out) const;
 
   private:
