@@ -93,6 +93,10 @@ Micros parse_duration(std::string_view text) {
     if (s.empty() || end == s.c_str() || scale < 0 || !(v >= 0) || !std::isfinite(v))
         throw UsageError(fmt::format(
             "invalid duration \"{}\": use a number with an optional unit ms, s, m or h", text));
+    // A year is more than any setting here needs; past about 292,000 years the microseconds would
+    // overflow (llround of an out-of-range value is unspecified).
+    if (v * scale > 366.0 * 86400e6)
+        throw UsageError(fmt::format("invalid duration \"{}\": at most a year", text));
     return Micros(static_cast<int64_t>(std::llround(v * scale)));
 }
 

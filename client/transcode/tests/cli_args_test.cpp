@@ -76,4 +76,8 @@ TEST(CliArgs, Durations) {
     EXPECT_THROW(parse_duration("soon"), UsageError);
     EXPECT_THROW(parse_duration("5 days"), UsageError);
     EXPECT_THROW(parse_duration("-1s"), UsageError);
+    // Too large to hold: refused, never wrapped to a small or negative time.
+    EXPECT_THROW(parse_duration("1e15h"), UsageError);
+    EXPECT_THROW(parse_duration("9000h"), UsageError);
+    EXPECT_EQ(parse_duration("8760h"), std::chrono::hours(8760));
 }
