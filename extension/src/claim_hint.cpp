@@ -381,6 +381,15 @@ Start begin(const std::string& queue) {
     }
     st.seq = slot.seq;
     SpinLockRelease(&slot.mutex);
+    if (st.resume) {
+        // What this transaction itself made available lowers the hint only when it commits, but
+        // its own claims see those jobs now: they start below them too. If it may have put jobs
+        // back anywhere (a rescue), they start at the front.
+        for (const std::string& q : clear_when_done)
+            if (q == queue) st.resume = false;
+        for (const Pending& p : lowerings)
+            if (p.queue == queue && before(p.key, st.key)) st.key = p.key;
+    }
     return st;
 }
 
