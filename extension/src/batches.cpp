@@ -173,6 +173,26 @@ std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batc
     spi::Result q = conn.exec(queue_row, {spi::arg_text(batch.queue)});
     if (q.empty()) return std::nullopt;
     bool marked = q.get_bool(0, 2);
+    // The queue's first packed push marks it below, holding the queue's row until it commits. A
+    // push that finds the row held by another transaction (another first packed push, most
+    // likely) writes a row per job instead of waiting: waiting queued every packed push behind the
+    // first one's transaction, and two transactions marking two queues in opposite orders
+    // deadlocked. If the holder has marked the queue and committed meanwhile, the mark is read
+    // again; a clear cannot slip in, since this push holds the mark lock.
+    if (!marked) {
+        static spi::Statement hold_row(
+            "SELECT packed FROM hopper.queues WHERE name = $1 FOR NO KEY UPDATE SKIP LOCKED",
+            {TEXTOID});
+        static spi::Statement reread("SELECT packed FROM hopper.queues WHERE name = $1", {TEXTOID});
+        spi::Result held = conn.exec(hold_row, {spi::arg_text(batch.queue)});
+        if (held.empty()) {
+            spi::Result now = conn.exec(reread, {spi::arg_text(batch.queue)});
+            if (now.empty() || !now.get_bool(0, 1)) return std::nullopt;
+            marked = true;
+        } else {
+            marked = held.get_bool(0, 1);
+        }
+    }
     std::optional<std::vector<int64_t>> ids =
         insert_direct(batch, batch.max_attempts.value_or(q.get_int32(0, 1)));
     if (!ids) {
