@@ -79,6 +79,10 @@ SELECT state FROM hopper.job_status(:c2);
 SELECT lease_token AS ct2, id AS c2b FROM hopper.queue_pull('retry') \gset
 SELECT hopper.queue_complete(:c2b, :ct2) AS completed;
 SELECT pg_temp.try(format('SELECT hopper.queue_retry(%s)', :c2b));
+-- Nor a scheduled one, which the refusal calls scheduled, as job_status does.
+SELECT hopper.queue_push('retry', '{}', run_at => now() + interval '1 hour') AS later \gset
+SELECT pg_temp.try(format('SELECT hopper.queue_retry(%s)', :later));
+SELECT hopper.queue_cancel(:later) AS cancelled;
 
 -- Release: back to available without spending an attempt.
 SELECT hopper.queue_push('retry', '{"job": "release me"}', priority => -20) AS r1 \gset

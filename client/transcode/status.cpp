@@ -36,6 +36,8 @@ int status_command(const Args& args) {
         id);
     if (r.rows() == 0) {
         std::cerr << fmt::format("no video {}\n", id);
+        // A script reading stdout gets an answer it can parse too.
+        if (args.status.json) std::cout << "null" << std::endl;
         return 1;
     }
     auto job_id = r.opt_int64(0, 8);
@@ -77,7 +79,9 @@ int status_command(const Args& args) {
         if (job->progress && job->state == hopper::JobState::Running)
             std::cout << fmt::format(", {:.0f}% done", *job->progress * 100);
         std::cout << ")\n";
-        if (job->last_error) std::cout << fmt::format("job error:  {}\n", *job->last_error);
+        // A completed job keeps the error of an earlier attempt; it is no longer the news.
+        if (job->last_error && job->state != hopper::JobState::Completed)
+            std::cout << fmt::format("job error:  {}\n", *job->last_error);
     }
     return 0;
 }

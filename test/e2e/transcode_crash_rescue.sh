@@ -31,6 +31,9 @@ wait "$second" || fail "second worker exited with $?"
 [ "$(job_field "$job" attempt)" = 2 ] || fail "job attempt $(job_field "$job" attempt), expected 2"
 [ "$(video_field crash processing_status)" = processed ] || fail "row not processed after the rescue"
 grep -q "job $job video crash: processed" "$WORK/second.log" || fail "the second worker did not process it"
+# The first attempt's error stays in the job's record, but status no longer shows it as news.
+"$BIN" status crash >"$WORK/status.out"
+if grep -q "^job error:" "$WORK/status.out"; then fail "status shows an old attempt's error: $(cat "$WORK/status.out")"; fi
 check_media_playlist "$OUT/crash/index.m3u8" 2
 check_duration "$OUT/crash/index.m3u8" 6
 # The dead worker's staging directory was swept by the one that finished the job.

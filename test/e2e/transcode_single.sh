@@ -40,4 +40,6 @@ grep -q "^status: *processed" "$WORK/status.out" || fail "status: $(cat "$WORK/s
 grep -q "completed, attempt 1" "$WORK/status.out" || fail "status lacks the job"
 "$BIN" status clip-1 --json | grep -q '"processing_status": "processed"' || fail "status --json"
 if "$BIN" status no-such-video 2>/dev/null; then fail "status of an unknown video succeeded"; fi
+unknown=$("$BIN" status no-such-video --json 2>/dev/null) && fail "status --json of an unknown video succeeded"
+[ "$unknown" = null ] || fail "status --json of an unknown video printed '$unknown', not null"
 log "ok: $playlist"
