@@ -43,16 +43,18 @@ void add_hls_muxer(std::vector<std::string>& a, const EncodeSettings& s) {
 }  // namespace
 
 std::vector<Rendition> plan_ladder(const MediaInfo& source, const std::vector<int>& heights) {
+    // H.264 needs even sizes: an odd height is encoded one line shorter, and named for what it is,
+    // so 241 and 240 are one rung (and 1 is none).
     std::vector<int> hs;
     for (int h : heights)
-        if (h > 0 && h <= source.height) hs.push_back(h);
+        if (h > 1 && h <= source.height) hs.push_back(h - h % 2);
     std::sort(hs.begin(), hs.end(), std::greater<int>());
     hs.erase(std::unique(hs.begin(), hs.end()), hs.end());
-    if (hs.empty()) hs.push_back(source.height);
+    if (hs.empty()) hs.push_back(source.height - source.height % 2);
     std::vector<Rendition> out;
     for (int h : hs) {
         Rendition r;
-        r.height = h % 2 == 0 ? h : h - 1;
+        r.height = h;
         r.width = even(static_cast<double>(source.width) * h / source.height);
         r.name = fmt::format("{}p", h);
         r.video_kbps = ladder_kbps(r.width, r.height);

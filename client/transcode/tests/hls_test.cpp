@@ -46,6 +46,15 @@ TEST(Ladder, SmallSourceGetsOneRenditionAtItsOwnSize) {
     EXPECT_EQ(rungs[0].width, 320);
 }
 
+TEST(Ladder, AnOddHeightIsTheEvenRungBelowIt) {
+    auto rungs = plan_ladder(source(1920, 1080), {241, 240, 481});
+    ASSERT_EQ(rungs.size(), 2u) << "241 and 240 encode to the same 240 lines";
+    EXPECT_EQ(rungs[0].name, "480p");
+    EXPECT_EQ(rungs[0].height, 480);
+    EXPECT_EQ(rungs[1].name, "240p");
+    EXPECT_EQ(rungs[1].height, 240);
+}
+
 TEST(Ladder, HeightsAreSortedAndDeduplicated) {
     auto rungs = plan_ladder(source(1920, 1080), {480, 1080, 480});
     ASSERT_EQ(rungs.size(), 2u);
