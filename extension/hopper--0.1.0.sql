@@ -124,6 +124,10 @@ CREATE TABLE hopper.job_history_default PARTITION OF hopper.job_history DEFAULT;
 -- Creates the daily history partitions from today through today + days_ahead (UTC days). Rows that
 -- already sit in the default partition for such a day are moved into the new partition. At most a
 -- year ahead: every partition is a table, and a mistyped count would make thousands under locks.
+-- Each partition is made a member of the extension, as those CREATE EXTENSION makes are: pg_dump
+-- then leaves them all out, and a restore runs cleanly (a partition dumped as a table of its own
+-- is attached by the restore to a parent that already has its indexes, which the dump's own
+-- index definitions then collide with). The history is not part of a dump; README "Storage".
 CREATE FUNCTION hopper.ensure_history_partitions(days_ahead integer DEFAULT 3)
 RETURNS integer
 LANGUAGE plpgsql
@@ -150,6 +154,13 @@ BEGIN
         EXECUTE pg_catalog.format(
             'ALTER TABLE hopper.job_history ATTACH PARTITION hopper.%I FOR VALUES FROM (%L) TO (%L)',
             part, day::text || ' 00:00:00+00', (day + 1)::text || ' 00:00:00+00');
+        -- Inside CREATE EXTENSION it is a member already.
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                       WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                         AND d.objid = pg_catalog.to_regclass('hopper.' || part)
+                         AND d.deptype = 'e') THEN
+            EXECUTE pg_catalog.format('ALTER EXTENSION hopper ADD TABLE hopper.%I', part);
+        END IF;
         created := created + 1;
     END LOOP;
     RETURN created;

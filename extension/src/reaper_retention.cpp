@@ -45,12 +45,38 @@ std::string qualified(const std::string& relname) {
     return std::string("hopper.") + quoted;
 }
 
+// Runs one step of a retention run in a transaction of its own. A step that fails (a lock
+// timeout, a partition someone made a member of another object) is logged and left for the next
+// run; the other steps still run. A cancel or shutdown ends the run.
+template <typename Step>
+void isolated(const std::string& what, Step&& step) {
+    bool failed = false;
+    try {
+        worker::in_transaction(std::forward<Step>(step));
+    } catch (const PgError& e) {
+        if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
+        worker::remember_failure();
+        failed = true;
+    }
+    if (failed) worker::report_failure(what.c_str());
+}
+
 }  // namespace
+
+#define HOPPER_EXPIRED_PARTITIONS                                                                \
+    "SELECT c.relname::text FROM pg_catalog.pg_inherits i "                                      \
+    "JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "                                          \
+    "WHERE i.inhparent = 'hopper.job_history'::pg_catalog.regclass "                             \
+    "  AND c.relname ~ '^job_history_p[0-9]{8}$' "                                               \
+    "  AND (pg_catalog.to_date(pg_catalog.substr(c.relname, 14), 'YYYYMMDD') + 1)::timestamp "   \
+    "      AT TIME ZONE 'UTC' <= (SELECT COALESCE("                                              \
+    "      pg_catalog.min(pg_catalog.now() - retention), pg_catalog.now() - interval '7 days') " \
+    "      FROM hopper.queues) "
 
 uint64_t prune_history(int64_t batch) {
     uint64_t pruned = 0;
 
-    worker::in_transaction([&] {
+    isolated("creating history partitions", [&] {
         spi::Connection conn;
         short_lock_timeout(conn);
         static spi::Statement ensure("SELECT hopper.ensure_history_partitions(7)", {});
@@ -59,79 +85,92 @@ uint64_t prune_history(int64_t batch) {
     });
 
     // Daily partitions (named job_history_pYYYYMMDD by ensure_history_partitions, covering that
-    // UTC day) that lie wholly before now minus the longest retention of any queue.
+    // UTC day) that end before every queue's cutoff. The cutoff is now() - retention, as the row
+    // deletes below reckon it: the longest interval by comparison (a month as 30 days) is not
+    // the earliest cutoff on the calendar (a month back from the 26th of November is 31 days).
     std::vector<std::string> expired;
     worker::in_transaction([&] {
         spi::Connection conn;
-        static spi::Statement st(
-            "WITH longest AS ("
-            "  SELECT COALESCE(pg_catalog.max(retention), interval '7 days') AS r FROM "
-            "hopper.queues) "
-            "SELECT c.relname::text FROM pg_catalog.pg_inherits i "
-            "JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = 'hopper.job_history'::pg_catalog.regclass "
-            "  AND c.relname ~ '^job_history_p[0-9]{8}$' "
-            "  AND (pg_catalog.to_date(pg_catalog.substr(c.relname, 14), 'YYYYMMDD') + "
-            "1)::timestamp "
-            "      AT TIME ZONE 'UTC' <= pg_catalog.now() - (SELECT r FROM longest) "
-            "ORDER BY 1",
-            {});
+        static spi::Statement st(HOPPER_EXPIRED_PARTITIONS "ORDER BY 1", {});
         spi::Result r = conn.exec(st, {});
         for (uint64_t i = 0; i < r.rows(); ++i) expired.push_back(r.get_text(i, 1));
         conn.finish();
     });
     for (const std::string& part : expired) {
         uint64_t rows = 0;
-        worker::in_transaction([&] {
+        isolated("dropping history partition " + part, [&] {
             spi::Connection conn;
             short_lock_timeout(conn);
+            // Every queue's row held until the drop commits, and the cutoff read again under
+            // them: a retention raised since the list was made keeps the partition, and one
+            // raised now waits for the drop.
+            static spi::Statement hold("SELECT 1 FROM hopper.queues FOR SHARE", {});
+            conn.exec(hold, {});
+            static spi::Statement still(HOPPER_EXPIRED_PARTITIONS "AND c.relname = $1", {TEXTOID});
+            if (conn.exec(still, {spi::arg_text(part)}).empty()) {
+                conn.finish();
+                return;
+            }
             // The name comes from the catalog and matched the pattern above; quoted all the same.
             std::string table = qualified(part);
+            // Partitions made by CREATE EXTENSION belonged to the extension, which refuses to
+            // drop them.
+            static spi::Statement member(
+                "SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e "
+                "ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass "
+                "AND d.refobjid = e.oid AND e.extname = 'hopper' "
+                "WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+                "AND d.objid = ('hopper.' || pg_catalog.quote_ident($1))::pg_catalog.regclass "
+                "AND d.deptype = 'e'",
+                {TEXTOID});
+            if (!conn.exec(member, {spi::arg_text(part)}).empty())
+                exec_once("ALTER EXTENSION hopper DROP TABLE " + table);
             rows = exec_once("SELECT pg_catalog.count(*) FROM " + table);
             exec_once("DROP TABLE " + table);
             conn.finish();
         });
         pruned += rows;
+        pg_guard([] { CHECK_FOR_INTERRUPTS(); });
     }
 
     // Rows past their own queue's retention: queues with a shorter retention than the longest,
     // days still in a partition that also holds younger rows, and the default partition.
-    std::vector<std::pair<std::string, TimestampTz>> cutoffs;
+    std::vector<std::string> queues;
     worker::in_transaction([&] {
         spi::Connection conn;
-        static spi::Statement st(
-            "SELECT name, pg_catalog.now() - retention FROM hopper.queues ORDER BY name", {});
+        static spi::Statement st("SELECT name FROM hopper.queues ORDER BY name", {});
         spi::Result r = conn.exec(st, {});
-        for (uint64_t i = 0; i < r.rows(); ++i) {
-            bool isnull;
-            Datum d = r.datum(i, 2, &isnull);
-            cutoffs.emplace_back(r.get_text(i, 1), DatumGetTimestampTz(d));
-        }
+        for (uint64_t i = 0; i < r.rows(); ++i) queues.push_back(r.get_text(i, 1));
         conn.finish();
     });
-    for (const auto& [queue, cutoff] : cutoffs) {
-        for (;;) {
+    for (const std::string& queue : queues) {
+        bool more = true;
+        while (more) {
             uint64_t deleted = 0;
-            worker::in_transaction([&] {
+            isolated("pruning the history of queue \"" + queue + "\"", [&] {
                 spi::Connection conn;
+                // Each batch reads the queue's retention afresh and holds its row until it
+                // commits: a retention raised meanwhile applies from the next batch on (before,
+                // a run went on deleting with the cutoff it began with). A row held by someone
+                // else (a limit being set, say) leaves the queue to the next run.
                 static spi::Statement st(
-                    "WITH doomed AS ("
+                    "WITH q AS (SELECT pg_catalog.now() - retention AS cutoff FROM hopper.queues "
+                    "  WHERE name = $1 FOR SHARE SKIP LOCKED), "
+                    "doomed AS ("
                     "  SELECT id, finished_at FROM hopper.job_history "
-                    "  WHERE queue = $1 AND finished_at < $2 LIMIT $3), "
+                    "  WHERE queue = $1 AND finished_at < (SELECT cutoff FROM q) LIMIT $2), "
                     "deleted AS ("
                     "  DELETE FROM hopper.job_history h USING doomed d "
                     "  WHERE h.id = d.id AND h.finished_at = d.finished_at AND h.queue = $1 "
-                    "    AND h.finished_at < $2 RETURNING 1) "
+                    "    AND h.finished_at < (SELECT cutoff FROM q) RETURNING 1) "
                     "SELECT pg_catalog.count(*) FROM deleted",
-                    {TEXTOID, TIMESTAMPTZOID, INT8OID});
-                spi::Result r =
-                    conn.exec(st, {spi::arg_text(queue),
-                                   spi::arg_datum(TimestampTzGetDatum(cutoff)), spi::arg(batch)});
+                    {TEXTOID, INT8OID});
+                spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg(batch)});
                 deleted = static_cast<uint64_t>(r.get_int64(0, 1));
                 conn.finish();
             });
             pruned += deleted;
-            if (deleted < static_cast<uint64_t>(batch)) break;
+            more = deleted >= static_cast<uint64_t>(batch);
             pg_guard([] { CHECK_FOR_INTERRUPTS(); });
         }
     }
@@ -139,3 +178,5 @@ uint64_t prune_history(int64_t batch) {
 }
 
 }  // namespace hopper::reaper
+
+#undef HOPPER_EXPIRED_PARTITIONS

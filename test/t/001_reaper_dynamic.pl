@@ -174,6 +174,68 @@ my $t_kill9 = check_rescued_from_gone_backend(
 			"SELECT count(*) >= 7 FROM pg_inherits WHERE inhparent = 'hopper.job_history'::regclass "
 			  . "AND inhrelid::regclass::text LIKE 'hopper.job_history_p%'") eq 't',
 		'upcoming daily partitions are kept');
+	is( $node->safe_psql('app',
+			"SELECT count(*) FROM pg_inherits i JOIN pg_depend d ON d.objid = i.inhrelid AND d.deptype = 'e' "
+			  . "WHERE i.inhparent = 'hopper.job_history'::regclass "
+			  . "AND i.inhrelid::regclass::text LIKE 'hopper.job_history_p%'"),
+		$node->safe_psql('app',
+			"SELECT count(*) FROM pg_inherits WHERE inhparent = 'hopper.job_history'::regclass "
+			  . "AND inhrelid::regclass::text LIKE 'hopper.job_history_p%'"),
+		'every daily partition, made by the install or by the reaper, belongs to the extension');
+}
+
+# Partitions that belong to the extension (those CREATE EXTENSION made, say) are dropped too once
+# expired: the extension refused their DROP, which ended every retention run from then on, rows
+# of short-retention queues included.
+{
+	my $id = $node->safe_psql('app', "SELECT hopper.queue_push('brief', '{}')");
+	$node->safe_psql('app', q{
+		CREATE TABLE hopper.job_history_p20200103 PARTITION OF hopper.job_history
+			FOR VALUES FROM ('2020-01-03 00:00:00+00') TO ('2020-01-04 00:00:00+00');
+		ALTER EXTENSION hopper ADD TABLE hopper.job_history_p20200103;
+	});
+	$node->safe_psql('app',
+		"SELECT hopper.queue_complete(id, lease_token) FROM hopper.queue_pull('brief', 1)");
+	ok(defined wait_until($node, 'app',
+			"SELECT to_regclass('hopper.job_history_p20200103') IS NULL", 20),
+		'an expired partition that belongs to the extension is dropped');
+	ok(defined wait_until($node, 'app',
+			"SELECT NOT EXISTS (SELECT 1 FROM hopper.job_history WHERE id = $id)", 20),
+		'and the rows of short retentions are still pruned');
+}
+
+# The oldest cutoff is reckoned on the calendar, as the row deletes reckon it: a year back is 365
+# or 366 days, though '1 year' compares as 360 days and so below '364 days'. A partition that
+# '364 days' alone would drop still holds a row within the yearly queue's retention.
+{
+	$node->safe_psql('app',
+		"SELECT hopper.queue_create('yearly', retention => '1 year'), "
+		  . "hopper.queue_create('days364', retention => '364 days')");
+	my $day = $node->safe_psql('app',
+		"SELECT to_char(((now() - interval '1 year') AT TIME ZONE 'UTC')::date, 'YYYYMMDD')");
+	$node->safe_psql('app', qq{
+		DO \$\$
+		DECLARE d date := to_date('$day', 'YYYYMMDD');
+		BEGIN
+			FOR i IN 0 .. 1 LOOP
+				EXECUTE format('CREATE TABLE IF NOT EXISTS hopper.%I PARTITION OF hopper.job_history '
+					'FOR VALUES FROM (%L) TO (%L)', 'job_history_p' || to_char(d + i, 'YYYYMMDD'),
+					(d + i)::text || ' 00:00:00+00', (d + i + 1)::text || ' 00:00:00+00');
+			END LOOP;
+		END \$\$;
+		INSERT INTO hopper.job_history (id, queue, state, priority, run_at, attempt, max_attempts,
+			created_at, finished_at, payload)
+		VALUES (-2, 'yearly', 'completed', 0, now(), 1, 5, now(),
+			now() - interval '1 year' + interval '1 hour', '{}');
+	});
+	# Three prune runs at least (one a second).
+	sleep 4;
+	is($node->safe_psql('app', "SELECT count(*) FROM hopper.job_history WHERE id = -2"),
+		'1', 'a row within a yearly retention outlives the partitions that 364 days would drop');
+	is($node->safe_psql('app', "SELECT to_regclass('hopper.job_history_p$day') IS NOT NULL"),
+		't', 'its day\'s partition is kept');
+	$node->safe_psql('app',
+		"SELECT hopper.queue_drop('yearly'), hopper.queue_drop('days364')");
 }
 
 # After a restart nothing runs until the first push or pull.
