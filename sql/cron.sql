@@ -89,6 +89,11 @@ FROM (VALUES
     -- never matches
     ('0 0 30 2 *'), ('0 0 31 4,6,9,11 *'), ('0 0 31 feb-apr/2 *')
 ) AS t(e);
+-- Feb 29 on a Sunday (a day-of-week starting with * restricts the day-of-month further): 2032,
+-- 2060, 2088, then 2128, 40 years on. The search covers the 400-year cycle of the calendar, so a
+-- due tick always finds its next run (a 10-year search failed every schedule_run_due there).
+SELECT hopper.cron_next('0 0 29 2 */7', '2026-01-01 00:00:00+00') AS first_sunday_feb29,
+       hopper.cron_next('0 0 29 2 */7', '2088-03-01 00:00:00+00') AS after_2088;
 -- With both day fields restricted, a day-of-month that never occurs still has its weekdays.
 SELECT hopper.cron_next('0 0 30 2 mon', '2026-01-01 00:00:00+00') AS feb_mondays;
 SELECT pg_temp.try($$SELECT hopper.cron_next(NULL, now())$$);

@@ -157,10 +157,20 @@ PassOutcome run_steps(PassState& state) {
         conn.finish();
     });
 
-    // Periodic jobs: a transaction per batch of due schedules, each job pushed with its tick.
-    in_batches(batch, [&](spi::Connection& conn) {
-        return schedule::run_due(conn, transaction_now(), batch).due;
-    });
+    // Periodic jobs: a transaction per batch of due schedules, each job pushed with its tick. A
+    // failure is reported and left for the next pass, as a queue's rescue is: the wake-ups and
+    // the pruning below still run.
+    bool schedules_failed = false;
+    try {
+        in_batches(batch, [&](spi::Connection& conn) {
+            return schedule::run_due(conn, transaction_now(), batch).due;
+        });
+    } catch (const PgError& e) {
+        if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
+        worker::remember_failure();
+        schedules_failed = true;
+    }
+    if (schedules_failed) worker::report_failure("running due periodic jobs");
 
     // On the first pass every queue with due jobs is woken: workers may have missed the pushes'
     // NOTIFY while the server (or this reaper) was down. From then on the relay announces pushes.

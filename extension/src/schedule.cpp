@@ -35,6 +35,9 @@ HOPPER_FUNCTION(hopper_queue_schedule) {
         schedule::next_after(schedule::parse(cron), cron, GetCurrentTransactionStartTimestamp());
 
     spi::Connection conn;
+    // As a push does: a drop in flight is waited for, and the queue made again after it (its
+    // schedules went with it), rather than a foreign key error at the drop's commit.
+    queues::hold(conn, queue);
     queues::ensure(conn, queue);
     // Replacing keeps last_run_at: the history of the name, not of one version of it.
     static spi::Statement upsert(

@@ -150,6 +150,30 @@ ok(!finished($w), 'a rolled-back push leaves it waiting');
 	$_->{in} .= "\\q\n" for ($holder, $wh);
 	$_->{run}->finish for ($holder, $wh);
 }
+# A failure retried at once (retry_in 0) wakes it too, as a release does; before, it waited for
+# the pull's once-a-second look.
+{
+	my $holder = start_session($node, 'postgres');
+	session_query($holder, "SET hopper.notify = off");
+	session_query($holder, "SELECT hopper.queue_create('pw_failed')");
+	session_query($holder, "SELECT hopper.queue_push('pw_failed', '{}')");
+	my ($id, $tok) = split /\|/,
+	  session_query($holder, "SELECT id, lease_token FROM hopper.queue_pull('pw_failed')");
+	my $wf = start_session($node, 'postgres');
+	(my $pull_failed = $pull) =~ s/'pw'/'pw_failed'/;
+	session_send($wf, $pull_failed);
+	ok(defined waiting(2), 'a pull waits on the queue of a job about to fail');
+	my $failed_at = session_query($holder,
+		"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) "
+		  . "FROM hopper.queue_fail($id, $tok, 'again', retry_in => '0')");
+	my ($got, $returned_at) = split /\|/, session_result($wf);
+	is($got, $id, 'the job failed with retry_in 0 goes to the waiting pull');
+	# Without the wake-up the pull found it at its next look, 0.11-0.13 s later here.
+	ok($returned_at - $failed_at < 0.05, 'within 0.05 s of the failure')
+	  or diag sprintf('took %.3f s', $returned_at - $failed_at);
+	$_->{in} .= "\\q\n" for ($holder, $wf);
+	$_->{run}->finish for ($holder, $wf);
+}
 # (The waiting pull on 'pw' from the rolled-back case is still there.)
 
 # A job pushed for later is handed to the waiting pull when it falls due.

@@ -35,9 +35,10 @@ struct Schedule {
 // Parses an expression. Refuses one that can never match (e.g. `0 0 30 2 *`).
 Schedule parse(const std::string& expression);
 
-// How far ahead next_after looks: every valid schedule matches within it (Feb 29 recurs within 8
-// years), so an empty result means the time is beyond the representable range.
-constexpr int64_t kSearchYears = 10;
+// How far ahead next_after looks: the Gregorian calendar repeats every 400 years, so a schedule
+// that matches any minute matches one within them. Ten years were not enough: Feb 29 on a Sunday
+// ("0 0 29 2 */7", a day-of-week starting with *) falls in 2032, 2060, 2088 and then 2128.
+constexpr int64_t kSearchYears = 400;
 
 // The first matching minute strictly after `after` (both in seconds since 1970-01-01 UTC), or
 // nothing within kSearchYears.
