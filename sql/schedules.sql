@@ -67,6 +67,19 @@ SELECT hopper.queue_schedule('nightly', '0 3 * * mon', 'sched', '{"report": "wee
 SELECT name, cron, kind, priority, max_attempts, payload, last_run_at IS NOT NULL AS kept_last_run
 FROM hopper.queue_schedules();
 
+-- Declared again with the same cron expression (an application that declares its schedules at
+-- every start), a schedule keeps its next run: a tick due at that moment still runs, once. A new
+-- expression recomputes it.
+SELECT hopper.queue_schedule('redeclared', '*/5 * * * *', 'sched-redeclared') IS NOT NULL AS declared;
+UPDATE hopper.schedules SET next_run_at = '2026-01-01 00:05:00+00' WHERE name = 'redeclared';
+SELECT hopper.queue_schedule('redeclared', '*/5 * * * *', 'sched-redeclared', '{"v": 2}')
+       = '2026-01-01 00:05:00+00' AS due_tick_kept;
+SELECT hopper.schedule_run_due() AS pushed_due_tick;
+SELECT payload FROM hopper.queue_jobs('sched-redeclared');
+SELECT hopper.queue_schedule('redeclared', '*/10 * * * *', 'sched-redeclared')
+       = hopper.cron_next('*/10 * * * *', now()) AS new_cron_recomputed;
+SELECT hopper.queue_drop('sched-redeclared') AS dropped;
+
 -- Bad input: 22004 / 22023 / 22003 / P0002 naming the argument; nothing changes.
 SELECT pg_temp.try($$SELECT hopper.queue_schedule(NULL, '* * * * *', 'sched')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('', '* * * * *', 'sched')$$);

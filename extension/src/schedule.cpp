@@ -39,22 +39,28 @@ HOPPER_FUNCTION(hopper_queue_schedule) {
     // schedules went with it), rather than a foreign key error at the drop's commit.
     queues::hold(conn, queue);
     queues::ensure(conn, queue);
-    // Replacing keeps last_run_at: the history of the name, not of one version of it.
+    // Replacing keeps last_run_at: the history of the name, not of one version of it. With the
+    // same cron expression it keeps next_run_at too: an application that declares its schedules
+    // whenever it starts must not drop a tick that is due (or missed) at that moment.
     static spi::Statement upsert(
         "INSERT INTO hopper.schedules AS s (name, cron, queue, payload, kind, priority, "
         "max_attempts, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
         "ON CONFLICT (name) DO UPDATE SET cron = EXCLUDED.cron, queue = EXCLUDED.queue, "
         "payload = EXCLUDED.payload, kind = EXCLUDED.kind, priority = EXCLUDED.priority, "
-        "max_attempts = EXCLUDED.max_attempts, next_run_at = EXCLUDED.next_run_at, "
-        "updated_at = pg_catalog.now()",
+        "max_attempts = EXCLUDED.max_attempts, "
+        "next_run_at = CASE WHEN s.cron = EXCLUDED.cron THEN s.next_run_at "
+        "  ELSE EXCLUDED.next_run_at END, "
+        "updated_at = pg_catalog.now() RETURNING next_run_at",
         {TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT2OID, INT4OID, TIMESTAMPTZOID});
-    conn.exec(upsert, {spi::arg_text(name), spi::arg_text(cron), spi::arg_text(queue),
-                       spi::arg_datum(payload), spi::arg_text(kind),
-                       spi::arg_datum(Int16GetDatum(priority)),
-                       max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(),
-                       spi::arg_datum(TimestampTzGetDatum(next))});
+    spi::Result r =
+        conn.exec(upsert, {spi::arg_text(name), spi::arg_text(cron), spi::arg_text(queue),
+                           spi::arg_datum(payload), spi::arg_text(kind),
+                           spi::arg_datum(Int16GetDatum(priority)),
+                           max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(),
+                           spi::arg_datum(TimestampTzGetDatum(next))});
+    TimestampTz next_run = r.get_timestamptz(0, 1);
     conn.finish();
-    PG_RETURN_TIMESTAMPTZ(next);
+    PG_RETURN_TIMESTAMPTZ(next_run);
 }
 
 HOPPER_FUNCTION(hopper_queue_unschedule) {
