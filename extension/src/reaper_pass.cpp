@@ -127,21 +127,13 @@ PassOutcome run_steps(PassState& state) {
     // reported and passed over: the other queues' expired leases, the schedules and the pruning
     // still run. A cancel or shutdown ends the pass as before.
     for (const std::string& queue : queues) {
-        bool failed = false;
-        try {
+        worker::reported("rescuing the expired leases of queue \"" + queue + "\"", [&] {
             state.rescued += in_batches(batch, [&](spi::Connection& conn) {
                 rescue::Counts c = rescue::expired_leases(conn, queue, transaction_now(), batch,
                                                           /*backoff=*/true);
                 return c.retried + c.dead;
             });
-        } catch (const PgError& e) {
-            if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
-            worker::remember_failure();
-            failed = true;
-        }
-        if (failed)
-            worker::report_failure(
-                ("rescuing the expired leases of queue \"" + queue + "\"").c_str());
+        });
         check_for_interrupts();
     }
 
@@ -160,17 +152,11 @@ PassOutcome run_steps(PassState& state) {
     // Periodic jobs: a transaction per batch of due schedules, each job pushed with its tick. A
     // failure is reported and left for the next pass, as a queue's rescue is: the wake-ups and
     // the pruning below still run.
-    bool schedules_failed = false;
-    try {
+    worker::reported("running due periodic jobs", [&] {
         in_batches(batch, [&](spi::Connection& conn) {
             return schedule::run_due(conn, transaction_now(), batch).due;
         });
-    } catch (const PgError& e) {
-        if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
-        worker::remember_failure();
-        schedules_failed = true;
-    }
-    if (schedules_failed) worker::report_failure("running due periodic jobs");
+    });
 
     // On the first pass every queue with due jobs is woken: workers may have missed the pushes'
     // NOTIFY while the server (or this reaper) was down. From then on the relay announces pushes.

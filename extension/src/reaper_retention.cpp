@@ -45,20 +45,11 @@ std::string qualified(const std::string& relname) {
     return std::string("hopper.") + quoted;
 }
 
-// Runs one step of a retention run in a transaction of its own. A step that fails (a lock
-// timeout, a partition someone made a member of another object) is logged and left for the next
-// run; the other steps still run. A cancel or shutdown ends the run.
+// One retention step in a transaction of its own (a lock timeout, a partition someone made a
+// member of another object): reported and left to the next run, while the other steps run.
 template <typename Step>
 void isolated(const std::string& what, Step&& step) {
-    bool failed = false;
-    try {
-        worker::in_transaction(std::forward<Step>(step));
-    } catch (const PgError& e) {
-        if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
-        worker::remember_failure();
-        failed = true;
-    }
-    if (failed) worker::report_failure(what.c_str());
+    worker::reported(what, [&] { worker::in_transaction(std::forward<Step>(step)); });
 }
 
 }  // namespace

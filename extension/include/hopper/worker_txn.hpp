@@ -7,6 +7,7 @@
 #pragma once
 
 #include <exception>
+#include <string>
 #include <utility>
 
 #include "hopper/boundary.hpp"
@@ -44,5 +45,23 @@ void in_transaction(F&& body) {
 // transaction left open and logs the message as a WARNING.
 void remember_failure() noexcept;
 void report_failure(const char* what_failed);
+
+// Runs one step of a worker's pass (f opens its own transactions). If it fails, the failure is
+// logged as a WARNING naming the step and the pass goes on: one bad queue or schedule must not
+// stop the others' work. A cancel or shutdown (SQLSTATE class 57) still ends the pass. Returns
+// whether the step succeeded.
+template <typename F>
+bool reported(const std::string& what, F&& f) {
+    bool failed = false;
+    try {
+        std::forward<F>(f)();
+    } catch (const PgError& e) {
+        if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
+        remember_failure();
+        failed = true;
+    }
+    if (failed) report_failure(what.c_str());
+    return !failed;
+}
 
 }  // namespace hopper::worker
