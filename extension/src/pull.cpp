@@ -310,7 +310,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         // completions that free a slot.
         return got > 0 || (limited && !lock_released);
     };
-    pull_wait::attempt_until_done(queue, wait_us, attempt);
+    pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);
     conn.finish();
     claim_commit::after_claim();
     return (Datum)0;

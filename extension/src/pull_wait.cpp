@@ -39,12 +39,17 @@ class Waiter {
     // After an attempt that claimed nothing: sleeps until a wake-up, a second, or the end of the
     // wait, whichever comes first. False once the wait is over (then nothing was slept).
     bool sleep();
+    // Whether the last sleep ended with a wake-up (not its timeout).
+    bool woken() const { return woken_; }
+    // Hands a wake-up on to the next waiting pull of the queue.
+    void pass_on();
 
   private:
     std::string queue_;
     TimestampTz deadline_;
     ConditionVariable* cv_ = nullptr;
     bool armed_ = false;  // on a condition variable's wait list
+    bool woken_ = false;
 };
 
 }  // namespace
@@ -61,11 +66,23 @@ int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function) {
     return us;
 }
 
-void wait_loop(const std::string& queue, int64_t wait_us, const std::function<bool()>& attempt) {
+void wait_loop(const std::string& queue, int64_t wait_us, bool filtered,
+               const std::function<bool()>& attempt) {
     Waiter waiter(queue, wait_us);
+    // A push wakes one waiting pull per job. One with a kinds filter, woken for a job it may not
+    // take, passes the wake-up on, or the pull that could take the job would find it only at its
+    // next look. It passes on once until one of its sleeps runs out, so that two such pulls
+    // cannot hand a wake-up back and forth.
+    bool passed = false;
     for (;;) {
         waiter.arm();
-        if (attempt() || !waiter.sleep()) return;
+        if (attempt()) return;
+        if (filtered && waiter.woken() && !passed) {
+            waiter.pass_on();
+            passed = true;
+        }
+        if (!waiter.sleep()) return;
+        if (!waiter.woken()) passed = false;
     }
 }
 
@@ -104,14 +121,19 @@ bool Waiter::sleep() {
         return true;
     }
     ConditionVariable* cv = cv_;
-    pg_guard([cv, ms] {
+    woken_ = pg_guard([cv, ms] {
         // A signal that came during the attempt has set the latch, but the attempt may have
         // reset it (waiting for a lock, say): set it again, so that the sleep looks at the wait
         // list first and returns at once if this pull was signaled.
         SetLatch(MyLatch);
-        (void)ConditionVariableTimedSleep(cv, ms, PG_WAIT_EXTENSION);
+        return !ConditionVariableTimedSleep(cv, ms, PG_WAIT_EXTENSION);  // true: timed out
     });
     return true;
+}
+
+void Waiter::pass_on() {
+    ConditionVariable* cv = cv_;
+    if (cv != nullptr) pg_guard([cv] { ConditionVariableSignal(cv); });
 }
 
 }  // namespace hopper::pull_wait

@@ -229,7 +229,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
         }
         return got > 0;
     };
-    pull_wait::attempt_until_done(queue, wait_us, attempt);
+    pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);
     conn.finish();
     return (Datum)0;
 }

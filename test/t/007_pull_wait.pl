@@ -167,6 +167,34 @@ sub handed_back
 	is($got, $id, 'the job failed with retry_in 0 goes to the waiting pull');
 	ok($took < 0.05, 'within 0.05 s of the failure') or diag sprintf('took %.3f s', $took);
 }
+# A waiting pull with a kinds filter, woken for a job of another kind, passes the wake-up on to
+# the next waiting pull, which takes the job at once (before: at its next look, about 0.5 s on).
+{
+	my $pusher = start_session($node, 'postgres');
+	session_query($pusher, "SELECT hopper.queue_create('pw_kinds')");
+	my $asleep = sub {
+		"SELECT count(*) = $_[0] FROM pg_stat_activity WHERE wait_event_type = 'Extension' "
+		  . "AND query LIKE '%pw_kinds%' AND backend_type = 'client backend'";
+	};
+	my $filtered = start_session($node, 'postgres');
+	session_send($filtered,
+		"SELECT count(*) FROM hopper.queue_pull('pw_kinds', kinds => ARRAY['x'], wait => '3 s')");
+	ok(defined wait_until($node, 'postgres', $asleep->(1)), 'a pull for kind x waits');
+	my $any = start_session($node, 'postgres');
+	(my $pull_any = $pull) =~ s/'pw'/'pw_kinds'/;
+	session_send($any, $pull_any);
+	ok(defined wait_until($node, 'postgres', $asleep->(2)), 'a pull for any kind waits behind it');
+	my $pushed_at = session_query($pusher,
+		"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) "
+		  . "FROM hopper.queue_push('pw_kinds', '{}', kind => 'y')");
+	my ($got, $returned_at) = split /\|/, session_result($any);
+	ok(defined $got && $got ne '', 'the pull for any kind gets the job of kind y');
+	ok($returned_at - $pushed_at < 0.1, 'within 0.1 s of the push')
+	  or diag sprintf('took %.3f s', $returned_at - $pushed_at);
+	is(session_result($filtered), '0', 'the pull for kind x ends empty');
+	$_->{in} .= "\\q\n" for ($pusher, $filtered, $any);
+	$_->{run}->finish for ($pusher, $filtered, $any);
+}
 # (The waiting pull on 'pw' from the rolled-back case is still there.)
 
 # A job pushed for later is handed to the waiting pull when it falls due.

@@ -30,17 +30,19 @@ namespace hopper::pull_wait {
 int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function);
 
 // With wait_us > 0: runs attempt until it returns true (it claimed jobs, or its queue may not
-// wait) or the wait runs out, sleeping between attempts until the queue is woken.
-void wait_loop(const std::string& queue, int64_t wait_us, const std::function<bool()>& attempt);
+// wait) or the wait runs out, sleeping between attempts until the queue is woken. `filtered`: the
+// pull takes only some kinds, so a wake-up it cannot use is passed on.
+void wait_loop(const std::string& queue, int64_t wait_us, bool filtered,
+               const std::function<bool()>& attempt);
 
 // Runs attempt once, or waits as wait_loop does. A pull that does not wait (the common one) goes
 // straight to attempt, without building a std::function.
 template <typename F>
-void attempt_until_done(const std::string& queue, int64_t wait_us, F&& attempt) {
+void attempt_until_done(const std::string& queue, int64_t wait_us, bool filtered, F&& attempt) {
     if (wait_us == 0)
         attempt();
     else
-        wait_loop(queue, wait_us, std::forward<F>(attempt));
+        wait_loop(queue, wait_us, filtered, std::forward<F>(attempt));
 }
 
 }  // namespace hopper::pull_wait
