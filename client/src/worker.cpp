@@ -449,6 +449,22 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
                             known.empty() ? "nothing" : known);
     }
     hb.remove(job.id);
+    // A handler that left a transaction open (begun and never ended, or failed inside it) would
+    // have this job's report, and every later job of this thread, run inside it: it is rolled
+    // back, and a job that was to complete fails instead, since what its handler wrote there is
+    // gone.
+    if (client.connection().in_transaction()) {
+        try {
+            client.exec("ROLLBACK");
+        } catch (const std::exception&) {
+            // A connection lost meanwhile took the transaction with it; the next call reconnects.
+        }
+        log(fmt::format("job {}: its handler left a transaction open; rolled back", job.id));
+        if (outcome == Outcome::Complete) {
+            outcome = Outcome::Fail;
+            error = "the handler left a transaction open; it was rolled back";
+        }
+    }
     StopReason stopped = ctx.stop_reason();
     switch (ctx.finished_as()) {
         case JobContext::Finished::Completed:

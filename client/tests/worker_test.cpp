@@ -565,6 +565,40 @@ TEST(Worker, HandlerFailuresRetryOrBury) {
     EXPECT_EQ(c.job_status(d).last_error, "disk full");
 }
 
+// A handler that fails inside a transaction it began, or returns with one open, must not leave
+// its thread's connection in it: the job's failure is still reported, and the next job on the
+// same thread runs and completes (before: every report failed with 25P02 and the jobs stayed
+// running until their leases ran out).
+TEST(Worker, HandlerLeavingATransactionOpenDoesNotBreakItsThread) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    WorkerOptions o = options(q, 1);
+    o.batch_completions = false;
+    o.prefetch = 0;
+    Worker w(o);
+    w.on("aborts", [](JobContext& job) {
+        job.client().exec("BEGIN");
+        job.client().exec("SELECT 1/0");
+    });
+    w.on("open", [](JobContext& job) { job.client().exec("BEGIN"); });
+    w.on("fine", [](JobContext&) {});
+    PushOptions aborts, open, fine;
+    aborts.kind = "aborts";
+    open.kind = "open";
+    fine.kind = "fine";
+    aborts.max_attempts = open.max_attempts = 1;
+    int64_t a = c.push(q, "{}", aborts);
+    int64_t b = c.push(q, "{}", open);
+    int64_t d = c.push(q, "{}", fine);
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return state_is(c, d, JobState::Completed); }, 60s))
+        << "the job after them is " << to_string(c.job_status(d).state);
+    EXPECT_EQ(c.job_status(a).state, JobState::Dead);
+    EXPECT_NE(c.job_status(a).last_error.value_or("").find("division by zero"), std::string::npos);
+    EXPECT_EQ(c.job_status(b).state, JobState::Dead) << "its writes were rolled back: not done";
+    EXPECT_NE(c.job_status(b).last_error.value_or("").find("transaction open"), std::string::npos);
+}
+
 TEST(Worker, HandlerCompletesInItsOwnTransaction) {
     Client c(conninfo());
     c.exec("CREATE TABLE IF NOT EXISTS uploads (id bigint PRIMARY KEY, status text NOT NULL)");
