@@ -146,11 +146,19 @@ void Heartbeat::beat_due() {
         if (now < retry_after_) return;
         try {
             for (const auto& d : due) {
-                if (control().heartbeat(d.id, d.token, lease_)) continue;
-                // Tell "an operator cancelled it" from "someone else has it now".
-                JobState st = control().job_status(d.id).state;
-                lost.emplace_back(
-                    d.id, st == JobState::Cancelled ? StopReason::Cancelled : StopReason::Lost);
+                try {
+                    if (control().heartbeat(d.id, d.token, lease_)) continue;
+                    // Tell "an operator cancelled it" from "someone else has it now".
+                    JobState st = control().job_status(d.id).state;
+                    lost.emplace_back(
+                        d.id, st == JobState::Cancelled ? StopReason::Cancelled : StopReason::Lost);
+                } catch (const Error& e) {
+                    // The job is gone (its queue dropped, or finished elsewhere and not kept):
+                    // lost, like any job that is no longer ours. Taken for a connection error,
+                    // it stopped the heartbeats of every job after it, whose leases then ran out.
+                    if (e.sqlstate() != sqlstate::kNoData) throw;
+                    lost.emplace_back(d.id, StopReason::Lost);
+                }
             }
             backoff_.reset();
         } catch (const std::exception& ex) {

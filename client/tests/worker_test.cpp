@@ -721,6 +721,42 @@ TEST(Worker, CancelStopsTheHandler) {
         << "the handler's return changed nothing";
 }
 
+// A running job deleted under its worker (its row gone, as a drop or a pruned history leaves it):
+// its heartbeat answers "does not exist", which stops its handler as a lost lease does. Taken for a
+// connection error, it stopped the heartbeats of the jobs after it too, whose leases ran out.
+TEST(Worker, AJobDeletedUnderItsWorkerIsLostAndTheOthersStillBeat) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 2);
+    o.shutdown_timeout = 1s;  // the surviving handler waits for a stop to the end
+    Worker w(o);
+    std::atomic<int> started{0};
+    std::atomic<int> lost{0};
+    w.on_any([&](JobContext& job) {
+        ++started;
+        job.wait_for_stop(120s);
+        if (job.stop_reason() == StopReason::Lost) ++lost;
+    });
+    int64_t gone = c.push(q, "{}");
+    int64_t kept = c.push(q, "{}");
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return started.load() == 2; }, 60s));
+    c.exec("DELETE FROM hopper.jobs WHERE id = $1", gone);
+    ASSERT_TRUE(eventually([&] { return lost.load() == 1; }, 30s))
+        << "the deleted job's handler was not stopped";
+    // The other job's lease keeps being renewed: 3 s would have run out by now.
+    std::this_thread::sleep_for(5s);
+    EXPECT_EQ(c.job_status(kept).state, JobState::Running);
+    EXPECT_TRUE(c.exec("SELECT lease_until > now() + interval '1 second' FROM hopper.jobs "
+                       "WHERE id = $1",
+                       kept)
+                    .boolean(0, 0))
+        << "the surviving job's heartbeats stopped";
+}
+
 TEST(Worker, LostLeaseStopsTheHandler) {
     Client c(conninfo());
     std::string q = unique_queue("w");
