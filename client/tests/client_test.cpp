@@ -1,6 +1,8 @@
 // Every Client call against a real server: typed results, NULLs, and errors with their SQLSTATE.
 #include <gtest/gtest.h>
 
+#include <clocale>
+
 #include <thread>
 
 #include "hopper/client.hpp"
@@ -31,6 +33,21 @@ class ClientTest : public ::testing::Test {
   protected:
     Client c{conninfo()};
 };
+
+// Floating-point parameters go as the shortest text that reads back as the same value, whatever
+// the process's locale: std::to_string sent 1e-9 as 0, 0.123456789 as 0.123457, and under a
+// German locale 0,5, which the server refuses.
+TEST_F(ClientTest, FloatParametersKeepTheirValueInAnyLocale) {
+    EXPECT_TRUE(c.exec("SELECT $1::float8 = 1e-9", 1e-9).boolean(0, 0));
+    EXPECT_TRUE(c.exec("SELECT $1::float8 = 0.123456789", 0.123456789).boolean(0, 0));
+    EXPECT_TRUE(c.exec("SELECT $1::float4 = 0.1::float4", 0.1f).boolean(0, 0));
+    const char* before = std::setlocale(LC_NUMERIC, nullptr);
+    std::string saved = before ? before : "C";
+    if (std::setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr) {
+        EXPECT_TRUE(c.exec("SELECT $1::float8 = 0.5", 0.5).boolean(0, 0));
+        std::setlocale(LC_NUMERIC, saved.c_str());
+    }
+}
 
 TEST_F(ClientTest, QueueCreatePauseResumeDrop) {
     std::string q = unique_queue("q");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <charconv>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -35,7 +36,15 @@ inline Param to_param(bool b) {
 }
 template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
 Param to_param(T v) {
-    return std::to_string(v);
+    if constexpr (std::is_floating_point_v<T>) {
+        // The shortest text that reads back as the same value, in any locale: std::to_string
+        // keeps 6 decimals (1e-9 went as 0) and writes the locale's decimal comma.
+        char buf[64];
+        auto r = std::to_chars(buf, buf + sizeof buf, v);
+        return std::string(buf, r.ptr);
+    } else {
+        return std::to_string(v);
+    }
 }
 template <typename T>
 Param to_param(const std::optional<T>& v) {
