@@ -183,11 +183,10 @@ std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batc
         static spi::Statement hold_row(
             "SELECT packed FROM hopper.queues WHERE name = $1 FOR NO KEY UPDATE SKIP LOCKED",
             {TEXTOID});
-        static spi::Statement reread("SELECT packed FROM hopper.queues WHERE name = $1", {TEXTOID});
         spi::Result held = conn.exec(hold_row, {spi::arg_text(batch.queue)});
         if (held.empty()) {
-            spi::Result now = conn.exec(reread, {spi::arg_text(batch.queue)});
-            if (now.empty() || !now.get_bool(0, 1)) return std::nullopt;
+            spi::Result now = conn.exec(queue_row, {spi::arg_text(batch.queue)});
+            if (now.empty() || !now.get_bool(0, 2)) return std::nullopt;
             marked = true;
         } else {
             marked = held.get_bool(0, 1);

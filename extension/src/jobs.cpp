@@ -31,13 +31,11 @@ PgError unknown_job(int64_t id) {
 }
 
 std::string state_of(spi::Connection& conn, int64_t id) {
-    static spi::Statement st(
-        // As job_status reports it: an available job not yet due is scheduled.
-        "SELECT CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' "
-        "  ELSE state::text END FROM hopper.jobs WHERE id = $1 "
-        "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 "
-        "UNION ALL (" HOPPER_PACKED_STATE_OF_ID ") LIMIT 1",
-        {INT8OID}, spi::Planning::kWalkIndexes);
+    static spi::Statement st("SELECT " HOPPER_REPORTED_STATE
+                             " FROM hopper.jobs WHERE id = $1 "
+                             "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 "
+                             "UNION ALL (" HOPPER_PACKED_STATE_OF_ID ") LIMIT 1",
+                             {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
     if (r.empty()) throw unknown_job(id);
     return r.get_text(0, 1);

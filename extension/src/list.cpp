@@ -3,6 +3,7 @@
 #include "hopper/args.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/result.hpp"
+#include "hopper/sql.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -61,8 +62,8 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     static spi::Statement st(
         "SELECT * FROM ("
         "  (SELECT id, queue, kind, "
-        "     CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' "
-        "          ELSE state::text END AS state, "
+        "     " HOPPER_REPORTED_STATE
+        " AS state, "
         "     attempt, max_attempts, priority, run_at, created_at, started_at, "
         "     NULL::timestamptz AS finished_at, worker, last_error, errors, NULL::jsonb AS result, "
         "     progress, progress_detail, payload "

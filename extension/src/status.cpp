@@ -4,6 +4,7 @@
 #include "hopper/jobs.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/result.hpp"
+#include "hopper/sql.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -22,8 +23,7 @@ HOPPER_FUNCTION(hopper_job_status) {
     // primary key down from the id, whatever the statistics say when the plan is made.
     static spi::Statement st(
         "SELECT id, queue, kind, "
-        "  CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' "
-        "       ELSE state::text END, "
+        "  " HOPPER_REPORTED_STATE ", "
         "  attempt, max_attempts, priority, run_at, created_at, started_at, NULL::timestamptz, "
         "  worker, last_error, errors, NULL::jsonb, progress, progress_detail, payload "
         "FROM hopper.jobs WHERE id = $1 "

@@ -41,6 +41,13 @@
     " <= (SELECT s.last_value FROM hopper.job_id_seq s) AND EXISTS (SELECT 1 " \
     "FROM hopper.queues zq WHERE zq.retention = interval '0'))"
 
+// A live job's state as the functions report it: an available job whose run_at is still ahead
+// is scheduled (job_status, queue_jobs, queue_retry's refusal). Columns of hopper.jobs,
+// unqualified.
+#define HOPPER_REPORTED_STATE                                                       \
+    "CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' " \
+    "ELSE state::text END"
+
 // jobs.errors with one entry appended, keeping the newest 20: {attempt, at, error, worker}.
 #define HOPPER_ERRORS_APPEND(alias, error_expr, at_expr)                              \
     "pg_catalog.jsonb_concat(CASE WHEN pg_catalog.jsonb_array_length(COALESCE(" alias \
