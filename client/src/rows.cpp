@@ -14,7 +14,13 @@ Param micros(std::optional<TimePoint> t) {
 }
 
 TimePoint time_at(const Result& r, int row, int col) {
-    return TimePoint(std::chrono::duration_cast<Clock::duration>(Duration(r.int64(row, col))));
+    // The server's times reach the year 294276, the clock's nanoseconds 2262: a time past either
+    // end is held at it rather than wrapped around to another.
+    constexpr int64_t limit = std::chrono::duration_cast<Duration>(Clock::duration::max()).count();
+    const int64_t us = r.int64(row, col);
+    if (us >= limit) return TimePoint::max();
+    if (us <= -limit) return TimePoint::min();
+    return TimePoint(std::chrono::duration_cast<Clock::duration>(Duration(us)));
 }
 
 std::optional<TimePoint> opt_time_at(const Result& r, int row, int col) {

@@ -17,6 +17,7 @@
 #include "backoff.hpp"
 #include "handler_failure.hpp"
 #include "hopper/take_worker.hpp"
+#include "joined_threads.hpp"
 #include "signals.hpp"
 #include "wakeup.hpp"
 #include "worker_name.hpp"
@@ -68,6 +69,7 @@ struct TakeWorker::Impl {
             opt.log = [](const std::string& msg) {
                 std::cerr << "hopper take worker: " << msg << std::endl;
             };
+        opt.log = internal::guarded_log(std::move(opt.log));
     }
 
     bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
@@ -193,6 +195,10 @@ void TakeWorker::run() {
     if (w.handlers.empty() && !w.fallback)
         throw std::logic_error("TakeWorker::run: no handler registered");
     if (w.running.exchange(true)) throw std::logic_error("TakeWorker::run is already running");
+    struct NotRunning {
+        std::atomic<bool>& running;
+        ~NotRunning() { running.store(false); }
+    } not_running{w.running};
     w.take = TakeOptions{};
     w.take.n = w.opt.batch;
     w.take.worker = w.opt.name;
@@ -202,14 +208,15 @@ void TakeWorker::run() {
     if (w.opt.handle_signals) signals.emplace(w.wake);
     w.slots.assign(static_cast<size_t>(w.opt.concurrency), Impl::Slot{});
     w.listening.store(!w.opt.waiting_takes);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < w.slots.size(); ++i) threads.emplace_back([&w, i] { w.take_loop(i); });
+    internal::JoinedThreads threads([&w] {
+        w.stop_requested.store(true);  // already, unless the listen loop ended by an exception
+        w.wake_all();  // the takers see stopping() and end after their current transaction
+        w.cancel_waiting_takes();
+        w.end_overdue_transactions();
+    });
+    for (size_t i = 0; i < w.slots.size(); ++i) threads.start([&w, i] { w.take_loop(i); });
     w.listen_loop();
-    w.wake_all();  // the takers see stopping() and end after their current transaction
-    w.cancel_waiting_takes();
-    w.end_overdue_transactions();
-    for (auto& t : threads) t.join();
-    w.running.store(false);
+    threads.join();
 }
 
 // Turns NOTIFYs on "hopper:<queue>" (and poll ticks) into wake-ups of idle takers.

@@ -18,6 +18,7 @@
 #include "handler_failure.hpp"
 #include "heartbeat.hpp"
 #include "hopper/worker.hpp"
+#include "joined_threads.hpp"
 #include "signals.hpp"
 #include "waiting_pull.hpp"
 #include "wakeup.hpp"
@@ -72,6 +73,7 @@ struct Worker::Impl {
             opt.log = [](const std::string& msg) {
                 std::cerr << "hopper worker: " << msg << std::endl;
             };
+        opt.log = internal::guarded_log(std::move(opt.log));
     }
 
     bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
@@ -150,6 +152,10 @@ WorkerStats Worker::stats() const {
 void Worker::run() {
     Impl& w = *impl_;
     if (w.running.exchange(true)) throw std::logic_error("Worker::run is already running");
+    struct NotRunning {
+        std::atomic<bool>& running;
+        ~NotRunning() { running.store(false); }
+    } not_running{w.running};
     std::optional<internal::SignalWatch> signals;
     if (w.opt.handle_signals) signals.emplace(w.wake);
     {
@@ -158,17 +164,20 @@ void Worker::run() {
     }
     internal::Heartbeat hb(w.opt.conninfo, w.opt.lease, w.opt.min_backoff, w.opt.max_backoff,
                            w.opt.log);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < w.opt.concurrency; ++i)
-        threads.emplace_back([&w, &hb] { w.handler_thread(hb); });
+    // Declared after the heartbeat, so the handler threads, which use it, end first.
+    internal::JoinedThreads threads([&w] {
+        w.stop_requested.store(true);  // already, unless the fetch loop ended by an exception
+        {
+            std::lock_guard<std::mutex> lock(w.m);
+            w.handlers_done = true;
+            // Should the fetch loop have ended by an exception, handlers complete their own jobs.
+            w.taking_returned = false;
+        }
+        w.work_cv.notify_all();
+    });
+    for (int i = 0; i < w.opt.concurrency; ++i) threads.start([&w, &hb] { w.handler_thread(hb); });
     w.fetch_loop(hb);
-    {
-        std::lock_guard<std::mutex> lock(w.m);
-        w.handlers_done = true;
-    }
-    w.work_cv.notify_all();
-    for (auto& t : threads) t.join();
-    w.running.store(false);
+    threads.join();
 }
 
 PullOptions Worker::Impl::pull_options(int n) const {

@@ -109,6 +109,19 @@ TEST_F(ClientTest, ScheduledJobWaitsForItsTime) {
     EXPECT_EQ(jobs[0].id, id);
 }
 
+// The server keeps times far past 2262, where the clock's nanoseconds end (a pull's `at` may lie
+// there): such a time reads as the clock's last instant, not as one wrapped into the past, which
+// would make a lease good until 2300 look expired since 1700.
+TEST_F(ClientTest, TimesPastTheClocksRangeReadAsItsEnd) {
+    std::string q = unique_queue("far");
+    int64_t id = c.push(q, "{}");
+    c.exec("SELECT hopper.queue_pull($1, at => '2300-01-01 00:00:00+00')", q);
+    JobInfo j = c.job_status(id);
+    EXPECT_EQ(j.state, JobState::Running);
+    EXPECT_EQ(j.started_at, std::optional<TimePoint>(TimePoint::max()));
+    EXPECT_LT(j.created_at, Clock::now() + 1min);
+}
+
 TEST_F(ClientTest, PriorityOrdersPulls) {
     std::string q = unique_queue("prio");
     PushOptions low, high;

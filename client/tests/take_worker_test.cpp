@@ -105,6 +105,30 @@ TEST_F(TakeWorkerTest, AFailingHandlerIsUndoneAndCountsTheAttempt) {
     EXPECT_EQ(w.stats().completed, 0u);
 }
 
+// The failure is logged on a taker's thread, where a throw from the log function would end the
+// process.
+TEST_F(TakeWorkerTest, ALogFunctionThatThrowsDoesNotEndTheWorker) {
+    std::string q = unique_queue("take");
+    int64_t bad = push_kind(q, "bad");
+    TakeWorkerOptions o = options(q);
+    std::atomic<int> told{0};
+    o.log = [&](const std::string&) {
+        ++told;
+        throw std::runtime_error("log sink is full");
+    };
+    TakeWorker w(o);
+    w.on("bad", [](const Job&, Client&) { throw PermanentFailure("bad input"); });
+    w.on("good", [](const Job&, Client&) {});
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.job_status(bad).state == JobState::Dead; }, 60s));
+    int64_t good = push_kind(q, "good");
+    ASSERT_TRUE(eventually([&] { return c.job_status(good).state == JobState::Completed; }, 60s));
+    r.stop();
+    EXPECT_GE(told.load(), 1);
+    EXPECT_EQ(w.stats().failed, 1u);
+    EXPECT_EQ(w.stats().completed, 1u);
+}
+
 TEST_F(TakeWorkerTest, AFailingJobLeavesTheOthersOfItsTakeDone) {
     std::string q = unique_queue("take");
     QueueOptions qo;

@@ -514,6 +514,34 @@ TEST(Worker, UnknownKindIsFailedWithAClearError) {
     EXPECT_NE(err.find("known"), std::string::npos) << err;
 }
 
+// A log function that throws must not take the process down: the failure it was told of is
+// logged from a handler thread, where an escaping exception calls std::terminate.
+TEST(Worker, ALogFunctionThatThrowsDoesNotEndTheWorker) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    WorkerOptions o = options(q);
+    std::atomic<int> told{0};
+    o.log = [&](const std::string&) {
+        ++told;
+        throw std::runtime_error("log sink is full");
+    };
+    Worker w(o);
+    w.on("bad", [](JobContext&) { throw PermanentFailure("bad input"); });
+    w.on("good", [](JobContext&) {});
+    Running r(w);
+    PushOptions bad, good;
+    bad.kind = "bad";
+    good.kind = "good";
+    int64_t a = c.push(q, "{}", bad);
+    ASSERT_TRUE(eventually([&] { return state_is(c, a, JobState::Dead); }, 60s));
+    int64_t b = c.push(q, "{}", good);
+    ASSERT_TRUE(eventually([&] { return state_is(c, b, JobState::Completed); }, 60s));
+    r.stop();
+    EXPECT_GE(told.load(), 1);
+    EXPECT_EQ(w.stats().failed, 1u);
+    EXPECT_EQ(w.stats().completed, 1u);
+}
+
 TEST(Worker, OnAnyHandlesJobsWithoutTheirOwnHandler) {
     Client c(conninfo());
     std::string q = unique_queue("w");
