@@ -1,6 +1,44 @@
 -- hopper 0.1.0: a durable job queue inside PostgreSQL.
 \echo Use "CREATE EXTENSION hopper" to load this file. \quit
 
+-- The reaper runs as a superuser and reaches every object here by the name hopper.*: the schema
+-- and whatever is in it must be a superuser's. A schema named hopper that existed before (CREATE
+-- EXTENSION then uses it as it is) must be a superuser's, empty, and give CREATE to no one else;
+-- otherwise its owner could plant a table or a function there that the reaper would run.
+DO $schema$
+DECLARE
+    ns oid := 'hopper'::pg_catalog.regnamespace;
+    owner name;
+BEGIN
+    SELECT r.rolname INTO owner FROM pg_catalog.pg_namespace n
+        JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+        WHERE n.oid = ns AND NOT r.rolsuper;
+    IF owner IS NOT NULL THEN
+        RAISE EXCEPTION 'schema hopper is owned by role %, which is not a superuser', owner
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Drop the schema, or give it to a superuser (ALTER SCHEMA hopper OWNER TO '
+                         'postgres), before CREATE EXTENSION hopper.';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_namespace n,
+                   LATERAL pg_catalog.aclexplode(n.nspacl) a
+                   LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+               WHERE n.oid = ns AND a.privilege_type = 'CREATE'
+                 AND NOT COALESCE(r.rolsuper, false)) THEN
+        RAISE EXCEPTION 'schema hopper gives CREATE to a role that is not a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'REVOKE CREATE ON SCHEMA hopper FROM that role (or PUBLIC) first.';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_depend d
+               WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                 AND d.refobjid = ns
+                 AND d.classid <> 'pg_catalog.pg_extension'::pg_catalog.regclass) THEN
+        RAISE EXCEPTION 'schema hopper already holds objects'
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'CREATE EXTENSION hopper needs the schema empty (or absent).';
+    END IF;
+END
+$schema$;
+
 -- Roles a deployment grants to its producers and workers. Roles are cluster-wide, so they outlive the
 -- extension and are shared by every database that installs it.
 DO $roles$

@@ -92,14 +92,14 @@ bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until)
 }
 
 PassOutcome run_steps(PassState& state) {
-    bool present = false;
+    Installed is = Installed::absent;
     bool stopped = false;
     bool wanted = false;
     std::vector<std::string> queues;
     worker::in_transaction([&] {
         // DROP EXTENSION is noticed here: the reaper then exits.
-        present = pg_guard([] { return OidIsValid(get_extension_oid("hopper", true)); });
-        if (!present) return;
+        is = installed();
+        if (is != Installed::in_place) return;
         wanted = database_wanted();
         if (wanted) return;
         spi::Connection conn;
@@ -111,7 +111,8 @@ PassOutcome run_steps(PassState& state) {
         for (uint64_t i = 0; i < r.rows(); ++i) queues.push_back(r.get_text(i, 1));
         conn.finish();
     });
-    if (!present) return PassOutcome::extension_gone;
+    if (is == Installed::absent) return PassOutcome::extension_gone;
+    if (is == Installed::misplaced) return PassOutcome::misplaced;
     if (stopped) return PassOutcome::stopped;
     if (wanted) return PassOutcome::step_aside;
 

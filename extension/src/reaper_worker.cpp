@@ -104,6 +104,22 @@ bool extension_present_after_creator() {
     return present;
 }
 
+constexpr const char* kMisplaced =
+    "the schema hopper is not the extension's own, or not a superuser's";
+
+// Checked before the reaper reads anything by the name hopper.*; see reaper_schema.cpp.
+bool schema_in_place() {
+    Installed is = Installed::absent;
+    worker::in_transaction([&] { is = installed(); });
+    if (is == Installed::misplaced)
+        pg_guard([] {
+            ereport(WARNING, (errmsg("hopper reaper does not start: %s", kMisplaced),
+                              errhint("ALTER SCHEMA ... RENAME so that the extension's schema "
+                                      "is named hopper, and give it to a superuser.")));
+        });
+    return is == Installed::in_place;
+}
+
 bool parked_for_update() {
     bool stopped = false;
     worker::in_transaction([&] {
@@ -123,7 +139,7 @@ void report_activity(BackendState state) {
 }
 
 Next start_up() {
-    if (!extension_present_after_creator()) return Next::exit;
+    if (!extension_present_after_creator() || !schema_in_place()) return Next::exit;
     bool locked = false;
     for (int waited = 0;; waited += 100) {
         worker::in_transaction([&] { locked = try_lock_for_session(); });
@@ -152,10 +168,12 @@ Next one_round() {
     PassOutcome outcome = run_pass(pass_state);
     if (outcome != PassOutcome::done) {
         const char* why = outcome == PassOutcome::extension_gone ? "the extension was dropped"
-                          : outcome == PassOutcome::stopped
-                              ? "hopper.reaper_stop() was called"
+                          : outcome == PassOutcome::stopped      ? "hopper.reaper_stop() was called"
+                          : outcome == PassOutcome::misplaced
+                              ? kMisplaced
                               : "another session needs the database alone";
-        pg_guard([&] { ereport(LOG, (errmsg("hopper reaper exits: %s", why))); });
+        int level = outcome == PassOutcome::misplaced ? WARNING : LOG;
+        pg_guard([&] { ereport(level, (errmsg("hopper reaper exits: %s", why))); });
         return Next::exit;
     }
     last_run = GetCurrentTimestamp();

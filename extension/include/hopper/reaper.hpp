@@ -69,6 +69,11 @@ bool known_alive();
 bool still_running();
 void wake_known() noexcept;
 
+// Whether this database has the extension, and whether the schema named hopper is its own and a
+// superuser's, as the reaper requires before it runs anything there. Call inside a transaction.
+enum class Installed { absent, in_place, misplaced };
+Installed installed();
+
 // Registers the launcher (preload mode); only valid while shared_preload_libraries is processed.
 void register_launcher();
 

@@ -25,6 +25,7 @@ struct PassState {
 enum class PassOutcome {
     done,
     extension_gone,  // DROP EXTENSION: the reaper exits
+    misplaced,       // the schema named hopper is not one to trust (reaper::installed()): exits
     stopped,         // reaper_stop(): the reaper exits
     step_aside,      // someone needs the database alone (see database_wanted()): the reaper exits
 };
