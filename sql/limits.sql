@@ -120,6 +120,28 @@ SELECT count(*) AS pulled FROM hopper.queue_pull('capped', 1);
 PREPARE TRANSACTION 'hopper_limited';
 \set VERBOSITY default
 SELECT count(*) AS running_after FROM hopper.jobs WHERE queue = 'capped' AND state = 'running';
+-- So can none that pulled from a rate-limited queue, whose claim keeps the queue's lock to commit:
+-- prepared, the transaction would hold it, and every pull of the queue would wait until someone
+-- ended it.
+SELECT hopper.queue_create('rated_prepare') AS created;
+SELECT hopper.queue_set_rate_limit('rated_prepare', 100, '1 minute');
+SELECT pg_temp.push('rated_prepare', 'x', 2);
+BEGIN;
+SELECT count(*) AS pulled FROM hopper.queue_pull('rated_prepare', 1);
+\set VERBOSITY sqlstate
+PREPARE TRANSACTION 'hopper_rated';
+\set VERBOSITY default
+-- A pull rolled back with its savepoint leaves nothing to refuse: the prepare goes on to the
+-- server's own check (this cluster allows no prepared transactions: 55000).
+BEGIN;
+SAVEPOINT s;
+SELECT count(*) AS pulled FROM hopper.queue_pull('rated_prepare', 1);
+ROLLBACK TO SAVEPOINT s;
+\set VERBOSITY sqlstate
+PREPARE TRANSACTION 'hopper_rated';
+\set VERBOSITY default
+SELECT pg_temp.pull('rated_prepare', 10) AS both_back;
+SELECT hopper.queue_drop('rated_prepare');
 -- A paused limited queue hands out nothing, as any paused queue.
 SELECT hopper.queue_pause('capped');
 SELECT pg_temp.pull('capped', 10) AS paused;

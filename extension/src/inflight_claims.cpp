@@ -49,6 +49,8 @@ struct Anchor {
 
 Shared* shared = nullptr;
 bool callbacks_registered = false;
+// The outermost subtransaction of this transaction that pulled from a limited queue, if any.
+SubTransactionId limited_pull_since = InvalidSubTransactionId;
 
 Entry* own_entry() {
     if (shared == nullptr || MyBackendId < 1 || MyBackendId > shared->entries) return nullptr;
@@ -77,10 +79,12 @@ void on_xact(XactEvent event, void*) {
         case XACT_EVENT_PARALLEL_ABORT:
         case XACT_EVENT_PREPARE:
             clear_own();
+            limited_pull_since = InvalidSubTransactionId;
             break;
         case XACT_EVENT_PRE_PREPARE: {
             Entry* e = own_entry();
-            if (e != nullptr && pg_atomic_read_u32(&e->count) > 0)
+            if (limited_pull_since != InvalidSubTransactionId ||
+                (e != nullptr && pg_atomic_read_u32(&e->count) > 0))
                 ereport(ERROR,
                         (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                          errmsg("cannot PREPARE a transaction that has pulled from a queue with "
@@ -98,6 +102,8 @@ void on_xact(XactEvent event, void*) {
 // A rolled-back subtransaction's claims are undone: so are their entries, and those of the
 // subtransactions it contained (assigned later ids).
 void on_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB && limited_pull_since >= mine)
+        limited_pull_since = InvalidSubTransactionId;
     Entry* e = own_entry();
     if (event != SUBXACT_EVENT_ABORT_SUB || e == nullptr || pg_atomic_read_u32(&e->count) == 0)
         return;
@@ -174,19 +180,32 @@ void read(uint32 queue_hash, std::vector<int64_t>* ids) {
     }
 }
 
+namespace {
+
+void register_callbacks() {
+    if (callbacks_registered) return;
+    pg_guard([] {
+        RegisterXactCallback(on_xact, nullptr);
+        RegisterSubXactCallback(on_subxact, nullptr);
+    });
+    callbacks_registered = true;
+}
+
+}  // namespace
+
+void mark_limited_pull() {
+    register_callbacks();
+    if (limited_pull_since == InvalidSubTransactionId)
+        limited_pull_since = pg_guard([] { return GetCurrentSubTransactionId(); });
+}
+
 bool add(uint32 queue_hash, const std::vector<int64_t>& ids) {
     if (attach(true) == nullptr) return false;
     Entry* e = own_entry();
     if (e == nullptr) return false;
     uint32 n = pg_atomic_read_u32(&e->count);
     if (n + ids.size() > static_cast<size_t>(kMaxIds)) return false;
-    if (!callbacks_registered) {
-        pg_guard([] {
-            RegisterXactCallback(on_xact, nullptr);
-            RegisterSubXactCallback(on_subxact, nullptr);
-        });
-        callbacks_registered = true;
-    }
+    register_callbacks();
     SubTransactionId sub = GetCurrentSubTransactionId();
     SpinLockAcquire(&e->mutex);
     e->db = MyDatabaseId;

@@ -96,6 +96,7 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
     if (p.usable) {
         if (!p.limited) release(queue_lock::hash(queue));
         *entered = p.entered;
+        if (p.limited) inflight_claims::mark_limited_pull();
         return p.limited;
     }
     spi::Result r = conn.exec(probe, {spi::arg_text(queue)});
@@ -105,6 +106,7 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
     }
     entered->packed = r.get_bool(0, 1);
     entered->early_release = r.get_bool(0, 2);
+    inflight_claims::mark_limited_pull();
     return true;
 }
 

@@ -14,8 +14,10 @@
 //
 // Each backend owns one entry of a dynamic shared memory segment; a transaction whose claims do
 // not fit (kMaxIds), or a backend without the segment, keeps the lock to its commit as before.
-// A rolled-back subtransaction takes its claims out; PREPARE TRANSACTION is refused after a
-// claim that let the lock go, since the entry cannot outlive the backend's transaction.
+// A rolled-back subtransaction takes its claims out. PREPARE TRANSACTION is refused after any
+// pull from a limited queue: an entry cannot outlive the backend's transaction, and a lock kept
+// to commit (rate limits, claims that did not fit) would pass to the prepared transaction and
+// hold every pull of the queue until someone ends it.
 //
 // Call from C++: the functions guard their own calls into PostgreSQL (errors come as PgError).
 #pragma once
@@ -35,6 +37,9 @@ constexpr int kMaxIds = 64;
 // Appends to `ids` the jobs recorded by other backends of this database for queues whose name
 // hashes to `queue_hash` (hashtext).
 void read(uint32 queue_hash, std::vector<int64_t>* ids);
+
+// Marks this transaction as one that pulled from a limited queue, which cannot be prepared.
+void mark_limited_pull();
 
 // Records the jobs this transaction claimed; false (nothing recorded) if there is no room.
 bool add(uint32 queue_hash, const std::vector<int64_t>& ids);
