@@ -67,6 +67,30 @@ SELECT hopper.queue_fail_taken(:taken_id, 'broke', retry_in => '1 hour') AS fail
 COMMIT;
 SELECT state, attempt, last_error FROM hopper.job_status(:taken_id);
 SELECT count(*) AS in_history FROM hopper.job_history WHERE id = :taken_id;
+-- In a queue that keeps no history, a take that empties a packed row deletes it: the jobs are
+-- rebuilt from the row as the take deleted it, and both come back with their attempt counted.
+SELECT hopper.queue_create('pk-unkept', retention => '0') AS created;
+SELECT count(*) FROM hopper.queue_push_batch('pk-unkept', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
+BEGIN;
+SELECT pg_catalog.array_agg(id ORDER BY id) AS emptied_ids FROM hopper.queue_take('pk-unkept', 2)
+\gset
+SELECT count(*) AS rows_left FROM hopper.job_batches WHERE queue = 'pk-unkept';
+SAVEPOINT work;
+ROLLBACK TO SAVEPOINT work;
+SELECT hopper.queue_fail_taken(id, 'broke', retry_in => '1 hour') AS failed
+FROM unnest(:'emptied_ids'::bigint[]) id ORDER BY id;
+COMMIT;
+SELECT payload->>'n' AS n, state, attempt, last_error, priority, max_attempts
+FROM hopper.jobs WHERE queue = 'pk-unkept' ORDER BY id;
+-- A take that rolled back left its job in the packed row: failing it there still counts the
+-- attempt (the row becomes rows first, as a cancel makes it).
+SELECT count(*) FROM hopper.queue_push_batch('pk-back', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[]);
+BEGIN;
+SELECT id AS rolled_back_id FROM hopper.queue_take('pk-back', 1) \gset
+ROLLBACK;
+SELECT hopper.queue_fail_taken(:rolled_back_id, 'broke after all', retry_in => '1 hour') AS failed;
+SELECT state, attempt, last_error FROM hopper.job_status(:rolled_back_id);
+SELECT payload->>'n' AS n FROM hopper.queue_take('pk-back', 5) ORDER BY id;
 
 -- A queue with limits counts rows: its first claim turns packed rows into rows, and its batches
 -- are not packed.
@@ -154,5 +178,5 @@ FROM hopper.job_batches WHERE queue = 'pk-row';
 RESET hopper.pack_batches;
 
 SELECT bool_and(hopper.queue_drop(q)) AS dropped
-FROM unnest(ARRAY['pk', 'pk-kinds', 'pk-take', 'pk-limited', 'pk-rows', 'pk-row']) q;
+FROM unnest(ARRAY['pk', 'pk-kinds', 'pk-take', 'pk-unkept', 'pk-back', 'pk-limited', 'pk-rows', 'pk-row']) q;
 SELECT count(*) AS packed_rows_left FROM hopper.job_batches WHERE queue LIKE 'pk%';

@@ -8,6 +8,7 @@
 // other worker can take it before the failure is recorded. Called after the take itself rolled
 // back, it fails the job if it is still available.
 #include "hopper/args.hpp"
+#include "hopper/batches.hpp"
 #include "hopper/failed_attempt.hpp"
 #include "hopper/sql.hpp"
 #include "hopper/taken_here.hpp"
@@ -60,7 +61,9 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         {INT8OID, TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
 
     spi::Connection conn;
-    taken_here::restore(conn, id);
+    // A job still waiting in a packed row (its take rolled back) becomes a row of its own first,
+    // as a cancel makes it: the statements below look in hopper.jobs.
+    if (!taken_here::restore(conn, id)) batches::unpack_job(conn, id);
     const char* state = failed_attempt::settle(
         conn, id,
         [&] {

@@ -22,8 +22,11 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "storage/bufmgr.h"
+#include "catalog/namespace.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
@@ -180,10 +183,89 @@ void read_deleted_version(Oid relid, int64_t id, Row* out) {
     table_close(rel, AccessShareLock);
 }
 
+// The job at `id` of the packed row version that the current transaction deleted (a take that
+// emptied the row), rebuilt as it waited, into `out`. Rows of concurrent batches interleave their
+// ids, so the walk goes down the primary key from the id, past the versions deleted by others,
+// to the one deleted here that lists it. Plain C inside: runs under pg_guard.
+void read_deleted_packed_version(int64_t id, Row* out) {
+    Oid relid = get_relname_relid("job_batches", get_namespace_oid("hopper", false));
+    Relation rel = table_open(relid, AccessShareLock);
+    Relation idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+    TupleDesc desc = RelationGetDescr(rel);
+    ScanKeyData key;
+    ScanKeyInit(&key, 1, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(id));
+    IndexScanDesc scan = index_beginscan(rel, idx, SnapshotAny, 1, 0);
+    index_rescan(scan, &key, 1, NULL, 0);
+    TupleTableSlot* slot = table_slot_create(rel, NULL);
+    auto attnum = [&](const char* name) {
+        int n = SPI_fnumber(desc, name);
+        if (n <= 0) elog(ERROR, "hopper: hopper.job_batches has no column %s", name);
+        return n;
+    };
+    const int ids_att = attnum("ids"), payloads_att = attnum("payloads");
+    while (!out->found && index_getnext_slot(scan, BackwardScanDirection, slot)) {
+        Buffer buf = ((BufferHeapTupleTableSlot*)slot)->buffer;
+        bool should_free;
+        HeapTuple tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+        LockBuffer(buf, BUFFER_LOCK_SHARE);
+        HeapTupleHeader h = tup->t_data;
+        bool deleted_here = !(h->t_infomask & HEAP_XMAX_INVALID) &&
+                            !HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask) &&
+                            ItemPointerEquals(&tup->t_self, &h->t_ctid) &&
+                            TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(h));
+        HeapTuple copy = deleted_here ? heap_copytuple(tup) : NULL;
+        LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+        if (should_free) heap_freetuple(tup);
+        if (copy == NULL) continue;
+        // Outside the buffer lock: the arrays may have to be read from the TOAST table.
+        bool isnull;
+        Datum ids_datum = heap_getattr(copy, ids_att, desc, &isnull);
+        if (isnull) continue;
+        Datum* ids;
+        int n;
+        deconstruct_array(DatumGetArrayTypeP(ids_datum), INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+                          TYPALIGN_DOUBLE, &ids, NULL, &n);
+        int at = -1;
+        for (int i = 0; i < n && at < 0; ++i)
+            if (DatumGetInt64(ids[i]) == id) at = i;
+        if (at < 0) continue;
+        Datum payloads_datum = heap_getattr(copy, payloads_att, desc, &isnull);
+        if (isnull) continue;
+        Datum* payloads;
+        bool* payload_nulls;
+        int m;
+        deconstruct_array(DatumGetArrayTypeP(payloads_datum), JSONBOID, -1, false, TYPALIGN_INT,
+                          &payloads, &payload_nulls, &m);
+        if (at >= m) continue;
+        out->nulls.fill(true);
+        auto column = [&](size_t i, const char* name) {
+            out->values[i] = heap_getattr(copy, attnum(name), desc, &out->nulls[i]);
+        };
+        out->values[0] = Int64GetDatum(id);
+        out->nulls[0] = false;
+        column(1, "queue");
+        column(2, "priority");
+        column(3, "run_at");
+        out->values[4] = Int32GetDatum(0);
+        out->nulls[4] = false;
+        column(5, "max_attempts");
+        column(6, "created_at");
+        column(8, "kind");
+        out->values[16] = payloads[at];
+        out->nulls[16] = payload_nulls[at];
+        out->found = true;
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+    index_close(idx, AccessShareLock);
+    table_close(rel, AccessShareLock);
+}
+
 // A job taken from a packed row (include/hopper/batches.hpp) left no deleted row in hopper.jobs.
 // It is rebuilt as it waited (attempt 0, no worker) from what this transaction wrote when it took
 // it: the history row of the take or, in a queue that keeps no history, the packed row whose
-// front the take moved past it. A row written by anyone else means the job is not ours.
+// front the take moved past it, or the packed row the take emptied and deleted. A row written by
+// anyone else means the job is not ours.
 bool read_packed_version(spi::Connection& conn, int64_t id, Row* out) {
     static spi::Statement st(
         "SELECT * FROM ("
@@ -200,7 +282,10 @@ bool read_packed_version(spi::Connection& conn, int64_t id, Row* out) {
         "ORDER BY pref LIMIT 1",
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (r.empty()) return false;
+    if (r.empty()) {
+        pg_guard([&] { read_deleted_packed_version(id, out); });
+        return out->found;
+    }
     bool isnull = false;
     Datum xmin = r.datum(0, 18, &isnull);
     bool ours =
