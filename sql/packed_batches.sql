@@ -44,6 +44,33 @@ SELECT count(*) FROM hopper.queue_push_batch('pk-kinds', ARRAY['{"a": 1}', '{"a"
 SELECT count(*) AS other FROM hopper.queue_pull('pk-kinds', 5, kinds => ARRAY['other']);
 SELECT count(*) AS resize FROM hopper.queue_pull('pk-kinds', 5, kinds => ARRAY['resize']);
 
+-- Rows smaller than a claim: the claim locks rows until their jobs number n, so a later job of
+-- the queue never goes ahead of a waiting packed one. Two urgent rows of two and three jobs and a
+-- job behind them: the first three in pull order are the urgent ones, through the direct claims
+-- and through the statements (a kinds filter), for pulls and takes alike.
+CREATE FUNCTION pg_temp.small_rows(q text) RETURNS void LANGUAGE sql AS $$
+    SELECT hopper.queue_push(q, '{"n": "later"}', priority => 5, kind => 'k');
+    SELECT hopper.queue_push_batch(q, ARRAY['{"n": "a1"}', '{"n": "a2"}']::jsonb[], priority => -1,
+                                   kind => 'k');
+    SELECT hopper.queue_push_batch(q, ARRAY['{"n": "b1"}', '{"n": "b2"}', '{"n": "b3"}']::jsonb[],
+                                   priority => -1, kind => 'k');
+$$;
+SELECT pg_temp.small_rows('pk-order-pull'), pg_temp.small_rows('pk-order-take'),
+       pg_temp.small_rows('pk-order-kinds-pull'), pg_temp.small_rows('pk-order-kinds-take');
+SELECT string_agg(payload->>'n', ' ' ORDER BY id) AS pulled
+FROM hopper.queue_pull('pk-order-pull', 3);
+SELECT string_agg(payload->>'n', ' ' ORDER BY id) AS taken
+FROM hopper.queue_take('pk-order-take', 3);
+SELECT string_agg(payload->>'n', ' ' ORDER BY id) AS pulled_with_kinds
+FROM hopper.queue_pull('pk-order-kinds-pull', 3, kinds => ARRAY['k']);
+SELECT string_agg(payload->>'n', ' ' ORDER BY id) AS taken_with_kinds
+FROM hopper.queue_take('pk-order-kinds-take', 3, kinds => ARRAY['k']);
+-- And the rest of a take goes on in pull order: the last urgent job, then the later one.
+SELECT string_agg(payload->>'n', ' ' ORDER BY ordinality) AS rest
+FROM hopper.queue_take('pk-order-take', 3) WITH ORDINALITY;
+SELECT hopper.queue_drop(q) FROM unnest(ARRAY['pk-order-pull', 'pk-order-take',
+    'pk-order-kinds-pull', 'pk-order-kinds-take']) q;
+
 -- queue_take: a rollback gives the jobs back to the row; a commit finishes them into history.
 SELECT count(*) FROM hopper.queue_push_batch('pk-take', ARRAY(SELECT jsonb_build_object('n', g)
                                                              FROM generate_series(1, 5) g));

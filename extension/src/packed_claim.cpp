@@ -129,11 +129,14 @@ bool open(Oid relid, Oid index, Source* s) {
 }
 
 void lock_rows(Source* s, Datum queue, TimestampTz at, Snapshot snap, CommandId cid, int64_t n) {
-    int64_t want = std::min<int64_t>(n, n / batches::kJobsPerRow + 1);
-    s->rows = static_cast<Row*>(palloc(sizeof(Row) * want));
-    // A row gives at most n jobs, and holds at most kJobsPerRow.
-    s->jobs =
-        static_cast<Job*>(palloc(sizeof(Job) * want * std::min<int64_t>(n, batches::kJobsPerRow)));
+    // Rows are locked until their waiting jobs number n: the claim merges them with the ordinary
+    // jobs in pull order, and a packed job left in a row it did not lock would be passed over by
+    // a later job of the queue (rows partly taken, or small batches, hold fewer than they could).
+    // A row lists at most min(n, kJobsPerRow) jobs, and the loop ends once n are listed.
+    int64_t per_row = std::min<int64_t>(n, batches::kJobsPerRow);
+    int64_t rows_room = std::min<int64_t>(n, n / batches::kJobsPerRow + 1);
+    s->rows = static_cast<Row*>(palloc(sizeof(Row) * rows_room));
+    s->jobs = static_cast<Job*>(palloc(sizeof(Job) * (n - 1 + per_row)));
     s->writer.estate->es_snapshot = snap;
 
     ScanKeyData keys[2];
@@ -145,8 +148,12 @@ void lock_rows(Source* s, Datum queue, TimestampTz at, Snapshot snap, CommandId 
     index_rescan(scan, keys, 2, nullptr, 0);
     TupleTableSlot* found = table_slot_create(s->rel, nullptr);
     TupleTableSlot* locked = nullptr;
-    while (s->n_rows < want && index_getnext_slot(scan, ForwardScanDirection, found)) {
+    while (s->n_jobs < n && index_getnext_slot(scan, ForwardScanDirection, found)) {
         CHECK_FOR_INTERRUPTS();
+        if (s->n_rows == rows_room) {
+            rows_room *= 2;
+            s->rows = static_cast<Row*>(repalloc(s->rows, sizeof(Row) * rows_room));
+        }
         if (locked == nullptr) locked = table_slot_create(s->rel, nullptr);
         TM_FailureData tmfd;
         TM_Result res =

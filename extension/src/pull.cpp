@@ -296,7 +296,8 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             claimed = add(r);
         }
         uint64_t got = *claimed;
-        for (int rounds = 0; took_packed && got < static_cast<uint64_t>(n) && rounds < 8; ++rounds)
+        // Each round that took packed jobs took at least one: the loop ends.
+        while (took_packed && got < static_cast<uint64_t>(n))
             got += claim_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too.
         if (rescue::for_short_claim(conn, queue, at, n, got)) {

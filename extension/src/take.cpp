@@ -219,7 +219,8 @@ HOPPER_FUNCTION(hopper_queue_take) {
         bool knew_packed = packed;
         uint64_t got = take_some(n);
         if (!knew_packed && packed) got = take_some(n);
-        for (int rounds = 0; took_packed && got < static_cast<uint64_t>(n) && rounds < 8; ++rounds)
+        // Each round that took packed jobs took at least one: the loop ends.
+        while (took_packed && got < static_cast<uint64_t>(n))
             got += take_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too, as queue_pull does.
         if (rescue::for_short_claim(conn, queue, at, n, got)) {

@@ -87,6 +87,9 @@ bool unpack_job(spi::Connection& conn, int64_t id);
 //    (rows partly taken) takes again from the next rows (queue_pull, queue_take).
 //  - `picked`: the first n jobs of both kinds in pull order: an ordinary job (batch NULL) or a
 //    packed one (batch = its row, with its id and payload). Each row gives jobs from its front.
+//    When `packed` holds as many rows as it may, rows it did not lock may hold jobs before the
+//    ordinary ones after its last row: those are left for the next round, which the claim runs
+//    when it comes up short, so that no packed job is passed over by a later one.
 //  - `used`, `moved`, `emptied`: the rows' fronts moved past the packed jobs picked, and rows
 //    left empty deleted. The new front comes from `packed`, the version the claim locked: the
 //    UPDATE and the DELETE match rows by key alone, because a condition on the version their own
@@ -104,7 +107,10 @@ static_assert(hopper::batches::kJobsPerRow == 100, "HOPPER_PACKED_CANDIDATES div
     " / 100 + 1) FOR UPDATE SKIP LOCKED), "                                                      \
     "picked AS MATERIALIZED (SELECT m.id, m.batch, m.payload FROM ("                             \
     "  SELECT c.id, c.priority, c.run_at, NULL::bigint AS batch, NULL::jsonb AS payload "        \
-    "  FROM candidates c UNION ALL "                                                             \
+    "  FROM candidates c WHERE (SELECT pg_catalog.count(*) FROM packed) < LEAST(" n ", " n       \
+    "    / 100 + 1) OR ROW(c.priority, c.run_at, c.id) < (SELECT l.priority, l.run_at, "         \
+    "    l.first_id FROM packed l ORDER BY l.priority DESC, l.run_at DESC, l.first_id DESC "     \
+    "    LIMIT 1) UNION ALL "                                                                    \
     "  SELECT u.id, p.priority, p.run_at, p.first_id, u.payload FROM packed p, ROWS FROM ("      \
     "    pg_catalog.unnest(p.ids[p.taken + 1 : p.taken + (" n                                    \
     ")::integer]), "                                                                             \
