@@ -307,27 +307,40 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         }
     }
 
-    // One statement for the whole batch. Rows are inserted in payload order, so ids ascend with
-    // the payload index; a dedup hit inserts nothing for its slot. A batch without dedup keys
-    // cannot conflict and leaves out ON CONFLICT, as a single push does.
-#define HOPPER_BATCH_INSERT(on_conflict)                                                 \
-    "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, " \
-    "dedup_key, concurrency_key, payload) "                                              \
-    "SELECT q.name, COALESCE($2, pg_catalog.now()), $3, COALESCE($4, q.max_attempts), "  \
-    "pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, u.payload "                   \
-    "FROM hopper.queues q, "                                                             \
-    "     ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), "    \
-    "                pg_catalog.unnest($8::text[])) WITH ORDINALITY "                    \
-    "       AS u(payload, dedup_key, concurrency_key, ord) "                             \
-    "WHERE q.name = $1 ORDER BY u.ord " on_conflict "RETURNING id, dedup_key"
+    // One statement for the whole batch. Ids ascend with the payload index; a dedup hit inserts
+    // nothing for its slot. A batch without dedup keys cannot conflict and leaves out ON CONFLICT,
+    // as a single push does. A keyed batch inserts its rows in key order (ids drawn in payload
+    // order first): two batches with the same new keys in different orders would each wait for
+    // the other's row of a key it has yet to reach, a deadlock.
+#define HOPPER_BATCH_INSERT(id_column, id_value, rows, order, on_conflict)                       \
+    "INSERT INTO hopper.jobs (" id_column                                                        \
+    "queue, run_at, priority, max_attempts, created_at, "                                        \
+    "kind, dedup_key, concurrency_key, payload) "                                                \
+    "SELECT " id_value                                                                           \
+    "q.name, COALESCE($2, pg_catalog.now()), $3, "                                               \
+    "COALESCE($4, q.max_attempts), pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, "       \
+    "u.payload FROM hopper.queues q, " rows " WHERE q.name = $1 ORDER BY " order " " on_conflict \
+    "RETURNING id, dedup_key"
+#define HOPPER_BATCH_ROWS                                                        \
+    "ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), " \
+    "           pg_catalog.unnest($8::text[])) WITH ORDINALITY "                 \
+    "  AS u(payload, dedup_key, concurrency_key, ord)"
     static spi::Statement insert_keyed(
         HOPPER_BATCH_INSERT(
+            "id, ", "u.id, ",
+            "(SELECT pg_catalog.nextval('hopper.job_id_seq') AS id, r.* FROM "
+            "ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), "
+            "pg_catalog.unnest($8::text[])) WITH ORDINALITY "
+            "AS r(payload, dedup_key, concurrency_key, ord)) u",
+            "u.dedup_key, u.ord",
             "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING "),
         {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, TEXTARRAYOID,
          TEXTARRAYOID});
     static spi::Statement insert_unkeyed(
-        HOPPER_BATCH_INSERT(""), {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID,
-                                  TEXTARRAYOID, TEXTARRAYOID});
+        HOPPER_BATCH_INSERT("", "", HOPPER_BATCH_ROWS, "u.ord", ""),
+        {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, TEXTARRAYOID,
+         TEXTARRAYOID});
+#undef HOPPER_BATCH_ROWS
 #undef HOPPER_BATCH_INSERT
 
     auto text_array = [&](const std::vector<std::optional<std::string>>& keys) -> spi::Arg {
@@ -391,10 +404,17 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     }
     for (size_t i : unresolved) {
         const auto& key = dedup_keys[i];
-        std::optional<int64_t> existing;
-        if (key) existing = find_unfinished(conn, queue, *key);
-        if (key && !existing && window)
-            existing = dedup::finished_within(conn, queue, *key, *window);
+        if (!key)  // an unkeyed slot always inserts
+            throw PgError(ERRCODE_INTERNAL_ERROR, "hopper: a batch slot without a key was lost");
+        if (auto known = by_key.find(*key); known != by_key.end()) {
+            ids[i] = known->second;
+            continue;
+        }
+        std::optional<int64_t> existing = find_unfinished(conn, queue, *key);
+        if (!existing && window) existing = dedup::finished_within(conn, queue, *key, *window);
+        // The job that held the key finished between the insert and the look. Inserting the
+        // slot now, after rows of later keys, could deadlock with another keyed batch: the caller
+        // retries the whole batch.
         if (!existing)
             throw PgError(ERRCODE_T_R_SERIALIZATION_FAILURE,
                           "could not push to queue \"" + queue +
