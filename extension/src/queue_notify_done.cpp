@@ -24,6 +24,7 @@ HOPPER_FUNCTION(hopper_queue_set_notify_done) {
         "RETURNING old.notify_done",
         {TEXTOID, BOOLOID});
     spi::Connection conn;
+    queues::hold(conn, queue);  // a drop in flight first, as queue_pause
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_bool(enabled)});
     if (r.empty()) queues::require(conn, queue);
     bool previous = r.get_bool(0, 1);

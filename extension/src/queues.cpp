@@ -146,6 +146,9 @@ HOPPER_FUNCTION(hopper_queue_drop) {
 static Datum set_paused(FunctionCallInfo fcinfo, bool paused) {
     std::string queue = args::queue_name(fcinfo, 0);
     spi::Connection conn;
+    // As a push: a drop in flight is waited for (its UPDATE would find the old row gone, and a
+    // re-creation in the same transaction would go unchanged), and none starts before commit.
+    queues::hold(conn, queue);
     static spi::Statement st("UPDATE hopper.queues SET paused = $2 WHERE name = $1 RETURNING name",
                              {TEXTOID, BOOLOID});
     if (conn.exec(st, {spi::arg_text(queue), spi::arg_bool(paused)}).empty())
