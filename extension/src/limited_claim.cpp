@@ -73,6 +73,11 @@ void lock(const std::string& queue) {
     queue_lock::acquire(queue_lock::tag(kLockKey1, queue_lock::hash(queue)), ExclusiveLock);
 }
 
+bool held(const std::string& queue) {
+    LOCKTAG tag = queue_lock::tag(kLockKey1, queue_lock::hash(queue));
+    return pg_guard([&] { return LockHeldByMe(&tag, ExclusiveLock); });
+}
+
 bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
     // Whether it may let the lock go before commit: not with rate limits, whose claims update
     // their buckets (a second claimer would spend tokens its snapshot did not see spent).

@@ -307,9 +307,9 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         }
         // A limited claim that keeps its queue's lock to the end of the transaction (rate
         // limits, too many jobs in flight) must not wait with it: that would hold up every other
-        // pull of the queue. One that let it go waits like any other, woken by pushes and by
-        // completions that free a slot.
-        return got > 0 || (limited && !lock_released);
+        // pull of the queue. Nor may one whose transaction kept it from an earlier pull. One that
+        // let it go waits like any other, woken by pushes and by completions that free a slot.
+        return got > 0 || (limited && (!lock_released || limits::held(queue)));
     };
     pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);
     conn.finish();
