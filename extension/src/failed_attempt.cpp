@@ -16,8 +16,13 @@ const char* settle(spi::Connection& conn, int64_t id, const std::function<spi::R
                                    {r.get_int16(0, 3), r.get_timestamptz(0, 4), id}, delayed);
         if (r.get_bool(0, 5)) notify::slot_freed(r.get_text(0, 2));
         // Back at once (retry_in 0): wake its workers at commit, as a release does. A delayed
-        // one is announced by the reaper when it falls due.
-        if (!delayed) notify::queue_ready(r.get_text(0, 2));
+        // one is announced by the reaper when it falls due after the commit; one that falls due
+        // before (a transaction that outlasts the backoff) is announced at commit, as a push
+        // whose run_at has come by then: the reaper looks only at times since its last pass.
+        if (!delayed)
+            notify::queue_ready(r.get_text(0, 2));
+        else
+            notify::queue_pushed(r.get_text(0, 2), r.get_timestamptz(0, 4), 1);
         return delayed ? "scheduled" : "available";
     }
     spi::Result d = bury();
