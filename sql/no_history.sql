@@ -94,3 +94,20 @@ SELECT hopper.queue_complete(:id9, :tok9) AS completed,
 RESET ROLE;
 DROP ROLE regress_forgetful_worker;
 SELECT hopper.queue_drop('forgetful') AS dropped, hopper.queue_drop('keeper') AS dropped;
+
+-- A late call keeps answering as a lost lease once no queue keeps no history: the id was issued,
+-- whatever became of its queue since (retention raised, queue dropped).
+SELECT count(*) AS queues_without_history FROM hopper.queues WHERE retention = '0';
+SELECT hopper.queue_create('forgetful', retention => '0') AS created;
+SELECT hopper.queue_push('forgetful', '{"n": 10}') AS id10 \gset
+SELECT lease_token AS tok10 FROM hopper.queue_pull('forgetful', 1) \gset
+SELECT hopper.queue_cancel(:id10) AS cancelled;
+SELECT hopper.queue_create('forgetful', retention => '1 day') AS created;
+SELECT hopper.queue_complete(:id10, :tok10) AS late_complete,
+       hopper.queue_heartbeat(:id10, :tok10) AS late_heartbeat,
+       hopper.queue_fail(:id10, :tok10, 'late') AS late_fail;
+SELECT hopper.queue_push('forgetful', '{"n": 11}') AS id11 \gset
+SELECT lease_token AS tok11 FROM hopper.queue_pull('forgetful', 1) \gset
+SELECT hopper.queue_drop('forgetful') AS dropped;
+SELECT hopper.queue_complete(:id11, :tok11) AS completed_after_drop;
+SELECT pg_temp.try('SELECT hopper.queue_complete(9000000000, 1)') AS never_issued;
