@@ -40,17 +40,20 @@ FROM sent s, hopper.job_status(:id) j;
 SELECT s.result = j.result AS listed_result, s.payload = j.payload AS listed_payload
 FROM sent s, hopper.queue_jobs('lv', 'completed', 1) j;
 
--- Packed: the waiting jobs of a row, then claimed by a take.
+-- Packed: the waiting jobs of a row, then claimed by a take. Batches are packed while their
+-- payloads average at most 1 kB: the two large ones go with 28 small ones.
 SET hopper.pack_batches = on;
 SELECT array_agg(id ORDER BY id) AS packed
-FROM sent s, hopper.queue_push_batch('lv_packed', ARRAY[s.second, s.third]) id \gset
+FROM sent s, hopper.queue_push_batch('lv_packed',
+    ARRAY[s.second, s.third] || array_fill('{}'::jsonb, ARRAY[28])) id \gset
 RESET hopper.pack_batches;
 SELECT count(*) AS packed_rows FROM hopper.job_batches WHERE queue = 'lv_packed';
 SELECT s.third = j.payload AS status_payload FROM sent s, hopper.job_status((:'packed'::bigint[])[2]) j;
 SELECT s.second = j.payload AS listed_payload
-FROM sent s, hopper.queue_jobs('lv_packed', 'available', 2) j WHERE j.id = (:'packed'::bigint[])[1];
-SELECT bool_and(t.payload IN (s.second, s.third)) AND count(*) = 2 AS taken_payloads
-FROM sent s, hopper.queue_take('lv_packed', 2) t;
+FROM sent s, hopper.queue_jobs('lv_packed', 'available', 30) j WHERE j.id = (:'packed'::bigint[])[1];
+SELECT count(*) FILTER (WHERE t.payload IN (s.second, s.third)) = 2 AND count(*) = 30
+    AS taken_payloads
+FROM sent s, hopper.queue_take('lv_packed', 30) t;
 
 -- The next job handed out by a completion.
 SELECT hopper.queue_push('lv_next', second) IS NOT NULL AS pushed FROM sent;

@@ -14,6 +14,14 @@ SELECT count(*) AS packed_rows, sum(cardinality(ids)) AS packed_jobs
 FROM hopper.job_batches WHERE queue = 'pk';
 SELECT count(*) AS job_rows FROM hopper.jobs WHERE queue = 'pk';
 
+-- Payloads that average more than 1 kB get a row each: a claim reads its packed row's payloads
+-- whole, and one job would cost the reading of a hundred large ones.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('pk-large',
+    ARRAY(SELECT jsonb_build_object('pad', repeat('x', 1100)) FROM generate_series(1, 3)));
+SELECT count(*) AS packed_rows FROM hopper.job_batches WHERE queue = 'pk-large';
+SELECT count(*) AS job_rows FROM hopper.jobs WHERE queue = 'pk-large';
+SELECT hopper.queue_drop('pk-large') AS dropped;
+
 -- Pulls take from the front of the first row, in order, each job leased with attempt 1.
 SELECT payload->>'n' AS n, attempt, lease_token IS NOT NULL AS leased, queue
 FROM hopper.queue_pull('pk', 3);

@@ -158,8 +158,10 @@ bool unmark_if_drained(spi::Connection& conn, const std::string& queue) {
     return !conn.exec(clear, {spi::arg_text(queue)}).empty();
 }
 
-bool packable(int64_t jobs, bool any_key, std::optional<TimestampTz> run_at) {
+bool packable(int64_t jobs, int64_t payload_bytes, bool any_key,
+              std::optional<TimestampTz> run_at) {
     return guc::pack_batches && jobs >= 2 && !any_key &&
+           payload_bytes <= jobs * kMaxPackedPayloadBytes &&
            (!run_at || *run_at <= GetCurrentTransactionStartTimestamp()) &&
            !IsolationUsesXactSnapshot();
 }

@@ -233,12 +233,14 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
                                [](const auto& k) { return k.has_value(); });
     auto window = dedup_window(fcinfo, 8, any_key, "dedup_keys");
 
+    int64_t payload_bytes = 0;
     for (size_t i = 0; i < n; ++i) {
         std::string argname = "payloads[" + std::to_string(i + 1) + "]";
         if (payloads.nulls[i])
             throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, argname + " must not be NULL");
         Jsonb* jb = pg_guard([&] { return DatumGetJsonbP(payloads.values[i]); });
         args::check_payload(jb, argname.c_str());
+        payload_bytes += VARSIZE(jb);
     }
 
     result::SetResult out(fcinfo);
@@ -265,7 +267,8 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
 
     bool any_concurrency_key = std::any_of(concurrency_keys.begin(), concurrency_keys.end(),
                                            [](const auto& k) { return k.has_value(); });
-    if (batches::packable(static_cast<int64_t>(n), any_key || any_concurrency_key, run_at)) {
+    if (batches::packable(static_cast<int64_t>(n), payload_bytes, any_key || any_concurrency_key,
+                          run_at)) {
         batches::Push batch{queue,
                             run_at,
                             priority,
