@@ -46,6 +46,66 @@ SELECT count(*) AS left_in_jobs FROM hopper.jobs WHERE queue = 'schema_q';
 ROLLBACK;
 SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_pull_idx';
 
+-- A pull index rebuilt with a descending priority, outside a transaction, so that the direct
+-- claims see it: the claims still come in pull order (the statements claim; an index scan in the
+-- index's own order took priority 5 first, and the claim position it left passed over the rest).
+-- In a database of its own, with a fresh extension.
+\set orig :DBNAME
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS hopper_direct_schema WITH (FORCE);
+CREATE DATABASE hopper_direct_schema;
+\c hopper_direct_schema
+SET client_min_messages = warning;
+CREATE EXTENSION hopper;
+SET hopper.notify = off;
+DROP INDEX hopper.jobs_pull_idx;
+CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, priority DESC, run_at, id)
+    WHERE state = 'available';
+SELECT hopper.queue_push('schema_desc', '{"n": 0}', priority => 0) IS NOT NULL AS pushed;
+SELECT hopper.queue_push('schema_desc', '{"n": 5}', priority => 5) IS NOT NULL AS pushed;
+SELECT hopper.queue_push('schema_desc', '{"n": -1}', priority => -1) IS NOT NULL AS pushed;
+SELECT payload->>'n' AS first FROM hopper.queue_pull('schema_desc', 1);
+SELECT payload->>'n' AS second FROM hopper.queue_pull('schema_desc', 1);
+SELECT payload->>'n' AS third FROM hopper.queue_pull('schema_desc', 1);
+-- Under a nondeterministic collation, where 'Video' equals 'video': a claim of one queue never
+-- takes the other's jobs.
+CREATE COLLATION regress_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+DROP INDEX hopper.jobs_pull_idx;
+CREATE INDEX jobs_pull_idx ON hopper.jobs (queue COLLATE regress_ci, priority, run_at, id)
+    WHERE state = 'available';
+SELECT hopper.queue_push('Video', '{"q": "Video"}') IS NOT NULL AS pushed;
+SELECT hopper.queue_push('video', '{"q": "video"}') IS NOT NULL AS pushed;
+SELECT queue, payload->>'q' AS q FROM hopper.queue_pull('video', 5);
+SELECT queue, payload->>'q' AS q FROM hopper.queue_take('Video', 5);
+-- Without the predicate, a claim would lock running jobs before passing them over; it leaves
+-- the claim to the statements, which take only available ones.
+DROP INDEX hopper.jobs_pull_idx;
+CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, priority, run_at, id);
+SELECT hopper.queue_push('schema_desc', '{"n": 6}') IS NOT NULL AS pushed;
+SELECT payload->>'n' AS n FROM hopper.queue_pull('schema_desc', 5);
+DROP INDEX hopper.jobs_pull_idx;
+CREATE INDEX jobs_pull_idx ON hopper.jobs (queue, priority, run_at, id)
+    WITH (deduplicate_items = off) WHERE state = 'available';
+DROP COLLATION regress_ci;
+SELECT hopper.queue_drop(q) AS dropped FROM unnest(ARRAY['schema_desc', 'Video', 'video']) q;
+-- A packed row index rebuilt descending: packed rows still come in pull order.
+SET hopper.pack_batches = on;
+DROP INDEX hopper.job_batches_pull_idx;
+CREATE INDEX job_batches_pull_idx ON hopper.job_batches (queue, priority DESC, run_at, first_id);
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('schema_packed',
+    ARRAY['{"n": "later"}', '{"n": "later"}']::jsonb[], priority => 5);
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('schema_packed',
+    ARRAY['{"n": "urgent"}', '{"n": "urgent"}']::jsonb[], priority => -1);
+SELECT string_agg(payload->>'n', ' ' ORDER BY ordinality) AS taken
+FROM hopper.queue_take('schema_packed', 2) WITH ORDINALITY;
+RESET hopper.pack_batches;
+DROP INDEX hopper.job_batches_pull_idx;
+CREATE INDEX job_batches_pull_idx ON hopper.job_batches (queue, priority, run_at, first_id);
+SELECT hopper.queue_drop('schema_packed') AS dropped;
+\c :orig
+DROP DATABASE hopper_direct_schema WITH (FORCE);
+SET hopper.notify = off;
+
 -- A column renamed and another made under its old name, after this session's paths have
 -- looked their columns up: a lease writes the worker into the new column, a completion copies it
 -- from there into history.

@@ -54,12 +54,13 @@ SELECT hopper.queue_fail(:id2, :u1, 'try again now', retry_in => '0 seconds') AS
 SELECT hopper.queue_create('jittery', backoff_base => '100 seconds', backoff_cap => '1 hour',
                            jitter => 0.5) AS created;
 SELECT count(*) AS pushed FROM hopper.queue_push_batch('jittery', array_fill('{}'::jsonb, ARRAY[50]));
+-- Measured from the failure's own clock: a later statement's now() would shorten every delay.
 CREATE TEMP TABLE jit AS
-    SELECT p.id, hopper.queue_fail(p.id, p.lease_token, 'x') AS state
+    SELECT p.id, hopper.queue_fail(p.id, p.lease_token, 'x') AS state, now() AS failed_at
     FROM hopper.queue_pull('jittery', 50) p;
 SELECT count(*) AS failed, bool_and(state = 'scheduled') AS all_scheduled FROM jit;
-SELECT min(extract(epoch FROM s.run_at - now())) >= 100 AS at_least_half,
-       max(extract(epoch FROM s.run_at - now())) <= 200 AS at_most_full,
+SELECT min(extract(epoch FROM s.run_at - jit.failed_at)) >= 100 AS at_least_half,
+       max(extract(epoch FROM s.run_at - jit.failed_at)) <= 200 AS at_most_full,
        count(DISTINCT s.run_at) > 1 AS spread
 FROM jit, hopper.job_status(jit.id) s;
 

@@ -27,6 +27,8 @@ extern "C" {
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "nodes/bitmapset.h"
+#include "nodes/primnodes.h"
+#include "utils/relcache.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -74,12 +76,30 @@ struct Request {
     Row* rows;  // palloc'd in the caller's memory context
 };
 
+// Whether the index's predicate is the install script's: state = 'available'. Without it the
+// scan would lock running jobs before passing them over, and hold up their completions.
+bool only_available(Relation idx, int state_col, Oid available) {
+    List* pred = RelationGetIndexPredicate(idx);
+    if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr)) return false;
+    auto* op = reinterpret_cast<OpExpr*>(linitial(pred));
+    if (op->opfuncid != F_ENUM_EQ || list_length(op->args) != 2) return false;
+    auto* left = reinterpret_cast<Node*>(linitial(op->args));
+    auto* right = reinterpret_cast<Node*>(lsecond(op->args));
+    if (!IsA(left, Var) || !IsA(right, Const)) return false;
+    auto* value = reinterpret_cast<Const*>(right);
+    return reinterpret_cast<Var*>(left)->varattno == state_col && !value->constisnull &&
+           DatumGetObjectId(value->constvalue) == available;
+}
+
 // Whether jobs_pull_idx is the index the scan keys below are built for: btree, valid, on
-// (queue text, priority smallint, run_at timestamptz, id bigint).
-bool pull_index_as_expected(Relation idx, Relation jobs, const int* col) {
+// (queue text, priority smallint, run_at timestamptz, id bigint), ascending, under a
+// deterministic collation (so that equal queue names are the same name), holding the available
+// jobs alone. A rebuilt index that differs leaves the claim to the statements.
+bool pull_index_as_expected(Relation idx, Relation jobs, const int* col, Oid available) {
     Form_pg_index ix = idx->rd_index;
     if (idx->rd_rel->relam != BTREE_AM_OID || ix->indrelid != RelationGetRelid(jobs) ||
-        !ix->indisvalid || !ix->indisready || ix->indnkeyatts != 4)
+        !ix->indisvalid || !ix->indisready || ix->indnkeyatts != 4 || !leaf_walk::usable(idx) ||
+        !only_available(idx, col[kState], available))
         return false;
     const int keys[4] = {col[kQueue], col[kPriority], col[kRunAt], col[kId]};
     const Oid types[4] = {TEXTOID, INT2OID, TIMESTAMPTZOID, INT8OID};
@@ -538,7 +558,7 @@ void claim_rows(void* arg) {
         ok = OidIsValid(c.available) && OidIsValid(c.done_state);
     }
     c.idx = index_open(c.t.pull_index, AccessShareLock);
-    ok = ok && pull_index_as_expected(c.idx, c.jobs, c.col);
+    ok = ok && pull_index_as_expected(c.idx, c.jobs, c.col, c.available);
     ok = ok && (!r->window || limited_window::open(c.jobs, c.col, &c.window));
     if (!ok || !open_writers(c, q)) {
         if (r->window) limited_window::close(&c.window);

@@ -4,6 +4,7 @@
 
 #include "hopper/batches.hpp"
 #include "hopper/direct_access.hpp"
+#include "hopper/leaf_walk.hpp"
 #include "hopper/packed_claim.hpp"
 #include "hopper/table_columns.hpp"
 #include "hopper/table_layout.hpp"
@@ -35,11 +36,11 @@ constexpr Oid kColumnTypes[kColumns] = {INT8OID,        INT8OID,        TEXTOID,
                                         INT4OID,        INT8ARRAYOID,   JSONBARRAYOID};
 
 // Whether the pull index is the one the scan keys are built for: btree, valid, on (queue text,
-// priority, run_at, first_id).
+// priority, run_at, first_id), ascending, under a deterministic collation.
 bool index_as_expected(Relation idx, Relation rel, const int* col) {
     Form_pg_index ix = idx->rd_index;
     if (idx->rd_rel->relam != BTREE_AM_OID || ix->indrelid != RelationGetRelid(rel) ||
-        !ix->indisvalid || !ix->indisready || ix->indnkeyatts != 4 ||
+        !ix->indisvalid || !ix->indisready || ix->indnkeyatts != 4 || !leaf_walk::usable(idx) ||
         !heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, nullptr))
         return false;
     const int keys[4] = {col[kQueue], col[kPriority], col[kRunAt], col[kFirstId]};
