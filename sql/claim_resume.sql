@@ -27,6 +27,22 @@ SELECT hopper.queue_push('resume', '{"n": "urgent-later"}', priority => -3,
 SELECT payload->>'n' AS n FROM hopper.queue_pull('resume', 1);
 SELECT payload->>'n' AS n FROM hopper.queue_pull('resume', 1, at => now() + interval '2 hours');
 
+-- Two urgent jobs scheduled ahead, the nearer one pushed more than 32 pushes before the other:
+-- a claim meanwhile may not move past the nearer one, which falls due with no write. (The claim
+-- position went to the farther one's time, an hour ahead, and the nearer one waited for the next
+-- start from the front, up to a second.)
+SELECT hopper.queue_create('resume_sched') AS created;
+SELECT hopper.queue_push('resume_sched', '{"n": "soon"}', priority => -1,
+                         run_at => clock_timestamp() + interval '0.5 seconds') AS soon \gset
+SELECT count(*) AS pushed FROM generate_series(1, 40) g,
+    LATERAL hopper.queue_push('resume_sched', jsonb_build_object('n', g));
+SELECT hopper.queue_push('resume_sched', '{"n": "later"}', priority => -1,
+                         run_at => now() + interval '1 hour') > 0 AS pushed;
+SELECT payload->>'n' AS n FROM hopper.queue_pull('resume_sched', 1);
+SELECT pg_sleep_until((SELECT run_at + interval '0.1 seconds' FROM hopper.jobs WHERE id = :soon));
+SELECT payload->>'n' AS n FROM hopper.queue_pull('resume_sched', 1);
+SELECT hopper.queue_drop('resume_sched') AS dropped;
+
 -- A job given back by a claim rolled back to a savepoint, in the same transaction.
 BEGIN;
 SAVEPOINT before_claim;

@@ -414,8 +414,11 @@ void claimed(const Start& st, const Key& last, TimestampTz due_at) {
         // after due_at comes after what was claimed.
         bool within_priority = st.resume && to.priority == st.key.priority;
         // A job scheduled for later at a more urgent priority becomes due with no write: stay
-        // at its priority.
-        if (slot.delayed_urgent < to.priority)
+        // at its priority. So may one at the priority of a job not yet due that `to` came from,
+        // scheduled before it (its lowering forgotten among the last kRecent): stay at the start
+        // of that priority.
+        if (slot.delayed_urgent < to.priority ||
+            (slot.delayed_urgent == to.priority && to.run_at > due_at))
             to = Key{slot.delayed_urgent, kLowest.run_at, kLowest.id};
         if (covered || within_priority) {
             if (!slot.valid) slot.front_at = now;
