@@ -91,6 +91,8 @@ SELECT pg_temp.try($$SELECT hopper.queue_complete(1, NULL)$$);
 -- Lease operations on the running job: bad values
 SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, 1.5)$$, :pulled, :token));
 SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, -0.1)$$, :pulled, :token));
+-- Just past 1: the message names the value refused, not a rounded 1.
+SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, 1.0000001)$$, :pulled, :token));
 SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, 'NaN')$$, :pulled, :token));
 SELECT pg_temp.try(format($$SELECT hopper.queue_progress(%s, %s, NULL)$$, :pulled, :token));
 SELECT pg_temp.try(format($$SELECT hopper.queue_heartbeat(%s, %s, '-1 second')$$, :pulled, :token));

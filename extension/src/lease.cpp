@@ -1,5 +1,7 @@
 // Workers: heartbeat, progress and release of a job they hold. A stale token is the normal news
 // "you lost this job" (false), not an error; an unknown id is P0002.
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -15,10 +17,13 @@ extern "C" {
 using namespace hopper;
 
 namespace {
+// The shortest text that reads back as v: 1.0000001 is not shown as 1, nor -0.1 as -0.100000001.
 std::string format_real(float v) {
+    if (std::isnan(v)) return "NaN";  // as PostgreSQL writes them
+    if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
     char buf[32];
-    snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
-    return buf;
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
 }
 }  // namespace
 
