@@ -133,6 +133,28 @@ struct Row {
     std::array<bool, kColumns.size()> nulls{};
 };
 
+// A copy of the version in `slot` if the current transaction deleted it (not updated it, not
+// just locked it), with the command that did; NULL otherwise.
+HeapTuple copy_if_deleted_here(TupleTableSlot* slot, CommandId* cmax) {
+    Buffer buf = ((BufferHeapTupleTableSlot*)slot)->buffer;
+    bool should_free;
+    HeapTuple tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    HeapTupleHeader h = tup->t_data;
+    bool deleted_here = !(h->t_infomask & HEAP_XMAX_INVALID) &&
+                        !HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask) &&
+                        ItemPointerEquals(&tup->t_self, &h->t_ctid) &&
+                        TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(h));
+    HeapTuple copy = NULL;
+    if (deleted_here) {
+        *cmax = HeapTupleHeaderGetCmax(h);
+        copy = heap_copytuple(tup);
+    }
+    LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+    if (should_free) heap_freetuple(tup);
+    return copy;
+}
+
 // The newest version of job `id` that the current transaction deleted (not updated, not just
 // locked), with kColumns read from a copy of it. Plain C inside: runs under pg_guard.
 void read_deleted_version(Oid relid, int64_t id, Row* out) {
@@ -148,25 +170,16 @@ void read_deleted_version(Oid relid, int64_t id, Row* out) {
     HeapTuple best = NULL;
     CommandId best_cmax = InvalidCommandId;
     while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
-        Buffer buf = ((BufferHeapTupleTableSlot*)slot)->buffer;
-        bool should_free;
-        HeapTuple tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
-        LockBuffer(buf, BUFFER_LOCK_SHARE);
-        HeapTupleHeader h = tup->t_data;
-        bool deleted_here = !(h->t_infomask & HEAP_XMAX_INVALID) &&
-                            !HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask) &&
-                            ItemPointerEquals(&tup->t_self, &h->t_ctid) &&
-                            TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(h));
-        if (deleted_here) {
-            CommandId cmax = HeapTupleHeaderGetCmax(h);
-            if (best == NULL || cmax > best_cmax) {
-                if (best != NULL) heap_freetuple(best);
-                best = heap_copytuple(tup);
-                best_cmax = cmax;
-            }
+        CommandId cmax;
+        HeapTuple copy = copy_if_deleted_here(slot, &cmax);
+        if (copy == NULL) continue;
+        if (best == NULL || cmax > best_cmax) {
+            if (best != NULL) heap_freetuple(best);
+            best = copy;
+            best_cmax = cmax;
+        } else {
+            heap_freetuple(copy);
         }
-        LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-        if (should_free) heap_freetuple(tup);
     }
     if (best != NULL) {
         TupleDesc desc = RelationGetDescr(rel);
@@ -204,18 +217,8 @@ void read_deleted_packed_version(int64_t id, Row* out) {
     };
     const int ids_att = attnum("ids"), payloads_att = attnum("payloads");
     while (!out->found && index_getnext_slot(scan, BackwardScanDirection, slot)) {
-        Buffer buf = ((BufferHeapTupleTableSlot*)slot)->buffer;
-        bool should_free;
-        HeapTuple tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
-        LockBuffer(buf, BUFFER_LOCK_SHARE);
-        HeapTupleHeader h = tup->t_data;
-        bool deleted_here = !(h->t_infomask & HEAP_XMAX_INVALID) &&
-                            !HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask) &&
-                            ItemPointerEquals(&tup->t_self, &h->t_ctid) &&
-                            TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(h));
-        HeapTuple copy = deleted_here ? heap_copytuple(tup) : NULL;
-        LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-        if (should_free) heap_freetuple(tup);
+        CommandId cmax;
+        HeapTuple copy = copy_if_deleted_here(slot, &cmax);
         if (copy == NULL) continue;
         // Outside the buffer lock: the arrays may have to be read from the TOAST table.
         bool isnull;
