@@ -28,6 +28,7 @@ SELECT payload->>'n' AS n, state FROM hopper.job_history WHERE queue = 'schema_q
 SELECT payload->>'n' AS n, state, tenant FROM hopper.jobs WHERE queue = 'schema_q';
 ROLLBACK;
 
+
 -- A pull index in another column order: claims still come in pull order (priority, then
 -- run_at, then id), and the lease and completion still land.
 BEGIN;
@@ -102,6 +103,20 @@ RESET hopper.pack_batches;
 DROP INDEX hopper.job_batches_pull_idx;
 CREATE INDEX job_batches_pull_idx ON hopper.job_batches (queue, priority, run_at, first_id);
 SELECT hopper.queue_drop('schema_packed') AS dropped;
+-- A column of the operator's own in both tables, outside a transaction so that the direct paths
+-- see it, history's with a default of its own: hopper does not copy columns it did not make, on
+-- either path, so every history row gets the default (a completion and a take through the access
+-- methods, a take with a kinds filter through the statements).
+ALTER TABLE hopper.jobs ADD COLUMN tenant text NOT NULL DEFAULT 'acme';
+ALTER TABLE hopper.job_history ADD COLUMN tenant text NOT NULL DEFAULT 'unknown';
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('schema_tenant',
+    ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[], kind => 'k');
+SELECT count(hopper.queue_complete(id, lease_token)) AS completed
+FROM hopper.queue_pull('schema_tenant', 1);
+SELECT count(*) AS taken FROM hopper.queue_take('schema_tenant', 1);
+SELECT count(*) AS taken FROM hopper.queue_take('schema_tenant', 1, kinds => ARRAY['k']);
+SELECT payload->>'n' AS n, state, tenant FROM hopper.job_history WHERE queue = 'schema_tenant'
+ORDER BY id;
 \c :orig
 DROP DATABASE hopper_direct_schema WITH (FORCE);
 SET hopper.notify = off;

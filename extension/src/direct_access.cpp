@@ -174,6 +174,10 @@ constexpr int kNullColumn = -1 - kHistoryExtras;  // a dropped column
 constexpr const char* kExtraNames[kHistoryExtras] = {"attempt", "started_at",  "worker", "progress",
                                                      "state",   "finished_at", "result"};
 
+constexpr const char* kCopiedNames[] = {
+    "id",        "queue",           "priority",   "run_at", "max_attempts",    "created_at", "kind",
+    "dedup_key", "concurrency_key", "last_error", "errors", "progress_detail", "payload"};
+
 bool map_history(TupleDesc hist, TupleDesc jobs, int* source) {
     if (hist->natts > kMaxHistoryColumns) return false;
     for (int i = 0; i < hist->natts; ++i) {
@@ -187,6 +191,12 @@ bool map_history(TupleDesc hist, TupleDesc jobs, int* source) {
             source[i] = -1 - extra;
             continue;
         }
+        // Only the columns the statements copy (HOPPER_HISTORY_INSERT): a column of the
+        // operator's own, even one hopper.jobs has too, is left to the statements, which give it
+        // its default, so that both ways write the same row.
+        bool copied = false;
+        for (const char* c : kCopiedNames) copied = copied || std::strcmp(name, c) == 0;
+        if (!copied) return false;
         int job = attnum_of(jobs, name);
         if (job == 0 || TupleDescAttr(jobs, job - 1)->atttypid != att->atttypid) return false;
         source[i] = job - 1;
