@@ -184,6 +184,15 @@ exit_codes)
     expect_rc 1 "bad priority"
     run show notanumber
     expect_rc 1 "bad id"
+    run show 1 2
+    expect_rc 1 "two ids"
+    expect_err 'unexpected argument "2"' "the extra argument named"
+    run reaper status now
+    expect_rc 1 "reaper status with an argument"
+    expect_err 'unexpected argument "now"' "the extra argument named"
+    run --db
+    expect_rc 1 "--db without its value"
+    expect_err "^hopper: --db needs a value" "what is missing, not the whole usage"
     run show 424242
     expect_rc 2 "unknown job"
     expect_err "job 424242 does not exist" "message"

@@ -52,6 +52,10 @@ int run(const std::vector<std::string>& args, Io io) {
     // The command is the first word that is neither an option nor --db's value.
     size_t at = 0;
     while (at < args.size() && args[at].rfind("-", 0) == 0) at += args[at] == "--db" ? 2 : 1;
+    if (at > args.size()) {
+        io.err << "hopper: --db needs a value\n(see hopper --help)\n";
+        return kUsage;
+    }
     if (at >= args.size()) {
         bool help = false;
         for (const auto& a : args) help = help || a == "--help" || a == "-h";
