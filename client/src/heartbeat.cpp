@@ -46,35 +46,36 @@ Duration Heartbeat::interval_for(const Job& job) const {
 void Heartbeat::hold(const Job& job) {
     Duration interval = interval_for(job);
     std::lock_guard<std::mutex> lock(m_);
-    entries_[job.id] = Entry{job.lease_token, nullptr, interval, Steady::now() + interval};
+    entries_[{job.id, job.lease_token}] = Entry{nullptr, interval, Steady::now() + interval};
 }
 
 StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
     Duration interval = interval_for(job);
     std::lock_guard<std::mutex> lock(m_);
-    auto gone = gone_.find(job.id);
+    const Run run{job.id, job.lease_token};
+    auto gone = gone_.find(run);
     if (gone != gone_.end()) {
         StopReason reason = gone->second;
         gone_.erase(gone);
         return reason;
     }
-    auto it = entries_.find(job.id);
+    auto it = entries_.find(run);
     if (it != entries_.end()) {
         // Held until now: keep its beat schedule, which the lease was extended by.
         it->second.ctx = &ctx;
         return StopReason::None;
     }
-    entries_[job.id] = Entry{job.lease_token, &ctx, interval, Steady::now() + interval};
+    entries_[run] = Entry{&ctx, interval, Steady::now() + interval};
     return StopReason::None;
 }
 
-void Heartbeat::remove(int64_t id) {
+void Heartbeat::remove(const Job& job) {
     std::lock_guard<std::mutex> lock(m_);
-    entries_.erase(id);
-    gone_.erase(id);
+    entries_.erase({job.id, job.lease_token});
+    gone_.erase({job.id, job.lease_token});
 }
 
-void Heartbeat::drop(std::map<int64_t, Entry>::iterator it, StopReason reason) {
+void Heartbeat::drop(std::map<Run, Entry>::iterator it, StopReason reason) {
     if (it->second.ctx)
         it->second.ctx->request_stop(reason);
     else
@@ -101,10 +102,10 @@ int Heartbeat::release_all(StopReason reason) {
         auto it = entries_.begin();
         try {
             std::lock_guard<std::mutex> c(control_m_);
-            if (control().release(it->first, it->second.token)) ++released;
+            if (control().release(it->first.first, it->first.second)) ++released;
         } catch (const std::exception& ex) {
             // The lease runs out by itself (or the reaper sees the connection gone).
-            log_(fmt::format("could not release job {}: {}", it->first, ex.what()));
+            log_(fmt::format("could not release job {}: {}", it->first.first, ex.what()));
         }
         drop(it, reason);
     }
@@ -131,15 +132,15 @@ void Heartbeat::beat_due() {
     auto now = Steady::now();
     {
         std::lock_guard<std::mutex> lock(m_);
-        for (auto& [id, e] : entries_)
+        for (auto& [run, e] : entries_)
             if (e.next <= now) {
-                due.push_back({id, e.token});
+                due.push_back({run.first, run.second});
                 e.next = now + e.interval;
             }
     }
     if (due.empty()) return;
 
-    std::vector<std::pair<int64_t, StopReason>> lost;
+    std::vector<std::pair<Run, StopReason>> lost;
     bool failed = false;
     {
         std::lock_guard<std::mutex> c(control_m_);
@@ -150,14 +151,15 @@ void Heartbeat::beat_due() {
                     if (control().heartbeat(d.id, d.token, lease_)) continue;
                     // Tell "an operator cancelled it" from "someone else has it now".
                     JobState st = control().job_status(d.id).state;
-                    lost.emplace_back(
-                        d.id, st == JobState::Cancelled ? StopReason::Cancelled : StopReason::Lost);
+                    lost.emplace_back(Run{d.id, d.token}, st == JobState::Cancelled
+                                                              ? StopReason::Cancelled
+                                                              : StopReason::Lost);
                 } catch (const Error& e) {
                     // The job is gone (its queue dropped, or finished elsewhere and not kept):
                     // lost, like any job that is no longer ours. Taken for a connection error,
                     // it stopped the heartbeats of every job after it, whose leases then ran out.
                     if (e.sqlstate() != sqlstate::kNoData) throw;
-                    lost.emplace_back(d.id, StopReason::Lost);
+                    lost.emplace_back(Run{d.id, d.token}, StopReason::Lost);
                 }
             }
             backoff_.reset();
@@ -173,16 +175,16 @@ void Heartbeat::beat_due() {
         // Retry these right after the back-off rather than a whole interval later.
         std::lock_guard<std::mutex> lock(m_);
         for (const auto& d : due) {
-            auto it = entries_.find(d.id);
+            auto it = entries_.find({d.id, d.token});
             if (it != entries_.end()) it->second.next = now;
         }
     }
     if (lost.empty()) return;
     std::lock_guard<std::mutex> lock(m_);
-    for (const auto& [id, reason] : lost) {
-        auto it = entries_.find(id);
+    for (const auto& [run, reason] : lost) {
+        auto it = entries_.find(run);
         if (it == entries_.end()) continue;
-        log_(fmt::format("job {} {}: {}", id,
+        log_(fmt::format("job {} {}: {}", run.first,
                          reason == StopReason::Cancelled ? "was cancelled" : "lease was lost",
                          it->second.ctx ? "stopping its handler" : "it will not be started"));
         drop(it, reason);

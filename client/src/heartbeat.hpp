@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "backoff.hpp"
 #include "hopper/worker.hpp"
@@ -25,12 +26,15 @@ class Heartbeat {
               Duration max_backoff, Log log);
     ~Heartbeat();  // stops the thread
 
+    // Jobs are known by id and lease token: a job this worker pulled again (its lease lost, then
+    // claimed anew) is another run, heartbeated and stopped on its own.
+    //
     // A job claimed but not started yet: its lease is kept like a running job's.
     void hold(const Job& job);
-    // The job's handler starts: `ctx` must stay alive until remove(id). Returns None, or why a held
+    // The job's handler starts: `ctx` must stay alive until remove(). Returns None, or why a held
     // job must not be started after all (its lease was lost, it was cancelled or released).
     StopReason add(const Job& job, JobContext& ctx);
-    void remove(int64_t id);
+    void remove(const Job& job);
 
     bool progress(int64_t id, int64_t token, double fraction,
                   const std::optional<std::string>& detail);
@@ -38,8 +42,8 @@ class Heartbeat {
     int release_all(StopReason reason);
 
   private:
+    using Run = std::pair<int64_t, int64_t>;  // job id, lease token
     struct Entry {
-        int64_t token;
         JobContext* ctx;  // null while the job is held
         Duration interval;
         std::chrono::steady_clock::time_point next;
@@ -48,7 +52,7 @@ class Heartbeat {
     void beat_due();
     Client& control();  // call with control_m_ held
     Duration interval_for(const Job& job) const;
-    void drop(std::map<int64_t, Entry>::iterator it, StopReason reason);  // call with m_ held
+    void drop(std::map<Run, Entry>::iterator it, StopReason reason);  // call with m_ held
 
     std::string conninfo_;
     std::optional<Duration> lease_;
@@ -61,8 +65,8 @@ class Heartbeat {
 
     std::mutex m_;  // guards entries_ and stop_
     std::condition_variable cv_;
-    std::map<int64_t, Entry> entries_;
-    std::map<int64_t, StopReason> gone_;  // held jobs that must not start, until add() or remove()
+    std::map<Run, Entry> entries_;
+    std::map<Run, StopReason> gone_;  // held jobs that must not start, until add() or remove()
     bool stop_ = false;
     std::thread thread_;
 };

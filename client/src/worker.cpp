@@ -367,7 +367,7 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
         }
     }
     for (const Job& j : unstarted) {
-        hb.remove(j.id);
+        hb.remove(j);
         try {
             if (fetcher && fetcher->release(j.id, j.lease_token)) ++released;
         } catch (const std::exception& ex) {
@@ -402,7 +402,7 @@ void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
             process(*client, hb, job);
         } else {
             // Shutting down before a connection came back: leave the job to its lease.
-            hb.remove(job.id);
+            hb.remove(job);
             log(fmt::format("job {} not run: no connection during shutdown", job.id));
         }
         {
@@ -457,7 +457,7 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
                             job.kind ? "\"" + *job.kind + "\"" : std::string("(none)"), opt.name,
                             known.empty() ? "nothing" : known);
     }
-    hb.remove(job.id);
+    hb.remove(job);
     // A handler that left a transaction open (begun and never ended, or failed inside it) would
     // have this job's report, and every later job of this thread, run inside it: it is rolled
     // back, and a job that was to complete fails instead, since what its handler wrote there is

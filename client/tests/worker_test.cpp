@@ -785,6 +785,48 @@ TEST(Worker, AJobDeletedUnderItsWorkerIsLostAndTheOthersStillBeat) {
         << "the surviving job's heartbeats stopped";
 }
 
+// The worker's pulling connection dies while a handler runs: the reaper rescues the job, and the
+// same worker pulls it again on its other thread. The first run is stopped as lost, the second
+// completes the job. (Known by id alone, the second run's hold took the first one's place: the
+// first was never stopped and then unregistered the second, whose lease ran out, and the job went
+// dead after five attempts that all succeeded.)
+TEST(Worker, AJobPulledAgainByTheSameWorkerIsAnotherRun) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;
+    qo.backoff_base = 100ms;
+    qo.jitter = 0.0;
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 2);
+    o.prefetch = 0;
+    Worker w(o);
+    std::mutex m;
+    std::map<int, StopReason> stopped;  // attempt -> why its run was told to stop
+    w.on_any([&](JobContext& job) {
+        if (job.attempt() == 1) job.wait_for_stop(20s);
+        std::lock_guard<std::mutex> lock(m);
+        stopped[job.attempt()] = job.stop_reason();
+    });
+    int64_t id = c.push(q, "{}");
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Running); }, 60s));
+    c.exec("SELECT pg_catalog.pg_terminate_backend(claimed_pid) FROM hopper.jobs WHERE id = $1",
+           id);
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 30s));
+    ASSERT_TRUE(eventually(
+        [&] {
+            std::lock_guard<std::mutex> lock(m);
+            return stopped.count(1) > 0;
+        },
+        15s))
+        << "the first run was never told to stop";
+    std::lock_guard<std::mutex> lock(m);
+    EXPECT_EQ(stopped[1], StopReason::Lost);
+    EXPECT_EQ(stopped[2], StopReason::None);
+    EXPECT_EQ(c.job_status(id).attempt, 2);
+}
+
 TEST(Worker, LostLeaseStopsTheHandler) {
     Client c(conninfo());
     std::string q = unique_queue("w");
