@@ -61,6 +61,10 @@ struct Worker::Impl {
     std::vector<Returned> unreported;
 
     std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0}, pulls{0};
+    // When the shutdown's deadline passes (shutdown() sets it): reports that keep failing on a
+    // lost connection give up then, rather than hold run() up for their full minute.
+    std::atomic<Steady::rep> shutdown_deadline{
+        Steady::time_point::max().time_since_epoch().count()};
 
     explicit Impl(WorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
@@ -342,6 +346,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
 }
 
 void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
+    shutdown_deadline.store((Steady::now() + opt.shutdown_timeout).time_since_epoch().count());
     // Jobs pulled but not started go back at once, without an attempt penalty.
     std::deque<Job> unstarted;
     {
@@ -583,12 +588,15 @@ void Worker::Impl::report(Client& client, const Job& job, const std::function<vo
             run();
             return;
         } catch (const ConnectionError& ex) {
-            if (Steady::now() >= give_up_at) {
+            auto until = std::min(give_up_at,
+                                  Steady::time_point(Steady::duration(shutdown_deadline.load())));
+            if (Steady::now() >= until) {
                 log(fmt::format("could not report job {}: {}; its lease will expire", job.id,
                                 ex.what()));
                 return;
             }
-            std::this_thread::sleep_for(backoff.next());
+            std::this_thread::sleep_for(
+                std::min<Steady::duration>(backoff.next(), until - Steady::now()));
             try {
                 client.reconnect();
             } catch (const std::exception&) {
