@@ -89,6 +89,13 @@ Oid enum_label(Oid type, const char* label) {
                            CStringGetDatum(label));
 }
 
+bool lists_index(Relation table, Oid index) {
+    List* indexes = RelationGetIndexList(table);
+    bool found = list_member_oid(indexes, index);
+    list_free(indexes);
+    return found;
+}
+
 bool may(Oid relid, AclMode mode) {
     return pg_class_aclmask(relid, GetUserId(), mode, ACLMASK_ALL) == mode;
 }

@@ -557,12 +557,13 @@ void claim_rows(void* arg) {
         c.done_state = enum_label(state_type, c.take ? "completed" : "running");
         ok = OidIsValid(c.available) && OidIsValid(c.done_state);
     }
-    c.idx = index_open(c.t.pull_index, AccessShareLock);
+    ok = ok && direct_access::lists_index(c.jobs, c.t.pull_index);
+    c.idx = ok ? index_open(c.t.pull_index, AccessShareLock) : nullptr;
     ok = ok && pull_index_as_expected(c.idx, c.jobs, c.col, c.available);
     ok = ok && (!r->window || limited_window::open(c.jobs, c.col, &c.window));
     if (!ok || !open_writers(c, q)) {
         if (r->window) limited_window::close(&c.window);
-        index_close(c.idx, NoLock);
+        if (c.idx != nullptr) index_close(c.idx, NoLock);
         table_close(c.jobs, NoLock);
         PopActiveSnapshot();
         return;

@@ -108,7 +108,7 @@ bool open(Oid relid, Oid index, Source* s) {
         for (int c = 0; c < kColumns && ok; ++c)
             ok = TupleDescAttr(desc, s->col[c] - 1)->atttypid == kColumnTypes[c];
     }
-    if (!ok) {
+    if (!ok || !direct_access::lists_index(rel, index)) {
         table_close(rel, NoLock);
         return false;
     }

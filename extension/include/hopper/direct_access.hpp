@@ -43,6 +43,11 @@ int attnum_of(TupleDesc desc, const char* name);
 Oid enum_label(Oid type, const char* label);
 // Whether the current user holds every privilege of `mode` on the whole table.
 bool may(Oid relid, AclMode mode);
+// Whether `index` is still one of the (locked) table's indexes. The OIDs find_tables() remembers
+// are read before the call locks anything: REINDEX CONCURRENTLY may have swapped the index since,
+// and dropped the old one. Once the table is locked, its index list is current, and an index on it
+// cannot be dropped until the lock goes.
+bool lists_index(Relation table, Oid index);
 // A copy of a column's value in the current memory context, detoasted: its row may be deleted.
 Datum copy_value(Form_pg_attribute att, Datum value);
 
