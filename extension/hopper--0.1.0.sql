@@ -57,14 +57,22 @@ GRANT USAGE ON SCHEMA hopper TO hopper_producer, hopper_worker;
 CREATE TYPE hopper.job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
 
 -- Per-queue settings. A queue is created by queue_create() or by the first push to it.
+-- The checks repeat what queue_create enforces: producers may insert rows here directly (a push
+-- makes its queue), and the reaper, which runs as a superuser, must never meet a name too long for
+-- a channel or a retention too large for a timestamp.
 CREATE TABLE hopper.queues (
-    name          text PRIMARY KEY,
+    name          text PRIMARY KEY
+                  CHECK (name COLLATE "C" ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,47}$' AND name <> 'done'),
     max_attempts  integer  NOT NULL DEFAULT 5 CHECK (max_attempts BETWEEN 1 AND 1000),
-    lease         interval NOT NULL DEFAULT '30 seconds',
-    backoff_base  interval NOT NULL DEFAULT '1 second',
-    backoff_cap   interval NOT NULL DEFAULT '1 hour',
+    lease         interval NOT NULL DEFAULT '30 seconds'
+                  CHECK (lease > interval '0' AND lease <= interval '1 day'),
+    backoff_base  interval NOT NULL DEFAULT '1 second'
+                  CHECK (backoff_base > interval '0' AND backoff_base <= interval '1 day'),
+    backoff_cap   interval NOT NULL DEFAULT '1 hour'
+                  CHECK (backoff_cap > interval '0' AND backoff_cap <= interval '30 days'),
     jitter        real     NOT NULL DEFAULT 0.2 CHECK (jitter >= 0 AND jitter <= 1),
-    retention     interval NOT NULL DEFAULT '7 days',
+    retention     interval NOT NULL DEFAULT '7 days'
+                  CHECK (retention >= interval '0' AND retention <= interval '3660 days'),
     paused        boolean  NOT NULL DEFAULT false,
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
 );

@@ -3,6 +3,7 @@
 SET hopper.notify = off;
 \i sql/include/try.sql
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+\i sql/include/wait_for.sql
 
 SELECT rolname FROM pg_roles WHERE rolname IN ('hopper_producer', 'hopper_worker') ORDER BY 1;
 SELECT count(*) AS public_executable
@@ -24,6 +25,26 @@ SELECT pg_temp.try($$SELECT * FROM hopper.queue_stats('priv')$$) AS app_stats;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('priv')$$) AS app_pull;
 SELECT pg_temp.try($$SELECT hopper.queue_drop('priv')$$) AS app_drop;
 
+-- A producer may insert queues itself (a push makes its queue), but not rows the functions would
+-- refuse: the reaper, a superuser, sends a NOTIFY per queue name and reckons every retention.
+\set VERBOSITY sqlstate
+INSERT INTO hopper.queues (name) VALUES (repeat('z', 70));
+INSERT INTO hopper.queues (name) VALUES ('done');
+INSERT INTO hopper.queues (name, retention) VALUES ('evil', '1000000 years');
+INSERT INTO hopper.queues (name, lease) VALUES ('evil', '0');
+\set VERBOSITY default
+SELECT pg_temp.try($$INSERT INTO hopper.queues (name) VALUES ('priv-direct')$$) AS app_inserts_queue;
+-- Nor strand packed jobs: a mark it clears by hand is set again by the reaper's next pass.
+SET hopper.pack_batches = on;
+SELECT count(*) AS packed_push FROM hopper.queue_push_batch('priv-packed', ARRAY['{}', '{}']::jsonb[]);
+RESET hopper.pack_batches;
+UPDATE hopper.queues SET packed = false WHERE name = 'priv-packed';
+RESET ROLE;
+SELECT pg_temp.wait_for($$(SELECT packed FROM hopper.queues WHERE name = 'priv-packed')$$)
+    AS marked_again;
+SELECT count(*) AS pulled FROM hopper.queue_pull('priv-packed', 5);
+SET ROLE regress_hopper_app;
+
 SET ROLE regress_hopper_worker;
 SELECT pg_temp.try($$
     SELECT hopper.queue_complete(id, lease_token, '{"done": true}') FROM hopper.queue_pull('priv', 1)$$)
@@ -39,5 +60,6 @@ SELECT pg_temp.try($$SELECT * FROM hopper.jobs$$) AS nobody_reads_table;
 
 RESET ROLE;
 SELECT available, scheduled, running, completed, dead FROM hopper.queue_stats('priv');
-SELECT hopper.queue_drop('priv'), hopper.queue_drop('priv-auto');
+SELECT hopper.queue_drop('priv'), hopper.queue_drop('priv-auto'), hopper.queue_drop('priv-direct'),
+       hopper.queue_drop('priv-packed');
 DROP ROLE regress_hopper_app, regress_hopper_worker, regress_hopper_nobody;

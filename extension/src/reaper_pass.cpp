@@ -147,6 +147,16 @@ PassOutcome run_steps(PassState& state) {
             {});
         spi::Result r = conn.exec(drained, {});
         for (uint64_t i = 0; i < r.rows(); ++i) batches::unmark_if_drained(conn, r.get_text(i, 1));
+        // And the other way: a queue with packed rows whose mark someone cleared by hand (a
+        // producer may write it, for its first packed push) would have its claims pass them
+        // over for ever. A row held by a push in flight is left to that push.
+        static spi::Statement unmarked(
+            "WITH q AS (SELECT name FROM hopper.queues q WHERE NOT packed "
+            "  AND EXISTS (SELECT 1 FROM hopper.job_batches b WHERE b.queue = q.name) "
+            "  FOR NO KEY UPDATE SKIP LOCKED) "
+            "UPDATE hopper.queues u SET packed = true FROM q WHERE u.name = q.name",
+            {});
+        conn.exec(unmarked, {});
         conn.finish();
     });
 
