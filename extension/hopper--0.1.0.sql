@@ -739,6 +739,15 @@ GRANT EXECUTE ON FUNCTION
 TO hopper_producer;
 GRANT EXECUTE ON FUNCTION hopper.cron_next(text, timestamptz) TO hopper_producer, hopper_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.schedules TO hopper_producer;
+-- Producers may write schedules by hand: a row the reaper could not run (a cron expression it
+-- cannot read, a payload a push refuses) failed its batch of due schedules on every pass, and
+-- with it every schedule of the database. Such rows are refused as queue_schedule refuses them.
+ALTER TABLE hopper.schedules
+    ADD CONSTRAINT schedules_cron_check
+        CHECK (hopper.cron_next(cron, timestamptz '2000-01-01 00:00:00+00') IS NOT NULL),
+    ADD CONSTRAINT schedules_payload_check CHECK (pg_catalog.jsonb_typeof(payload) = 'object'),
+    ADD CONSTRAINT schedules_kind_check
+        CHECK (kind IS NULL OR pg_catalog.octet_length(kind) BETWEEN 1 AND 128);
 
 -- ---------------------------------------------------------------------------------------------------
 -- Completion notifications. "hopper:done" is opt-in per queue: a NOTIFY makes its transaction take

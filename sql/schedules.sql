@@ -134,3 +134,14 @@ SELECT count(*) AS still_one_job FROM hopper.queue_jobs('sched-auto');
 SELECT hopper.queue_drop('sched') AS d1, hopper.queue_drop('sched-missed') AS d2,
        hopper.queue_drop('sched-auto') AS d3;
 SELECT count(*) AS schedules_left FROM hopper.queue_schedules();
+
+-- A schedule written by hand must be one the reaper can run: a bad row failed its batch of due
+-- schedules on every pass, and every schedule of the database with it.
+SELECT hopper.queue_schedule('by-hand', '* * * * *', 'hand') IS NOT NULL AS scheduled;
+\set VERBOSITY sqlstate
+UPDATE hopper.schedules SET cron = 'every minute please' WHERE name = 'by-hand';
+UPDATE hopper.schedules SET payload = '[1, 2]' WHERE name = 'by-hand';
+UPDATE hopper.schedules SET kind = '' WHERE name = 'by-hand';
+\set VERBOSITY default
+SELECT cron, payload, kind FROM hopper.schedules WHERE name = 'by-hand';
+SELECT hopper.queue_drop('hand') AS dropped;
