@@ -88,8 +88,12 @@ bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
     std::lock_guard<std::mutex> lock(control_m_);
     try {
         return control().progress(id, token, fraction, detail);
-    } catch (const ConnectionError& ex) {
+    } catch (const Error& ex) {
         // A progress report is not worth failing the job for; the heartbeat notices real loss.
+        // Nor is a row held meanwhile (lock_timeout, see control()).
+        if (dynamic_cast<const ConnectionError*>(&ex) == nullptr &&
+            ex.sqlstate() != sqlstate::kLockNotAvailable)
+            throw;
         log_(fmt::format("progress of job {} not recorded: {}", id, ex.what()));
         return true;
     }
@@ -146,6 +150,10 @@ void Heartbeat::beat_due() {
         std::lock_guard<std::mutex> c(control_m_);
         if (now < retry_after_) return;
         try {
+            // A heartbeat waits for its job's row while the job's own handler holds it (inside
+            // fail_with or complete_with, say), and one thread beats for every job: the others'
+            // leases would run out meanwhile. Set each time, as the connection may be new.
+            control().exec("SET lock_timeout = '200ms'");
             for (const auto& d : due) {
                 try {
                     if (control().heartbeat(d.id, d.token, lease_)) continue;
@@ -155,6 +163,9 @@ void Heartbeat::beat_due() {
                                                               ? StopReason::Cancelled
                                                               : StopReason::Lost);
                 } catch (const Error& e) {
+                    // Its row is held, by its own handler's transaction most likely: beaten at the
+                    // next turn, the others now.
+                    if (e.sqlstate() == sqlstate::kLockNotAvailable) continue;
                     // The job is gone (its queue dropped, or finished elsewhere and not kept):
                     // lost, like any job that is no longer ours. Taken for a connection error,
                     // it stopped the heartbeats of every job after it, whose leases then ran out.

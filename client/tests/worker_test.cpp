@@ -827,6 +827,36 @@ TEST(Worker, AJobPulledAgainByTheSameWorkerIsAnotherRun) {
     EXPECT_EQ(c.job_status(id).attempt, 2);
 }
 
+// One handler holds its job's row in a slow fail_with: the heartbeat of that job waits, but the
+// other jobs' heartbeats go on. (One thread beats for every job; waiting for the row, it let a
+// 3 s lease run out and the other job ran twice.)
+TEST(Worker, AHandlerHoldingItsRowDoesNotHoldUpTheOthersHeartbeats) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;
+    qo.max_attempts = 1;
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 2);
+    o.prefetch = 0;
+    Worker w(o);
+    w.on("slow-fail", [](JobContext& job) {
+        job.fail_with("gave up", {}, [](Client&, JobState) { std::this_thread::sleep_for(6s); });
+    });
+    w.on("long", [](JobContext&) { std::this_thread::sleep_for(7s); });
+    PushOptions slow, lng;
+    slow.kind = "slow-fail";
+    lng.kind = "long";
+    int64_t a = c.push(q, "{}", slow);
+    int64_t b = c.push(q, "{}", lng);
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return state_is(c, b, JobState::Completed); }, 60s));
+    EXPECT_EQ(c.job_status(b).attempt, 1);
+    EXPECT_EQ(c.job_status(a).state, JobState::Dead);
+    r.stop();
+    EXPECT_EQ(w.stats().lost, 0u);
+}
+
 TEST(Worker, LostLeaseStopsTheHandler) {
     Client c(conninfo());
     std::string q = unique_queue("w");

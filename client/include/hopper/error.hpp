@@ -42,7 +42,8 @@ inline constexpr const char* kNumericOutOfRange = "22003";
 inline constexpr const char* kProgramLimitExceeded = "54000";  // payload or name too large
 inline constexpr const char* kObjectNotInState = "55000";      // e.g. retry of a running job
 inline constexpr const char* kUndefinedFunction = "42883";
-inline constexpr const char* kQueryCanceled = "57014";  // cancelled, or statement_timeout
+inline constexpr const char* kQueryCanceled = "57014";     // cancelled, or statement_timeout
+inline constexpr const char* kLockNotAvailable = "55P03";  // lock_timeout ran out
 }  // namespace sqlstate
 
 }  // namespace hopper
