@@ -201,7 +201,16 @@ Next guarded_round() {
     }
     if (failed) {
         worker::report_failure(running ? "hopper reaper pass" : "hopper reaper start-up");
-        if (++failures_in_a_row >= kMaxFailuresInARow) return Next::exit;
+        if (++failures_in_a_row >= kMaxFailuresInARow) {
+            pg_guard([] {
+                ereport(WARNING,
+                        (errmsg("hopper reaper exits after %d failed passes in a row",
+                                kMaxFailuresInARow),
+                         errhint("The warnings before this one say why. The launcher, or the "
+                                 "next push or pull, starts a reaper again.")));
+            });
+            return Next::exit;
+        }
     } else {
         failures_in_a_row = 0;
     }
