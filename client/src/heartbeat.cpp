@@ -90,7 +90,7 @@ bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
         return control().progress(id, token, fraction, detail);
     } catch (const Error& ex) {
         // A progress report is not worth failing the job for; the heartbeat notices real loss.
-        // Nor is a row held meanwhile (lock_timeout, see control()).
+        // Nor is a row held meanwhile (the lock_timeout beat_due() sets).
         if (dynamic_cast<const ConnectionError*>(&ex) == nullptr &&
             ex.sqlstate() != sqlstate::kLockNotAvailable)
             throw;
