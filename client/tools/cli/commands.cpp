@@ -35,8 +35,8 @@ bool parse_or_help(const Argv& argv, std::set<std::string> values, std::set<std:
 
 void want_positional(const Args& a, size_t min, size_t max, const char* what) {
     if (a.positional.size() > max)
-        throw UsageError(fmt::format("unexpected argument \"{}\" (expected {})",
-                                     a.positional[max], what));
+        throw UsageError(
+            fmt::format("unexpected argument \"{}\" (expected {})", a.positional[max], what));
     if (a.positional.size() < min) throw UsageError(fmt::format("expected {}", what));
 }
 
