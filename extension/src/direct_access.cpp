@@ -90,10 +90,9 @@ Oid enum_label(Oid type, const char* label) {
 }
 
 bool lists_index(Relation table, Oid index) {
-    List* indexes = RelationGetIndexList(table);
-    bool found = list_member_oid(indexes, index);
-    list_free(indexes);
-    return found;
+    // The relcache keeps the list once built (RelationGetIndexList hands out a copy each time).
+    if (!table->rd_indexvalid) list_free(RelationGetIndexList(table));
+    return list_member_oid(table->rd_indexlist, index);
 }
 
 bool may(Oid relid, AclMode mode) {

@@ -79,7 +79,10 @@ struct Request {
 // Whether the index's predicate is the install script's: state = 'available'. Without it the
 // scan would lock running jobs before passing them over, and hold up their completions.
 bool only_available(Relation idx, int state_col, Oid available) {
-    List* pred = RelationGetIndexPredicate(idx);
+    // The relcache keeps the predicate once it has been read (RelationGetIndexPredicate hands out
+    // a copy each time): read it from there, since every claim asks.
+    if (idx->rd_indpred == NIL) list_free_deep(RelationGetIndexPredicate(idx));
+    List* pred = idx->rd_indpred;
     if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr)) return false;
     auto* op = reinterpret_cast<OpExpr*>(linitial(pred));
     if (op->opfuncid != F_ENUM_EQ || list_length(op->args) != 2) return false;
