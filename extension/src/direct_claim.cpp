@@ -408,7 +408,8 @@ void claim_candidates(Claimer& c) {
     bool scan_needed = true;
     claim_hint::Key resume{};
     const claim_hint::Key* from = r->start;
-    if (r->start != nullptr && r->n <= kWalkMaxJobs && leaf_walk::usable(c.idx)) {
+    // pull_index_as_expected() made sure the index is one the leaf walk can read.
+    if (r->start != nullptr && r->n <= kWalkMaxJobs) {
         ItemPointerData tids[walk_candidates(kWalkMaxJobs)];
         leaf_walk::Walk w = leaf_walk::candidates(c.idx, c.queue, *r->start, r->at, c.snap, tids,
                                                   walk_candidates(r->n));

@@ -324,23 +324,22 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     "COALESCE($4, q.max_attempts), pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, "       \
     "u.payload FROM hopper.queues q, " rows " WHERE q.name = $1 ORDER BY " order " " on_conflict \
     "RETURNING id, dedup_key"
-#define HOPPER_BATCH_ROWS                                                        \
+// The batch's slots, one row each, in payload order (ord).
+#define HOPPER_BATCH_ROWS(alias)                                                 \
     "ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), " \
     "           pg_catalog.unnest($8::text[])) WITH ORDINALITY "                 \
-    "  AS u(payload, dedup_key, concurrency_key, ord)"
+    "  AS " alias "(payload, dedup_key, concurrency_key, ord)"
     static spi::Statement insert_keyed(
         HOPPER_BATCH_INSERT(
             "id, ", "u.id, ",
-            "(SELECT pg_catalog.nextval('hopper.job_id_seq') AS id, r.* FROM "
-            "ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), "
-            "pg_catalog.unnest($8::text[])) WITH ORDINALITY "
-            "AS r(payload, dedup_key, concurrency_key, ord)) u",
+            "(SELECT pg_catalog.nextval('hopper.job_id_seq') AS id, r.* "
+            "FROM " HOPPER_BATCH_ROWS("r") ") u",
             "u.dedup_key, u.ord",
             "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING "),
         {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, TEXTARRAYOID,
          TEXTARRAYOID});
     static spi::Statement insert_unkeyed(
-        HOPPER_BATCH_INSERT("", "", HOPPER_BATCH_ROWS, "u.ord", ""),
+        HOPPER_BATCH_INSERT("", "", HOPPER_BATCH_ROWS("u"), "u.ord", ""),
         {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, TEXTARRAYOID,
          TEXTARRAYOID});
 #undef HOPPER_BATCH_ROWS
