@@ -182,6 +182,8 @@ AS $fn$
 DECLARE
     day date;
     part text;
+    low text;
+    high text;
     created integer := 0;
 BEGIN
     IF days_ahead IS NULL OR days_ahead < 0 OR days_ahead > 366 THEN
@@ -192,14 +194,22 @@ BEGIN
         day := (pg_catalog.now() AT TIME ZONE 'UTC')::date + i;
         part := 'job_history_p' || pg_catalog.to_char(day, 'YYYYMMDD');
         CONTINUE WHEN pg_catalog.to_regclass('hopper.' || part) IS NOT NULL;
+        -- Written in ISO whatever the session's DateStyle: under 'SQL, YMD' a date's text
+        -- does not read back.
+        low := pg_catalog.to_char(day, 'YYYY-MM-DD') || ' 00:00:00+00';
+        high := pg_catalog.to_char(day + 1, 'YYYY-MM-DD') || ' 00:00:00+00';
         EXECUTE pg_catalog.format(
             'CREATE TABLE hopper.%I (LIKE hopper.job_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part);
+        -- The lock ATTACH takes anyway, taken before the move: a completion that routed a row
+        -- of the day into the default partition after the move's snapshot made ATTACH fail on
+        -- every try while completions went on.
+        LOCK TABLE hopper.job_history_default IN ACCESS EXCLUSIVE MODE;
         EXECUTE pg_catalog.format(
             'WITH moved AS (DELETE FROM hopper.job_history_default WHERE finished_at >= %L::timestamptz AND finished_at < %L::timestamptz RETURNING *) INSERT INTO hopper.%I SELECT * FROM moved',
-            day::text || ' 00:00:00+00', (day + 1)::text || ' 00:00:00+00', part);
+            low, high, part);
         EXECUTE pg_catalog.format(
             'ALTER TABLE hopper.job_history ATTACH PARTITION hopper.%I FOR VALUES FROM (%L) TO (%L)',
-            part, day::text || ' 00:00:00+00', (day + 1)::text || ' 00:00:00+00');
+            part, low, high);
         -- Inside CREATE EXTENSION it is a member already.
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
                        WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass

@@ -36,9 +36,11 @@
 // Whether an id found neither in hopper.jobs nor in hopper.job_history may still be a job that
 // finished and is no longer kept: it was issued (ids start at 1). Its queue may keep no history,
 // may have pruned it, or may have been dropped, and a queue's retention may have changed since:
-// such an id answers as a lost lease would, not as an unknown job.
-#define HOPPER_MAY_BE_UNKEPT(id_expr) \
-    "(" id_expr " > 0 AND " id_expr " <= (SELECT s.last_value FROM hopper.job_id_seq s))"
+// such an id answers as a lost lease would, not as an unknown job. Before the first push the
+// sequence holds last_value 1 with is_called false: nothing was issued.
+#define HOPPER_MAY_BE_UNKEPT(id_expr)                                                     \
+    "(" id_expr " > 0 AND " id_expr " <= (SELECT CASE WHEN s.is_called THEN s.last_value " \
+    "ELSE s.last_value - 1 END FROM hopper.job_id_seq s))"
 
 // A live job's state as the functions report it: an available job whose run_at is still ahead
 // is scheduled (job_status, queue_jobs, queue_retry's refusal). Columns of hopper.jobs,

@@ -1,0 +1,29 @@
+-- A database of its own, for what only a fresh install shows: the install under a DateStyle
+-- whose dates do not read back as written, and the first calls before any job was pushed.
+\set orig :DBNAME
+SET client_min_messages = warning;
+-- Left behind only by a run that stopped in the middle of this file.
+DROP DATABASE IF EXISTS hopper_fresh WITH (FORCE);
+CREATE DATABASE hopper_fresh;
+\c hopper_fresh
+SET client_min_messages = warning;
+-- 'SQL, YMD' prints a date as 11/26/2026 and reads that back as a month of 26: the daily history
+-- partitions' bounds are written in ISO whatever the session's style.
+SET datestyle = 'SQL, YMD';
+CREATE EXTENSION hopper;
+SELECT count(*) AS daily_partitions FROM pg_inherits
+    WHERE inhparent = 'hopper.job_history'::regclass
+      AND inhrelid::regclass::text ~ '^hopper\.job_history_p[0-9]{8}$';
+-- The reaper makes the days ahead under the database's style, as a session does here.
+SET datestyle = 'Postgres, YMD';
+SELECT hopper.ensure_history_partitions(9) AS made;
+RESET datestyle;
+-- No job was pushed yet: id 1 was never issued, and is unknown (P0002), not a lost lease.
+\set VERBOSITY terse
+SELECT hopper.queue_complete(1, 1);
+SELECT hopper.queue_heartbeat(1, 1);
+SELECT hopper.queue_cancel(1);
+SELECT hopper.queue_push('fresh', '{}') AS first_id;
+SELECT hopper.queue_complete(2, 1);
+\c :orig
+DROP DATABASE hopper_fresh WITH (FORCE);
