@@ -17,14 +17,7 @@ extern "C" {
 }
 
 namespace hopper::reaper {
-namespace {
 
-// Thrown between two transactions when the reaper must let go of its database.
-struct StepAside {};
-
-// Between two batches of a long pass: lets SIGTERM (die) and pg_cancel_backend reach the reaper,
-// relays the wake-ups of pushes that committed meanwhile, and gives way to DROP DATABASE and
-// friends.
 void check_for_interrupts() {
     pg_guard([] { CHECK_FOR_INTERRUPTS(); });
     relay_if_woken();
@@ -32,6 +25,8 @@ void check_for_interrupts() {
     worker::in_transaction([&] { wanted = database_wanted(); });
     if (wanted) throw StepAside{};
 }
+
+namespace {
 
 TimestampTz transaction_now() {
     return GetCurrentTransactionStartTimestamp();

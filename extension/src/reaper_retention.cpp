@@ -121,7 +121,7 @@ uint64_t prune_history(int64_t batch) {
             conn.finish();
         });
         pruned += rows;
-        pg_guard([] { CHECK_FOR_INTERRUPTS(); });
+        check_for_interrupts();
     }
 
     // Rows past their own queue's retention: queues with a shorter retention than the longest,
@@ -162,7 +162,7 @@ uint64_t prune_history(int64_t batch) {
             });
             pruned += deleted;
             more = deleted >= static_cast<uint64_t>(batch);
-            pg_guard([] { CHECK_FOR_INTERRUPTS(); });
+            check_for_interrupts();
         }
     }
     return pruned;

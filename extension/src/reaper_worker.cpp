@@ -138,7 +138,32 @@ void report_activity(BackendState state) {
     pg_guard([&] { pgstat_report_activity(state, text.c_str()); });
 }
 
+// A start-up that fails again and again (a read-only database, say) never reached the pass's
+// own look, and DROP DATABASE failed for as long as it went on.
+bool steps_aside_at_start() {
+    bool wanted = false;
+    worker::in_transaction([&] { wanted = database_wanted(); });
+    if (wanted)
+        pg_guard([] {
+            ereport(LOG, (errmsg("hopper reaper exits: another session needs the database alone")));
+        });
+    return wanted;
+}
+
+// A database whose transactions are read-only by default (ALTER DATABASE ... SET
+// default_transaction_read_only) takes no pushes or claims, and the reaper's writes would fail
+// every pass: it leaves, and the launcher looks again a minute later.
+bool read_only_database() {
+    if (!DefaultXactReadOnly) return false;
+    pg_guard([] {
+        ereport(LOG, (errmsg("hopper reaper exits: transactions in this database are read-only "
+                             "(default_transaction_read_only)")));
+    });
+    return true;
+}
+
 Next start_up() {
+    if (steps_aside_at_start() || read_only_database()) return Next::exit;
     if (!extension_present_after_creator() || !schema_in_place()) return Next::exit;
     bool locked = false;
     for (int waited = 0;; waited += 100) {

@@ -10,7 +10,7 @@ use HopperTAP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time);
+use Time::HiRes qw(time usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('preload');
 $node->init;
@@ -98,6 +98,53 @@ ok(defined wait_until($node, 'postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'without_ext' "
 		  . "AND application_name = 'hopper reaper: preload'", 20),
 	'back on: the launcher starts the reapers again');
+
+# A database whose transactions are read-only by default: its reaper leaves at start-up rather
+# than failing there every second (which kept it connected, and DROP DATABASE failed).
+$node->safe_psql('postgres', 'CREATE DATABASE read_only');
+$node->safe_psql('read_only', 'CREATE EXTENSION hopper');
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'read_only' "
+		  . "AND application_name = 'hopper reaper: preload'", 10),
+	'the database to be made read-only has a reaper');
+$node->safe_psql('postgres', 'ALTER DATABASE read_only SET default_transaction_read_only = on');
+my ($ro) = split /\|/, reaper_of($node, 'read_only');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($ro)");
+my $left;
+for (1 .. 300) {
+	last if $left = slurp_file($node->logfile) =~ /hopper reaper exits: transactions in this database are read-only/;
+	usleep(100_000);
+}
+ok($left, 'a reaper started in a read-only database leaves');
+$node->safe_psql('postgres', 'DROP DATABASE read_only');
+pass('and the read-only database can be dropped');
+unlike(slurp_file($node->logfile), qr/hopper reaper start-up failed/,
+	'no failed start-up in the read-only database');
+
+# A long prune (400,000 rows past their retention, 10 a transaction) steps aside for DROP
+# DATABASE between its batches, as a rescue does.
+$node->safe_psql('postgres', 'CREATE DATABASE pruning');
+$node->safe_psql('pruning', 'CREATE EXTENSION hopper');
+$node->safe_psql('pruning', "SELECT hopper.reaper_stop(); SELECT hopper.queue_create('old', retention => '1 day')");
+$node->safe_psql('pruning', q{
+	INSERT INTO hopper.job_history (id, queue, state, priority, run_at, attempt, max_attempts,
+		created_at, finished_at, payload)
+	SELECT g, 'old', 'completed', 0, now() - interval '2 days', 1, 5, now() - interval '2 days',
+		now() - interval '2 days', '{}'
+	FROM generate_series(1, 400000) g});
+$node->append_conf('postgresql.conf', "hopper.reaper_batch_size = 10\n");
+$node->reload;
+$node->safe_psql('pruning', 'SELECT hopper.reaper_start()');
+ok(defined wait_until($node, 'pruning',
+		"SELECT count(*) < 399000 FROM hopper.job_history", 20),
+	'the reaper prunes the old rows');
+my $t0 = time;
+$node->safe_psql('postgres', 'DROP DATABASE pruning');
+note sprintf('DROP DATABASE during a prune took %.3f s', time - $t0);
+pass('DROP DATABASE succeeds while the reaper prunes');
+$node->append_conf('postgresql.conf', "hopper.reaper_batch_size = 1000\n");
+$node->reload;
+
 $node->safe_psql('without_ext', 'DROP EXTENSION hopper');
 ok(defined wait_until($node, 'postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE datname = 'without_ext' "

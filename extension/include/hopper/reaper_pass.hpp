@@ -34,6 +34,15 @@ enum class PassOutcome {
 // the steps committed before it stay done.
 PassOutcome run_pass(PassState& state);
 
+// Thrown between two transactions when the reaper must let go of its database; run_pass returns
+// PassOutcome::step_aside.
+struct StepAside {};
+
+// Between two batches of a long step: lets SIGTERM (die) and pg_cancel_backend reach the reaper,
+// relays the wake-ups of pushes that committed meanwhile, and gives way to DROP DATABASE and
+// friends (throws StepAside). Outside any transaction.
+void check_for_interrupts();
+
 // History retention: keeps the upcoming daily partitions, drops whole partitions older than the
 // longest retention of any queue, and deletes rows older than their own queue's retention.
 // Returns the number of history rows removed.

@@ -38,8 +38,9 @@
 // may have pruned it, or may have been dropped, and a queue's retention may have changed since:
 // such an id answers as a lost lease would, not as an unknown job. Before the first push the
 // sequence holds last_value 1 with is_called false: nothing was issued.
-#define HOPPER_MAY_BE_UNKEPT(id_expr)                                                     \
-    "(" id_expr " > 0 AND " id_expr " <= (SELECT CASE WHEN s.is_called THEN s.last_value " \
+#define HOPPER_MAY_BE_UNKEPT(id_expr)                      \
+    "(" id_expr " > 0 AND " id_expr                        \
+    " <= (SELECT CASE WHEN s.is_called THEN s.last_value " \
     "ELSE s.last_value - 1 END FROM hopper.job_id_seq s))"
 
 // A live job's state as the functions report it: an available job whose run_at is still ahead
