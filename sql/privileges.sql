@@ -52,6 +52,19 @@ SELECT pg_temp.try($$
 SELECT pg_temp.try($$
     SELECT hopper.queue_fail(id, lease_token, 'no') FROM hopper.queue_pull('priv', 1)$$) AS worker_pull_fail;
 SELECT pg_temp.try($$SELECT hopper.queue_push('priv', '{}')$$) AS worker_push;
+-- A pull's at is for tests: a worker's moves the claim's clock, not the clock by which other
+-- workers' leases run out. A live lease of an hour is not taken over by a pull dated two hours
+-- ahead (a superuser's is, as sql/fencing.sql shows).
+RESET ROLE;
+SELECT hopper.queue_push('priv-lease', '{}') AS leased \gset
+SELECT count(*) AS pulled FROM hopper.queue_pull('priv-lease', 1, lease => '1 hour');
+SET ROLE regress_hopper_worker;
+SELECT count(*) AS taken_over FROM hopper.queue_pull('priv-lease', 1, at => now() + interval '2 hours');
+SELECT count(*) AS taken_over FROM hopper.queue_take('priv-lease', 1, at => now() + interval '2 hours');
+RESET ROLE;
+SELECT state, attempt FROM hopper.jobs WHERE id = :leased;
+SELECT hopper.queue_drop('priv-lease') AS dropped;
+SET ROLE regress_hopper_worker;
 
 SET ROLE regress_hopper_nobody;
 SELECT pg_temp.try($$SELECT hopper.queue_push('priv', '{}')$$) AS nobody_push;

@@ -81,4 +81,26 @@ BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_take('pw', wait => '1 s')$$);
 ROLLBACK;
 
+-- An expired lease the waiting pull takes over and cannot claim itself (another kind, or its last
+-- attempt: dead) would be held by its transaction for the whole wait, out of every other
+-- worker's reach: the pull returns at once instead, and the rescue is committed.
+SELECT hopper.reaper_stop() AS reaper_stopped;
+SELECT hopper.queue_create('pw_rescue', max_attempts => 2) AS created;
+SELECT hopper.queue_push('pw_rescue', '{}', kind => 'b') AS expiring \gset
+SELECT count(*) AS pulled FROM hopper.queue_pull('pw_rescue', 1);
+UPDATE hopper.jobs SET lease_until = now() - interval '1 s' WHERE id = :expiring;
+SELECT pg_catalog.clock_timestamp() AS t0 \gset
+SELECT count(*) AS claimed FROM hopper.queue_pull('pw_rescue', 1, kinds => ARRAY['a'], wait => '5 s');
+SELECT pg_catalog.clock_timestamp() - :'t0'::timestamptz < interval '2.5 s' AS returned_at_once;
+SELECT state, attempt FROM hopper.jobs WHERE id = :expiring;
+-- The second attempt, then its lease runs out too: the rescue makes it dead.
+SELECT count(*) AS pulled FROM hopper.queue_pull('pw_rescue', 1);
+UPDATE hopper.jobs SET lease_until = now() - interval '1 s' WHERE id = :expiring;
+SELECT pg_catalog.clock_timestamp() AS t0 \gset
+SELECT count(*) AS taken FROM hopper.queue_take('pw_rescue', 1, wait => '5 s');
+SELECT pg_catalog.clock_timestamp() - :'t0'::timestamptz < interval '2.5 s' AS returned_at_once;
+SELECT state FROM hopper.job_status(:expiring);
+SELECT hopper.reaper_start() AS reaper_started;
+SELECT hopper.queue_drop('pw_rescue') AS dropped;
+
 SELECT hopper.queue_drop('pw') AS dropped;

@@ -300,11 +300,16 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         while (took_packed && got < static_cast<uint64_t>(n))
             got += claim_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too.
-        if (rescue::for_short_claim(conn, queue, at, n, got)) {
+        rescue::Counts rescued = rescue::for_short_claim(conn, queue, at, n, got);
+        if (rescued.retried > 0) {
             resume = false;
             may_raise = false;
             got += claim_some(n - static_cast<int64_t>(got));
         }
+        // Jobs rescued and not claimed here (another kind, a full key, or dead) are held by
+        // this transaction until it ends: a waiting pull must not sleep on them, or no one else
+        // could take them, and their old holder's calls would wait, for the whole wait.
+        if (rescued.retried + rescued.dead > 0) return true;
         // A limited claim that keeps its queue's lock to the end of the transaction (rate
         // limits, too many jobs in flight) must not wait with it: that would hold up every other
         // pull of the queue. Nor may one whose transaction kept it from an earlier pull. One that

@@ -1,4 +1,6 @@
 // See include/hopper/rescue.hpp.
+#include <algorithm>
+
 #include "hopper/claim_hint.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/rescue.hpp"
@@ -6,6 +8,7 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/timestamp.h"
 }
 
@@ -69,11 +72,13 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     return c;
 }
 
-bool for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
-                     int64_t wanted, uint64_t claimed) {
-    if (claimed >= static_cast<uint64_t>(wanted)) return false;
+Counts for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                       int64_t wanted, uint64_t claimed) {
+    if (claimed >= static_cast<uint64_t>(wanted)) return {};
     int64_t missing = wanted - static_cast<int64_t>(claimed);
-    return expired_leases(conn, queue, at, missing, /*backoff=*/false).retried > 0;
+    TimestampTz clock =
+        pg_guard([&] { return superuser() ? at : std::min(at, GetCurrentTimestamp()); });
+    return expired_leases(conn, queue, clock, missing, /*backoff=*/false);
 }
 
 Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {

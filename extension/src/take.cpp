@@ -223,11 +223,16 @@ HOPPER_FUNCTION(hopper_queue_take) {
         while (took_packed && got < static_cast<uint64_t>(n))
             got += take_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too, as queue_pull does.
-        if (rescue::for_short_claim(conn, queue, at, n, got)) {
+        rescue::Counts rescued = rescue::for_short_claim(conn, queue, at, n, got);
+        if (rescued.retried > 0) {
             resume = false;
             may_raise = false;
             got += take_some(n - static_cast<int64_t>(got));
         }
+        // Jobs rescued and not claimed here (another kind, a full key, or dead) are held by
+        // this transaction until it ends: a waiting pull must not sleep on them, or no one else
+        // could take them, and their old holder's calls would wait, for the whole wait.
+        if (rescued.retried + rescued.dead > 0) return true;
         return got > 0;
     };
     pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);

@@ -26,10 +26,12 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
 
 // For a claim (queue_pull, queue_take) that found `claimed` of the `wanted` jobs: rescues up to
 // the missing number of expired leases so they can be claimed at once, even when no reaper runs.
-// True when any came back available; they did so at `at`, which may lie below the queue's claim
-// hint, so the second claim starts from the front and must not raise the hint.
-bool for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
-                     int64_t wanted, uint64_t claimed);
+// Those that came back available did so at `at`, which may lie below the queue's claim hint, so
+// the second claim starts from the front and must not raise the hint. A lease counts as expired
+// by `at` only for a superuser: anyone else's clock for it stops at the real time, so that no
+// worker can take over another's live lease by dating its pull ahead ("at" is for tests).
+Counts for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                       int64_t wanted, uint64_t claimed);
 
 // Rescues up to `limit` running jobs pulled with session_bound whose claiming backend (pid and
 // backend start time, since pids are reused) is no longer among the server's backends, whatever
