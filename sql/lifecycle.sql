@@ -19,6 +19,9 @@ SELECT progress, progress_detail FROM hopper.job_status(:id);
 SELECT hopper.queue_heartbeat(:id, :token, '1 hour') AS alive;
 -- The extended lease holds 59 minutes from now: nobody can take the job over.
 SELECT count(*) AS nothing FROM hopper.queue_pull('emails', 10, at => now() + interval '59 minutes');
+-- A heartbeat without extend (the queue's lease, 30 s) does not cut that hour short.
+SELECT hopper.queue_heartbeat(:id, :token) AS alive;
+SELECT lease_until > now() + interval '59 minutes' AS hour_kept FROM hopper.jobs WHERE id = :id;
 
 SELECT hopper.queue_complete(:id, :token, '{"sent": true}') AS completed;
 SELECT state, result, progress, finished_at IS NOT NULL AS finished FROM hopper.job_status(:id);

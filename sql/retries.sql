@@ -135,3 +135,31 @@ SELECT :long_attempt AS long_attempt;
 SELECT hopper.queue_fail(:l1, :lt, 'still failing') AS state;
 SELECT round(extract(epoch FROM run_at - now())) AS long_delay_s FROM hopper.job_status(:l1);
 SELECT hopper.queue_drop('retry_long') AS dropped;
+
+-- The exponent of the backoff is not stopped at 30: a base of a millisecond at attempt 34 is
+-- 2^34 ms, 198 days, capped at 30 days (it stopped at 12 days).
+SELECT hopper.queue_create('retry_ms', max_attempts => 100, backoff_base => '1 millisecond',
+                           backoff_cap => '30 days', jitter => 0) AS created;
+SELECT hopper.queue_push('retry_ms', '{}') AS m1 \gset
+SELECT lease_token AS mt FROM hopper.queue_pull('retry_ms') \gset
+UPDATE hopper.jobs SET attempt = 34 WHERE id = :m1;
+SELECT hopper.queue_fail(:m1, :mt, 'late') AS state;
+SELECT round(extract(epoch FROM run_at - now()) / 86400) AS ms_delay_days FROM hopper.job_status(:m1);
+SELECT hopper.queue_drop('retry_ms') AS dropped;
+
+-- A long error text is kept clipped to 16 kB with its length: twenty errors of 15 MB passed
+-- jsonb's size limit, and the job could then be neither failed nor rescued.
+SELECT hopper.queue_create('retry_big', max_attempts => 3) AS created;
+SELECT hopper.queue_push('retry_big', '{}') AS b1 \gset
+SELECT lease_token AS bt FROM hopper.queue_pull('retry_big') \gset
+SELECT hopper.queue_fail(:b1, :bt, repeat('é', 100000), retry_in => '0') AS state;
+SELECT octet_length(last_error) AS kept_bytes, right(last_error, 30) AS ending,
+       octet_length(errors->0->>'error') AS logged_bytes
+FROM hopper.jobs WHERE id = :b1;
+BEGIN;
+SELECT count(*) AS taken FROM hopper.queue_take('retry_big', 1);
+SELECT hopper.queue_fail_taken(:b1, repeat('x', 20000), retry_in => '0') AS state;
+COMMIT;
+SELECT octet_length(last_error) AS kept_bytes, right(last_error, 29) AS ending
+FROM hopper.jobs WHERE id = :b1;
+SELECT hopper.queue_drop('retry_big') AS dropped;

@@ -81,6 +81,13 @@ std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const c
     return s;
 }
 
+std::optional<std::string> error_text(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) return std::nullopt;
+    std::string s = text_arg(fcinfo, n);
+    if (s.size() <= kMaxErrorBytes) return s;
+    return clip(s, kMaxErrorBytes) + "... [clipped: " + std::to_string(s.size()) + " bytes]";
+}
+
 int64_t job_id(FunctionCallInfo fcinfo, int n) {
     if (is_null(fcinfo, n)) null_not_allowed("id");
     return PG_GETARG_INT64(n);

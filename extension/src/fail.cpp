@@ -13,12 +13,11 @@ using namespace hopper;
 HOPPER_FUNCTION(hopper_queue_fail) {
     int64_t id = args::job_id(fcinfo, 0);
     int64_t token = args::lease_token(fcinfo, 1);
-    bool error_null = args::is_null(fcinfo, 2);
     constexpr int64_t kMaxRetryIn = int64_t(366) * 86400 * 1000000;
     args::interval_us(fcinfo, 3, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
     bool permanent = !args::is_null(fcinfo, 4) && PG_GETARG_BOOL(4);
 
-    spi::Arg error = spi::arg_datum(error_null ? (Datum)0 : PG_GETARG_DATUM(2), error_null);
+    spi::Arg error = spi::arg_text(args::error_text(fcinfo, 2));
     spi::Arg retry_in = spi::arg_datum(PG_GETARG_DATUM(3), args::is_null(fcinfo, 3));
 
     // Retry: attempts remain and the failure is not permanent.

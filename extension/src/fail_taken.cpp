@@ -23,13 +23,12 @@ using namespace hopper;
 // queue_fail_taken(id, error, retry_in, permanent, worker) -> text
 HOPPER_FUNCTION(hopper_queue_fail_taken) {
     int64_t id = args::job_id(fcinfo, 0);
-    bool error_null = args::is_null(fcinfo, 1);
     constexpr int64_t kMaxRetryIn = int64_t(366) * 86400 * 1000000;
     args::interval_us(fcinfo, 2, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
     bool permanent = !args::is_null(fcinfo, 3) && PG_GETARG_BOOL(3);
     auto worker = args::optional_text(fcinfo, 4, "worker", args::kMaxWorker);
 
-    spi::Arg error = spi::arg_datum(error_null ? (Datum)0 : PG_GETARG_DATUM(1), error_null);
+    spi::Arg error = spi::arg_text(args::error_text(fcinfo, 1));
     spi::Arg retry_in = spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2));
     spi::Arg worker_arg = spi::arg_text(worker);
 

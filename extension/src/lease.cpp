@@ -31,8 +31,11 @@ HOPPER_FUNCTION(hopper_queue_heartbeat) {
     int64_t id = args::job_id(fcinfo, 0);
     int64_t token = args::lease_token(fcinfo, 1);
     args::interval_us(fcinfo, 2, "extend", 0, args::kMaxLeaseUs);
+    // Never earlier than the lease already ends: a job pulled with a lease of an hour lost it
+    // 30 s after its first heartbeat (the queue's lease), and was taken over while running.
     static spi::Statement st(
-        "UPDATE hopper.jobs j SET lease_until = pg_catalog.now() + COALESCE($3, q.lease) "
+        "UPDATE hopper.jobs j SET lease_until = "
+        "  GREATEST(j.lease_until, pg_catalog.now() + COALESCE($3, q.lease)) "
         "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' "
         "AND q.name = j.queue RETURNING j.id",
         {INT8OID, INT8OID, INTERVALOID}, spi::Planning::kWalkIndexes);

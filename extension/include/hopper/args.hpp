@@ -39,6 +39,12 @@ void check_queue_name(const std::string& q, const char* argname = "queue");
 std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
                                          int max_len);
 
+// A failure's error text, kept on the job (last_error) and in its last 20 errors. Clipped to
+// kMaxErrorBytes with a note of its full length: a stack trace is worth keeping, a 15 MB one
+// repeated 20 times passed jsonb's size limit and made the job impossible to fail or rescue.
+constexpr size_t kMaxErrorBytes = 16384;
+std::optional<std::string> error_text(FunctionCallInfo fcinfo, int n);
+
 int64_t job_id(FunctionCallInfo fcinfo, int n);
 // How many jobs one pull or take may return: 1 to hopper.max_pull.
 int32_t pull_size(FunctionCallInfo fcinfo, int n);

@@ -64,10 +64,12 @@
 // jitter (a fraction) of it so that a burst of failures does not come back as a burst. Reckoned in
 // seconds as float8: an interval's microseconds overflow (22008) once base * 2^attempt passes
 // 292,000 years, which a base of hours reaches by the 30th attempt, before the cap could apply.
+// The exponent stops at 500, where even a base of a microsecond is past any cap (an exponent of
+// 30 left a base of a millisecond at 12 days under a cap of 30), and far below float8's range.
 #define HOPPER_BACKOFF(j, q)                                                  \
     "pg_catalog.make_interval(secs => LEAST(pg_catalog.date_part('epoch', " q \
     ".backoff_cap), "                                                         \
     "pg_catalog.date_part('epoch', " q                                        \
     ".backoff_base) * pg_catalog.power(2::float8, "                           \
-    "LEAST(" j ".attempt, 30)::float8)) * (1.0::float8 - " q                  \
+    "LEAST(" j ".attempt, 500)::float8)) * (1.0::float8 - " q                 \
     ".jitter::float8 * pg_catalog.random()))"
