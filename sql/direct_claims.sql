@@ -211,3 +211,4 @@ SELECT hopper.queue_push('direct-lease', '{"n": 11}') AS ruled \gset
 SELECT count(*) AS rule_fired FROM direct_rule_log;
 DROP RULE direct_log_insert ON hopper.jobs;
 DROP TABLE direct_rule_log;
+

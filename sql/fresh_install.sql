@@ -25,5 +25,17 @@ SELECT hopper.queue_heartbeat(1, 1);
 SELECT hopper.queue_cancel(1);
 SELECT hopper.queue_push('fresh', '{}') AS first_id;
 SELECT hopper.queue_complete(2, 1);
+-- A count at the integer's end (a row written by hand): the direct claim refuses it as the
+-- statements do, rather than wrapping it round to a negative count of attempts. (Here, in a
+-- database of its own, the pull without kinds is the direct claim.)
+\i sql/include/try.sql
+SELECT hopper.queue_create('direct-max') AS created;
+INSERT INTO hopper.jobs (queue, run_at, attempt, max_attempts, created_at, payload, kind)
+VALUES ('direct-max', now(), 2147483647, 5, now(), '{}', 'k');
+SELECT pg_temp.try($$SELECT attempt FROM hopper.queue_pull('direct-max', 1)$$) AS pull_direct;
+SELECT pg_temp.try($$SELECT attempt FROM hopper.queue_pull('direct-max', 1, kinds => ARRAY['k'])$$)
+    AS pull_statements;
+SELECT attempt FROM hopper.jobs WHERE queue = 'direct-max';
+SELECT hopper.queue_drop('direct-max') AS dropped;
 \c :orig
 DROP DATABASE hopper_fresh WITH (FORCE);

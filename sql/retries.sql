@@ -163,3 +163,17 @@ COMMIT;
 SELECT octet_length(last_error) AS kept_bytes, right(last_error, 29) AS ending
 FROM hopper.jobs WHERE id = :b1;
 SELECT hopper.queue_drop('retry_big') AS dropped;
+
+-- errors written by hand as something other than an array: a failure or rescue starts a new
+-- array (jsonb_array_length of a scalar failed the rescue, the pull with it, and every reaper
+-- pass of the database).
+SELECT hopper.queue_create('retry_poison') AS created;
+INSERT INTO hopper.jobs (queue, state, run_at, max_attempts, created_at, payload, errors,
+                         lease_until, lease_token, attempt)
+VALUES ('retry_poison', 'running', now(), 5, now(), '{}', '"poison"', now() - interval '1 s', -1, 1)
+RETURNING id AS poisoned \gset
+SELECT count(*) >= 0 AS pulled FROM hopper.queue_pull('retry_poison', 1);
+SELECT jsonb_typeof(errors) AS errors_type, jsonb_array_length(errors) AS entries,
+       errors->0->>'error' LIKE 'lease expired%' AS rescued
+FROM hopper.jobs WHERE id = :poisoned;
+SELECT hopper.queue_drop('retry_poison') AS dropped;

@@ -370,7 +370,12 @@ void claim_found(Claimer& c) {
     slot_getallattrs(c.locked);
     Datum* v = c.locked->tts_values;
     bool* isnull = c.locked->tts_isnull;
-    int32 attempt = DatumGetInt32(v[c.col[kAttempt] - 1]) + 1;
+    int32 attempt = DatumGetInt32(v[c.col[kAttempt] - 1]);
+    // A row written by hand may hold any count: the statements' attempt + 1 fails on it too.
+    if (attempt == PG_INT32_MAX)
+        ereport(ERROR,
+                (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("integer out of range")));
+    attempt += 1;
     int64 token = claim_locked(c, attempt);
 
     MemoryContext old = MemoryContextSwitchTo(c.caller);

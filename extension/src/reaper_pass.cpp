@@ -113,10 +113,13 @@ PassOutcome run_steps(PassState& state) {
 
     const int64_t batch = batch_size;
 
-    // Crashed session-bound workers first: their jobs need no lease to run out.
-    state.rescued += in_batches(batch, [&](spi::Connection& conn) {
-        rescue::Counts c = rescue::orphaned_sessions(conn, transaction_now(), batch);
-        return c.retried + c.dead;
+    // Crashed session-bound workers first: their jobs need no lease to run out. A failure here
+    // (a trigger of the user's, say) is reported and the rest of the pass runs.
+    worker::reported("rescuing the jobs of gone sessions", [&] {
+        state.rescued += in_batches(batch, [&](spi::Connection& conn) {
+            rescue::Counts c = rescue::orphaned_sessions(conn, transaction_now(), batch);
+            return c.retried + c.dead;
+        });
     });
 
     // One queue whose rescue fails (a trigger of the user's on hopper.jobs that raises, say) is

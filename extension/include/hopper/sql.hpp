@@ -50,14 +50,17 @@
     "CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' " \
     "ELSE state::text END"
 
-// jobs.errors with one entry appended, keeping the newest 20: {attempt, at, error, worker}.
-#define HOPPER_ERRORS_APPEND(alias, error_expr, at_expr)                              \
-    "pg_catalog.jsonb_concat(CASE WHEN pg_catalog.jsonb_array_length(COALESCE(" alias \
-    ".errors, '[]'::jsonb)) >= 20 THEN pg_catalog.jsonb_delete(" alias                \
-    ".errors, 0) "                                                                    \
-    "ELSE COALESCE(" alias                                                            \
-    ".errors, '[]'::jsonb) END, pg_catalog.jsonb_build_array("                        \
-    "pg_catalog.jsonb_build_object('attempt', " alias ".attempt, 'at', " at_expr      \
+// jobs.errors with one entry appended, keeping the newest 20: {attempt, at, error, worker}. A
+// value that is not an array (a row written by hand) starts a new one: jsonb_array_length of a
+// scalar failed the rescue, and with it every reaper pass of the database.
+#define HOPPER_ERRORS_SO_FAR(alias)                                              \
+    "(CASE WHEN pg_catalog.jsonb_typeof(" alias ".errors) = 'array' THEN " alias \
+    ".errors ELSE '[]'::jsonb END)"
+#define HOPPER_ERRORS_APPEND(alias, error_expr, at_expr) \
+    "pg_catalog.jsonb_concat(CASE WHEN pg_catalog.jsonb_array_length(" HOPPER_ERRORS_SO_FAR(      \
+        alias) ") >= 20 THEN pg_catalog.jsonb_delete(" HOPPER_ERRORS_SO_FAR(alias) ", 0) "        \
+    "ELSE " HOPPER_ERRORS_SO_FAR(alias) " END, pg_catalog.jsonb_build_array("                    \
+    "pg_catalog.jsonb_build_object('attempt', " alias ".attempt, 'at', " at_expr                  \
     ", 'error', " error_expr ", 'worker', " alias ".worker)))"
 
 // Exponential backoff with jitter for a job j of queue q: base * 2^attempt, capped, minus up to
