@@ -2,8 +2,6 @@
 // for the video row and the job.
 #include "transcode_job.hpp"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <memory>
 
@@ -14,6 +12,7 @@
 #include "kill_switch.hpp"
 #include "probe.hpp"
 #include "publish.hpp"
+#include "stream_check.hpp"
 #include "video_store.hpp"
 
 namespace transcode {
@@ -139,10 +138,15 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
         throw std::runtime_error(
             fmt::format("ffmpeg {}: {}", out.status.describe(),
                         out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
-    struct stat st {};
-    if (::stat((staging.path() / plan.playlist).c_str(), &st) != 0)
+    try {
+        check_stream(staging.path(), plan);
+    } catch (const IncompleteOutput& e) {
+        // Retried: a full disk or a failing file system may be gone by the next attempt. Nothing
+        // is published, so an older good stream of this video stays in place.
         throw std::runtime_error(
-            fmt::format("ffmpeg succeeded but wrote no {}: {}", plan.playlist, out.stderr_tail));
+            fmt::format("ffmpeg exited 0 but its output is incomplete ({}; disk full?): {}",
+                        e.what(), out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
+    }
     check();
     staging.publish();
     std::string playlist = (staging.target() / plan.playlist).string();
