@@ -78,4 +78,16 @@ std::vector<PlaylistDuration> check_stream(const fs::path& dir, const EncodePlan
     return out;
 }
 
+double duration_tolerance(double probed_seconds) {
+    return std::max(1.0, 0.02 * probed_seconds);
+}
+
+const PlaylistDuration* short_playlist(const std::vector<PlaylistDuration>& playlists,
+                                       double probed_seconds) {
+    const double least = probed_seconds - duration_tolerance(probed_seconds);
+    for (const auto& p : playlists)
+        if (p.seconds < least) return &p;
+    return nullptr;
+}
+
 }  // namespace transcode

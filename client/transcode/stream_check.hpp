@@ -30,4 +30,13 @@ struct PlaylistDuration {
 std::vector<PlaylistDuration> check_stream(const std::filesystem::path& dir,
                                            const EncodePlan& plan);
 
+// How much shorter than the probed duration a stream may be: encoders round the last segment,
+// and a container's duration can exceed its streams' by a frame or two.
+double duration_tolerance(double probed_seconds);
+
+// The first playlist that lasts less than the input promised (within duration_tolerance), or
+// nullptr: the input ended early (a truncated upload) although ffmpeg reported success.
+const PlaylistDuration* short_playlist(const std::vector<PlaylistDuration>& playlists,
+                                       double probed_seconds);
+
 }  // namespace transcode

@@ -138,8 +138,9 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
         throw std::runtime_error(
             fmt::format("ffmpeg {}: {}", out.status.describe(),
                         out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
+    std::vector<PlaylistDuration> durations;
     try {
-        check_stream(staging.path(), plan);
+        durations = check_stream(staging.path(), plan);
     } catch (const IncompleteOutput& e) {
         // Retried: a full disk or a failing file system may be gone by the next attempt. Nothing
         // is published, so an older good stream of this video stays in place.
@@ -147,6 +148,14 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
             fmt::format("ffmpeg exited 0 but its output is incomplete ({}; disk full?): {}",
                         e.what(), out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
     }
+    // ffmpeg reads a truncated upload to where it breaks off, says "partial file" and exits 0:
+    // only the stream's length against what the container declares shows it.
+    if (const PlaylistDuration* cut = short_playlist(durations, info.duration))
+        throw UnusableInput(fmt::format(
+            "{}: the input ends early (truncated or corrupt upload?): {} lasts {} of the {} the "
+            "file declares; ffmpeg: {}",
+            p_.path, cut->playlist, seconds(cut->seconds), seconds(info.duration),
+            out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
     check();
     staging.publish();
     std::string playlist = (staging.target() / plan.playlist).string();

@@ -129,3 +129,22 @@ TEST_F(StreamCheck, LadderChecksMasterAndEveryRendition) {
     write("master.m3u8", "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=2500000\n720p/index.m3u8\n");
     EXPECT_EQ(fault(ladder()), "master.m3u8 does not name the 480p rendition");
 }
+
+TEST(StreamDuration, ShortOnlyBeyondTheTolerance) {
+    using transcode::PlaylistDuration;
+    using transcode::short_playlist;
+    // A 20 s upload cut in half: the stream lasts 10 s.
+    std::vector<PlaylistDuration> halved = {{"index.m3u8", 10.0}};
+    ASSERT_NE(short_playlist(halved, 20.0), nullptr);
+    EXPECT_EQ(short_playlist(halved, 20.0)->playlist, "index.m3u8");
+    // Rounding of the last segment and a container a frame longer than its streams are fine.
+    EXPECT_EQ(short_playlist({{"index.m3u8", 19.2}}, 20.0), nullptr);
+    EXPECT_EQ(short_playlist({{"index.m3u8", 20.04}}, 20.0), nullptr);
+    // Long inputs: 2% (a minute's loss in an hour is not rounding).
+    EXPECT_EQ(short_playlist({{"index.m3u8", 3530.0}}, 3600.0), nullptr);
+    EXPECT_NE(short_playlist({{"index.m3u8", 3500.0}}, 3600.0), nullptr);
+    // A ladder: any rendition cut short counts.
+    std::vector<PlaylistDuration> ladder = {{"720p/index.m3u8", 20.0}, {"480p/index.m3u8", 12.0}};
+    ASSERT_NE(short_playlist(ladder, 20.0), nullptr);
+    EXPECT_EQ(short_playlist(ladder, 20.0)->playlist, "480p/index.m3u8");
+}
