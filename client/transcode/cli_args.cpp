@@ -71,6 +71,8 @@ class Cursor {
         }
         return a;
     }
+    // The next argument as it is, never split or taken for an option.
+    std::string word() { return args_[i_++]; }
     std::string value(const std::string& opt) {
         if (pending_value_) {
             std::string v = *pending_value_;
@@ -147,7 +149,11 @@ Args parse_args(int argc, const char* const* argv) {
         constexpr auto kSubmit = Args::Command::Submit;
         constexpr auto kStatus = Args::Command::Status;
         constexpr auto kRun = Args::Command::Run;
-        if (o == "-h" || o == "--help") {
+        if (o == "--") {
+            // The end of options: what follows is positional, even a file named "-x.mp4".
+            while (!c.done()) positional.push_back(c.word());
+            break;
+        } else if (o == "-h" || o == "--help") {
             a.command = Args::Command::Help;
             return a;
         } else if (o == "--dsn") {
@@ -257,9 +263,9 @@ std::string usage() {
 Turns raw uploaded videos into HLS streams through the hopper job queue.
 The database comes from the PG* environment (PGHOST, PGPORT, PGUSER, PGDATABASE) or --dsn.
 
-  submit FILE [--id ID] [--max-attempts N]
+  submit [--id ID] [--max-attempts N] [--] FILE
       Records the video (transcode.videos, pending) and pushes its job in one transaction.
-      Prints the job id.
+      Prints the job id. After --, a FILE may start with '-'.
   status ID [--json]
       The video's row and its job's state and progress.
   run [options]

@@ -93,3 +93,15 @@ TEST(CliArgs, AudioBitrate) {
                             "128m", "2M", "1e5", " 128k"})
         EXPECT_THROW(parse({"run", "--audio-bitrate", bad}), UsageError) << bad;
 }
+
+TEST(CliArgs, EndOfOptions) {
+    // An upload whose name starts with '-' was refused as an unknown option.
+    auto a = parse({"submit", "--id", "v1", "--", "-clip.mp4"});
+    EXPECT_EQ(a.submit.file, "-clip.mp4");
+    EXPECT_EQ(a.submit.id, "v1");
+    EXPECT_EQ(parse({"submit", "--", "--id=x"}).submit.file, "--id=x");
+    EXPECT_EQ(parse({"status", "--", "--help"}).status.id, "--help");
+    EXPECT_THROW(parse({"submit", "-clip.mp4"}), UsageError);
+    EXPECT_THROW(parse({"submit", "--", "a", "b"}), UsageError);
+    EXPECT_THROW(parse({"run", "--", "x"}), UsageError);
+}
