@@ -269,6 +269,17 @@ schedules)
     expect_rc 0 "schedules --json"
     [ "$(sql "SELECT count(*) FROM jsonb_array_elements('$out'::jsonb)")" = 2 ] || fail "two schedules in JSON"
     [ "$(sql "SELECT e->>'last_run_at' IS NOT NULL AND (e->'last_job_id')::bigint > 0 AND e->'payload'->>'t' = '1' FROM jsonb_array_elements('$out'::jsonb) e WHERE e->>'name' = 'nightly'")" = t ] || fail "nightly ran, in JSON"
+    # Times past the client's clock (2262) and infinity: shown as the server has them.
+    sql "UPDATE hopper.schedules SET next_run_at = '9999-01-01 00:00:00+00' WHERE name = 'nightly'"
+    sql "UPDATE hopper.schedules SET next_run_at = 'infinity' WHERE name = 'yearly'"
+    run schedules
+    expect_rc 0 "schedules far ahead"
+    expect_out "^nightly .* 9999-01-01 00:00:00 UTC " "a next run in 9999"
+    expect_out "^yearly .* infinity +never" "a next run at infinity"
+    run schedules --json
+    expect_rc 0 "schedules far ahead, --json"
+    [ "$(sql "SELECT string_agg(e->>'next_run_at', ',' ORDER BY e->>'name') FROM jsonb_array_elements('$out'::jsonb) e")" = \
+        "9999-01-01T00:00:00.000000Z,infinity" ] || fail "far times in JSON"
     run schedules extra
     expect_rc 1 "no arguments"
     ;;

@@ -35,6 +35,25 @@ std::vector<int> parse_heights(const std::string& opt, const std::string& v) {
     return out;
 }
 
+// An AAC bitrate as ffmpeg reads it: bits per second, or with k/K (thousands) or M (millions).
+// ffmpeg takes a lower-case m for milli, so it is not offered. Checked here because ffmpeg only
+// looks at it when a job with audio runs, and then every such job would fail.
+std::string parse_bitrate(const std::string& opt, const std::string& v) {
+    size_t digits = v.find_first_not_of("0123456789.");
+    std::string number = v.substr(0, digits);
+    std::string unit = digits == std::string::npos ? "" : v.substr(digits);
+    double scale = unit.empty() ? 1 : unit == "k" || unit == "K" ? 1e3 : unit == "M" ? 1e6 : 0;
+    bool shape = !number.empty() && number.front() != '.' && number.back() != '.' &&
+                 number.find('.') == number.rfind('.');
+    double bps = shape ? std::strtod(number.c_str(), nullptr) * scale : 0;
+    if (!(bps >= 8e3 && bps <= 1e6))
+        throw UsageError(fmt::format(
+            "{}: expected a bitrate from 8k to 1M, like 128k or 96000 (bits per second), got "
+            "\"{}\"",
+            opt, v));
+    return v;
+}
+
 // Walks argv, splitting "--opt=value" and handing out values.
 class Cursor {
   public:
@@ -52,6 +71,8 @@ class Cursor {
         }
         return a;
     }
+    // The next argument as it is, never split or taken for an option.
+    std::string word() { return args_[i_++]; }
     std::string value(const std::string& opt) {
         if (pending_value_) {
             std::string v = *pending_value_;
@@ -128,7 +149,11 @@ Args parse_args(int argc, const char* const* argv) {
         constexpr auto kSubmit = Args::Command::Submit;
         constexpr auto kStatus = Args::Command::Status;
         constexpr auto kRun = Args::Command::Run;
-        if (o == "-h" || o == "--help") {
+        if (o == "--") {
+            // The end of options: what follows is positional, even a file named "-x.mp4".
+            while (!c.done()) positional.push_back(c.word());
+            break;
+        } else if (o == "-h" || o == "--help") {
             a.command = Args::Command::Help;
             return a;
         } else if (o == "--dsn") {
@@ -173,7 +198,7 @@ Args parse_args(int argc, const char* const* argv) {
         } else if (is("--crf", kRun)) {
             r.encode.crf = parse_int(o, c.value(o), 0, 51);
         } else if (is("--audio-bitrate", kRun)) {
-            r.encode.audio_bitrate = c.value(o);
+            r.encode.audio_bitrate = parse_bitrate(o, c.value(o));
         } else if (is("--threads", kRun)) {
             r.encode.threads = parse_int(o, c.value(o), 0, 64);
         } else if (is("--ffmpeg", kRun)) {
@@ -238,9 +263,9 @@ std::string usage() {
 Turns raw uploaded videos into HLS streams through the hopper job queue.
 The database comes from the PG* environment (PGHOST, PGPORT, PGUSER, PGDATABASE) or --dsn.
 
-  submit FILE [--id ID] [--max-attempts N]
+  submit [--id ID] [--max-attempts N] [--] FILE
       Records the video (transcode.videos, pending) and pushes its job in one transaction.
-      Prints the job id.
+      Prints the job id. After --, a FILE may start with '-'.
   status ID [--json]
       The video's row and its job's state and progress.
   run [options]

@@ -1,10 +1,13 @@
 // The last lines of a stream of text (ffmpeg's stderr): what a failure report needs, bounded
-// however much the encoder prints.
+// however much the encoder prints, and valid UTF-8 whatever it prints (file names come in any
+// encoding).
 #pragma once
 
 #include <deque>
 #include <string>
 #include <string_view>
+
+#include "utf8.hpp"
 
 namespace transcode {
 
@@ -17,7 +20,9 @@ class TextTail {
         for (char c : chunk) {
             if (c == '\n' || c == '\r') {
                 flush();
-            } else if (partial_.size() < max_line_length_) {
+            } else if (partial_.size() < max_line_length_ + kLongestChar - 1) {
+                // A few bytes past the limit, so the character that crosses it is seen whole
+                // and dropped, not taken for a broken one.
                 partial_ += c;
             }
         }
@@ -32,7 +37,7 @@ class TextTail {
         }
         if (!partial_.empty()) {
             if (!out.empty()) out += '\n';
-            out += partial_;
+            out += to_valid_utf8(partial_, max_line_length_);
         }
         return out;
     }
@@ -40,10 +45,12 @@ class TextTail {
   private:
     void flush() {
         if (partial_.empty()) return;
-        lines_.push_back(std::move(partial_));
+        lines_.push_back(to_valid_utf8(partial_, max_line_length_));
         partial_.clear();
         if (lines_.size() > max_lines_) lines_.pop_front();
     }
+
+    static constexpr size_t kLongestChar = 4;  // bytes of one UTF-8 character
 
     size_t max_lines_;
     size_t max_line_length_;

@@ -2,8 +2,6 @@
 // for the video row and the job.
 #include "transcode_job.hpp"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <memory>
 
@@ -14,6 +12,7 @@
 #include "kill_switch.hpp"
 #include "probe.hpp"
 #include "publish.hpp"
+#include "stream_check.hpp"
 #include "video_store.hpp"
 
 namespace transcode {
@@ -139,30 +138,57 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
         throw std::runtime_error(
             fmt::format("ffmpeg {}: {}", out.status.describe(),
                         out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
-    struct stat st {};
-    if (::stat((staging.path() / plan.playlist).c_str(), &st) != 0)
+    std::vector<PlaylistDuration> durations;
+    try {
+        durations = check_stream(staging.path(), plan);
+    } catch (const IncompleteOutput& e) {
+        // Retried: a full disk or a failing file system may be gone by the next attempt. Nothing
+        // is published, so an older good stream of this video stays in place.
         throw std::runtime_error(
-            fmt::format("ffmpeg succeeded but wrote no {}: {}", plan.playlist, out.stderr_tail));
+            fmt::format("ffmpeg exited 0 but its output is incomplete ({}; disk full?): {}",
+                        e.what(), out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
+    }
+    // ffmpeg reads a truncated upload to where it breaks off, says "partial file" and exits 0:
+    // only the stream's length against what the container declares shows it.
+    if (const PlaylistDuration* cut = short_playlist(durations, info.duration))
+        throw UnusableInput(fmt::format(
+            "{}: the input ends early (truncated or corrupt upload?): {} lasts {} of the {} the "
+            "file declares; ffmpeg: {}",
+            p_.path, cut->playlist, seconds(cut->seconds), seconds(info.duration),
+            out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
     check();
-    staging.publish();
     std::string playlist = (staging.target() / plan.playlist).string();
     double took = std::chrono::duration<double>(Steady::now() - started_).count();
     std::string result = fmt::format(
         R"({{"video_id": {}, "playlist": {}, "duration": {:.3f}, "renditions": {}, "seconds": {:.2f}}})",
         hopper::json::quote(p_.video_id), hopper::json::quote(playlist), info.duration,
         renditions_json(plan), took);
-    bool ours = job_.complete_with(
-        [&](hopper::Client& c) {
-            mark_processed(c, p_.video_id, job_.id(), playlist, plan, info.duration);
-        },
-        result);
-    if (ours) {
-        say(fmt::format("processed in {}: {}", seconds(took), playlist));
-    } else {
-        // Another worker owns the job now and will publish its own identical output.
-        log_.error(fmt::format("job {} video {}: finished but the job is no longer ours", job_.id(),
-                               p_.video_id));
+    // Publishing and completing cannot be one atomic step, so the order decides what a race
+    // leaves behind. The job's row is locked first (held with our lease token), so a cancel or a
+    // lease rescue waits for this transaction instead of slipping in between; the stream is
+    // renamed into place only then, and the completion commits right after. A cancel or lost
+    // lease before that publishes nothing; a failure to publish rolls the completion back. Only a
+    // commit that fails after the rename leaves a stream without a processed row, and then the
+    // job, still running, is rescued and encoded again.
+    struct NotOurs {};
+    bool ours = false;
+    try {
+        ours = job_.complete_with(
+            [&](hopper::Client& c) {
+                if (!hold_job(c, job_.id(), job_.job().lease_token)) throw NotOurs{};
+                mark_processed(c, p_.video_id, job_.id(), playlist, plan, info.duration);
+                staging.publish();
+            },
+            result);
+    } catch (const NotOurs&) {
     }
+    if (!ours) {
+        auto state = db_.job_status(job_.id()).state;
+        stop_.set(state == hopper::JobState::Cancelled ? hopper::StopReason::Cancelled
+                                                       : hopper::StopReason::Lost);
+        throw JobStopped{};
+    }
+    say(fmt::format("processed in {}: {}", seconds(took), playlist));
 }
 
 void Transcode::on_stopped() {

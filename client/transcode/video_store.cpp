@@ -156,6 +156,14 @@ std::string renditions_json(const EncodePlan& plan) {
     return out + "]";
 }
 
+bool hold_job(hopper::Client& client, int64_t job_id, int64_t lease_token) {
+    auto r = client.exec(
+        "SELECT 1 FROM hopper.jobs WHERE id = $1 AND lease_token = $2 AND state = 'running' "
+        "FOR UPDATE",
+        job_id, lease_token);
+    return r.rows() == 1;
+}
+
 void mark_processed(hopper::Client& client, const std::string& video_id, int64_t job_id,
                     const std::string& playlist_path, const EncodePlan& plan, double duration) {
     auto r = client.exec(

@@ -48,6 +48,10 @@ std::vector<std::string> settle_ended_jobs(hopper::Client& client,
 void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,
                   const MediaInfo& info);
 
+// Inside a transaction: locks the job's row if it is still running under `lease_token`, so no
+// cancel, rescue or other worker changes it before the commit. false: the job is not ours.
+bool hold_job(hopper::Client& client, int64_t job_id, int64_t lease_token);
+
 // Inside the completing transaction: processed, with where the stream is and what it holds.
 void mark_processed(hopper::Client& client, const std::string& video_id, int64_t job_id,
                     const std::string& playlist_path, const EncodePlan& plan, double duration);

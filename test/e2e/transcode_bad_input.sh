@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Inputs that can never work fail at once, clearly, without retries: a corrupt file, a missing
-# file, a file with no video. The row says failed with the reason; the job is dead at attempt 1.
+# file, a file with no video, an upload cut short. The row says failed with the reason; the job
+# is dead at attempt 1.
 source "$(dirname "$0")/lib/transcode.sh"
 
 # Fixed noise (drand48 from a fixed seed): fresh random bytes now and then look enough like some
@@ -10,6 +11,12 @@ make_clip "$WORK/good.mp4" 2
 # Half a file: the header promises more than is there.
 head -c 2000 "$WORK/good.mp4" >"$WORK/truncated.mp4"
 ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i sine=frequency=440 -t 2 "$WORK/tone.m4a"
+# Half an upload whose index comes first (faststart): ffprobe reads the full 20 s from the header
+# and ffmpeg encodes what is there, says "partial file" and exits 0.
+make_clip "$WORK/long.mp4" 20 320x180
+ffmpeg -hide_banner -nostdin -loglevel error -i "$WORK/long.mp4" -c copy -movflags +faststart \
+    "$WORK/faststart.mp4"
+head -c $(($(stat -c %s "$WORK/faststart.mp4") / 2)) "$WORK/faststart.mp4" >"$WORK/halved.mp4"
 
 declare -A jobs expect
 jobs[corrupt]=$("$BIN" submit "$WORK/corrupt.mp4" --id corrupt)
@@ -20,11 +27,13 @@ jobs[missing]=$("$BIN" submit "$WORK/no-such-file.mp4" --id missing)
 expect[missing]="input file not found"
 jobs[audio]=$("$BIN" submit "$WORK/tone.m4a" --id audio)
 expect[audio]="no video stream"
+jobs[halved]=$("$BIN" submit "$WORK/halved.mp4" --id halved)
+expect[halved]="the input ends early"
 
 timeout 60 "$BIN" run --output-dir "$OUT" --hls-time 1 --preset ultrafast --exit-when-idle \
     >"$WORK/worker.log" 2>&1 || fail "worker exited with $?"
 
-for v in corrupt truncated missing audio; do
+for v in corrupt truncated missing audio halved; do
     j=${jobs[$v]}
     [ "$(video_field "$v" processing_status)" = failed ] || fail "$v: row is $(video_field "$v" processing_status)"
     video_field "$v" error | grep -q "${expect[$v]}" || fail "$v: row error is: $(video_field "$v" error)"

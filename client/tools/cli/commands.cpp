@@ -97,6 +97,20 @@ TimePoint run_at_arg(Client& c, const std::string& s) {
     return TimePoint(std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us)));
 }
 
+// A time the server reports, formatted by the server in UTC (the JSON form): the client's clock
+// ends in 2262, and a timestamptz goes on to the year 294276 and to infinity, which no integer
+// holds. "infinity" and "-infinity" come through as such.
+#define HOPPER_UTC_ISO(col)                                               \
+    "CASE WHEN pg_catalog.isfinite(" col ") THEN pg_catalog.to_char(" col \
+    " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') ELSE " col "::text END"
+
+// The table's form of an HOPPER_UTC_ISO time: 2030-01-02 03:04:05 UTC.
+std::string iso_text(const std::string& iso) {
+    auto t = iso.find('T');
+    if (t == std::string::npos) return iso;
+    return iso.substr(0, t) + ' ' + iso.substr(t + 1, iso.find('.') - t - 1) + " UTC";
+}
+
 }  // namespace
 
 int cmd_push(const Argv& argv, Io io) {
@@ -347,10 +361,8 @@ int cmd_reaper(const Argv& argv, Io io) {
     Client c = connect(a);
     Result r;
     try {
-        r = c.exec(
-            "SELECT pid::text, database::text, mode::text, "
-            "(EXTRACT(epoch FROM last_run) * 1000000)::int8, jobs_rescued::text, "
-            "jobs_pruned::text FROM hopper.reaper_status()");
+        r = c.exec("SELECT pid::text, database::text, mode::text, " HOPPER_UTC_ISO(
+            "last_run") ", jobs_rescued::text, jobs_pruned::text FROM hopper.reaper_status()");
     } catch (const Error& e) {
         if (e.sqlstate() == "42883" || e.sqlstate() == "3F000") {
             io.err << "hopper: this database has no hopper.reaper_status(): the installed "
@@ -359,11 +371,7 @@ int cmd_reaper(const Argv& argv, Io io) {
         }
         throw;
     }
-    auto last_run = [&](int i) -> std::optional<TimePoint> {
-        if (r.is_null(i, 3)) return std::nullopt;
-        return TimePoint(
-            std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(r.int64(i, 3))));
-    };
+    auto last_run = [&](int i) { return r.opt_text(i, 3); };
     if (a.flag("json")) {
         io.out << '[';
         for (int i = 0; i < r.rows(); ++i)
@@ -372,7 +380,7 @@ int cmd_reaper(const Argv& argv, Io io) {
                           "{{\"pid\": {}, \"database\": {}, \"mode\": {}, "
                           "\"last_run\": {}, \"jobs_rescued\": {}, \"jobs_pruned\": {}}}",
                           r.opt_text(i, 0).value_or("null"), opt_string_json(r.opt_text(i, 1)),
-                          opt_string_json(r.opt_text(i, 2)), time_json(last_run(i)),
+                          opt_string_json(r.opt_text(i, 2)), opt_string_json(last_run(i)),
                           r.opt_text(i, 4).value_or("null"), r.opt_text(i, 5).value_or("null"));
         io.out << "]\n";
         return kOk;
@@ -381,8 +389,7 @@ int cmd_reaper(const Argv& argv, Io io) {
     for (int i = 0; i < r.rows(); ++i) {
         auto lr = last_run(i);
         t.add({std::string(r.text(i, 0)), std::string(r.text(i, 1)), std::string(r.text(i, 2)),
-               lr ? time_text(*lr) : "never", std::string(r.text(i, 4)),
-               std::string(r.text(i, 5))});
+               lr ? iso_text(*lr) : "never", std::string(r.text(i, 4)), std::string(r.text(i, 5))});
     }
     t.print(io.out);
     return kOk;
@@ -402,9 +409,8 @@ int cmd_schedules(const Argv& argv, Io io) {
     Result r;
     try {
         r = c.exec(
-            "SELECT name, cron, queue, kind, (EXTRACT(epoch FROM next_run_at) * 1000000)::int8, "
-            "(EXTRACT(epoch FROM last_run_at) * 1000000)::int8, last_job_id::text, "
-            "payload::text FROM hopper.queue_schedules()");
+            "SELECT name, cron, queue, kind, " HOPPER_UTC_ISO("next_run_at") ", " HOPPER_UTC_ISO(
+                "last_run_at") ", last_job_id::text, payload::text FROM hopper.queue_schedules()");
     } catch (const Error& e) {
         if (e.sqlstate() == "42883" || e.sqlstate() == "3F000") {
             io.err << "hopper: this database has no hopper.queue_schedules(): the installed "
@@ -413,11 +419,7 @@ int cmd_schedules(const Argv& argv, Io io) {
         }
         throw;
     }
-    auto time_at = [&](int i, int col) -> std::optional<TimePoint> {
-        if (r.is_null(i, col)) return std::nullopt;
-        return TimePoint(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::microseconds(r.int64(i, col))));
-    };
+    auto time_at = [&](int i, int col) { return r.opt_text(i, col); };
     if (a.flag("json")) {
         io.out << '[';
         for (int i = 0; i < r.rows(); ++i)
@@ -428,7 +430,7 @@ int cmd_schedules(const Argv& argv, Io io) {
                           "\"payload\": {}}}",
                           opt_string_json(r.opt_text(i, 0)), opt_string_json(r.opt_text(i, 1)),
                           opt_string_json(r.opt_text(i, 2)), opt_string_json(r.opt_text(i, 3)),
-                          time_json(time_at(i, 4)), time_json(time_at(i, 5)),
+                          opt_string_json(time_at(i, 4)), opt_string_json(time_at(i, 5)),
                           r.opt_text(i, 6).value_or("null"), opt_json(r.opt_text(i, 7)));
         io.out << "]\n";
         return kOk;
@@ -437,8 +439,8 @@ int cmd_schedules(const Argv& argv, Io io) {
     for (int i = 0; i < r.rows(); ++i) {
         auto last = time_at(i, 5);
         t.add({std::string(r.text(i, 0)), std::string(r.text(i, 1)), std::string(r.text(i, 2)),
-               r.opt_text(i, 3).value_or("-"), time_text(*time_at(i, 4)),
-               last ? time_text(*last) : "never"});
+               r.opt_text(i, 3).value_or("-"), iso_text(time_at(i, 4).value_or("-")),
+               last ? iso_text(*last) : "never"});
     }
     t.print(io.out);
     return kOk;

@@ -81,3 +81,27 @@ TEST(CliArgs, Durations) {
     EXPECT_THROW(parse_duration("9000h"), UsageError);
     EXPECT_EQ(parse_duration("8760h"), std::chrono::hours(8760));
 }
+
+TEST(CliArgs, AudioBitrate) {
+    EXPECT_EQ(parse({"run", "--audio-bitrate", "96k"}).run.encode.audio_bitrate, "96k");
+    EXPECT_EQ(parse({"run", "--audio-bitrate=128000"}).run.encode.audio_bitrate, "128000");
+    EXPECT_EQ(parse({"run", "--audio-bitrate", "0.5M"}).run.encode.audio_bitrate, "0.5M");
+    EXPECT_EQ(parse({"run", "--audio-bitrate", "192K"}).run.encode.audio_bitrate, "192K");
+    EXPECT_EQ(parse({"run"}).run.encode.audio_bitrate, "128k");
+    // Each of these started a worker whose every job with audio failed until dead.
+    for (const char* bad : {"lots", "", "0", "0k", "128", "128kb", "-128k", "1.2.3k", ".5M", "5.M",
+                            "128m", "2M", "1e5", " 128k"})
+        EXPECT_THROW(parse({"run", "--audio-bitrate", bad}), UsageError) << bad;
+}
+
+TEST(CliArgs, EndOfOptions) {
+    // An upload whose name starts with '-' was refused as an unknown option.
+    auto a = parse({"submit", "--id", "v1", "--", "-clip.mp4"});
+    EXPECT_EQ(a.submit.file, "-clip.mp4");
+    EXPECT_EQ(a.submit.id, "v1");
+    EXPECT_EQ(parse({"submit", "--", "--id=x"}).submit.file, "--id=x");
+    EXPECT_EQ(parse({"status", "--", "--help"}).status.id, "--help");
+    EXPECT_THROW(parse({"submit", "-clip.mp4"}), UsageError);
+    EXPECT_THROW(parse({"submit", "--", "a", "b"}), UsageError);
+    EXPECT_THROW(parse({"run", "--", "x"}), UsageError);
+}
