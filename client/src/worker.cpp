@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -15,13 +16,16 @@
 #include <fmt/format.h>
 
 #include "backoff.hpp"
+#include "deadline.hpp"
 #include "handler_failure.hpp"
 #include "heartbeat.hpp"
 #include "hopper/worker.hpp"
 #include "joined_threads.hpp"
+#include "option_checks.hpp"
 #include "signals.hpp"
 #include "waiting_pull.hpp"
 #include "wakeup.hpp"
+#include "worker_client.hpp"
 #include "worker_name.hpp"
 
 namespace hopper {
@@ -69,6 +73,8 @@ struct Worker::Impl {
     explicit Impl(WorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
         if (opt.max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
+        internal::check_worker_options(opt.queue, opt.poll_interval, opt.poll_jitter,
+                                       opt.shutdown_timeout);
         if (!opt.prefetch) opt.prefetch = opt.concurrency;
         if (*opt.prefetch < 0) throw std::invalid_argument("prefetch must not be negative");
         capacity = opt.concurrency + *opt.prefetch;
@@ -80,7 +86,10 @@ struct Worker::Impl {
         opt.log = internal::guarded_log(std::move(opt.log));
     }
 
-    bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
+    // Set by run() before its threads start and reset after they end, when it handles signals.
+    std::optional<internal::SignalWatch> signals;
+
+    bool stopping() const { return stop_requested.load() || (signals && signals->received()); }
 
     void log(const std::string& msg) const { opt.log(msg); }
 
@@ -88,7 +97,7 @@ struct Worker::Impl {
     // condition variable (not async-signal-safe), and a wait it interrupts resumes by itself, so
     // the wait looks at the signal's flag every 100 ms.
     void pause(Duration d) {
-        const auto until = Steady::now() + d;
+        const auto until = internal::deadline_after(d);
         std::unique_lock<std::mutex> lock(m);
         while (!stopping()) {
             auto left = until - Steady::now();
@@ -103,7 +112,7 @@ struct Worker::Impl {
     std::unique_ptr<Client> connect(Backoff& backoff, GiveUp give_up) {
         while (!give_up()) {
             try {
-                return std::make_unique<Client>(opt.conninfo);
+                return internal::worker_client(opt.conninfo);
             } catch (const std::exception& ex) {
                 Duration d = backoff.next();
                 log(fmt::format("cannot connect (retrying in {} ms): {}", d.count() / 1000,
@@ -160,8 +169,11 @@ void Worker::run() {
         std::atomic<bool>& running;
         ~NotRunning() { running.store(false); }
     } not_running{w.running};
-    std::optional<internal::SignalWatch> signals;
-    if (w.opt.handle_signals) signals.emplace(w.wake);
+    if (w.opt.handle_signals) w.signals.emplace(w.wake);
+    struct Unwatch {  // declared before the threads, so it runs after they are joined
+        std::optional<internal::SignalWatch>& signals;
+        ~Unwatch() { signals.reset(); }
+    } unwatch{w.signals};
     {
         std::lock_guard<std::mutex> lock(w.m);
         w.handlers_done = false;
@@ -313,7 +325,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 if (free_slots > 0) continue;
             }
             // Wait for a NOTIFY, a freed slot, stop() or a signal; poll anyway now and then.
-            Duration wait = internal::jittered(opt.poll_interval, opt.poll_jitter);
+            Duration wait = internal::listen_poll(opt.poll_interval, opt.poll_jitter);
             bool woke = conn->connection().wait(
                 std::chrono::duration_cast<std::chrono::milliseconds>(wait), wake.fd());
             wake.drain();
@@ -346,7 +358,8 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
 }
 
 void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
-    shutdown_deadline.store((Steady::now() + opt.shutdown_timeout).time_since_epoch().count());
+    const auto deadline = internal::deadline_after(opt.shutdown_timeout);
+    shutdown_deadline.store(deadline.time_since_epoch().count());
     // Jobs pulled but not started go back at once, without an attempt penalty.
     std::deque<Job> unstarted;
     {
@@ -381,7 +394,7 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
     }
     // Running jobs get until the deadline to finish; then they are released and told to stop.
     std::unique_lock<std::mutex> lock(m);
-    bool idle = idle_cv.wait_for(lock, opt.shutdown_timeout, [&] { return in_flight == 0; });
+    bool idle = idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; });
     lock.unlock();
     if (!idle) {
         int n = hb.release_all(StopReason::Shutdown);
