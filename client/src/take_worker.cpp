@@ -118,6 +118,8 @@ struct TakeWorker::Impl {
     void end_overdue_transactions();
     void record_failure(Client& client, const Job& job, const std::string& error,
                         const FailOptions& fo);
+    std::optional<JobState> fail_taken(Client& client, const Job& job,
+                                       internal::HandlerFailure& failure);
 };
 
 // Marks a taker's slot while its transaction holds jobs. When the shutdown deadline ended that
@@ -430,8 +432,7 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         if (!failing) break;
         const Job& job = jobs[*failing];
         client.exec("ROLLBACK TO SAVEPOINT hopper_take");
-        std::optional<JobState> now =
-            client.fail_taken(job.id, failure.error, failure.options, opt.name);
+        std::optional<JobState> now = fail_taken(client, job, failure);
         is_failed[*failing] = true;
         if (now)
             failures.push_back(fmt::format("job {} ({}) failed, now {}: {}", job.id,
@@ -446,7 +447,8 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         // The handlers' SQL could not commit (a deferred constraint, a serialization failure):
         // every job of the take failed with it, and is available again.
         for (const Job& job : jobs)
-            record_failure(client, job, std::string("commit failed: ") + e.what(), {});
+            record_failure(client, job,
+                           internal::valid_utf8(std::string("commit failed: ") + e.what()), {});
         holding->finished();
         return jobs.size();
     }
@@ -455,6 +457,30 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
     failed += failures.size();
     for (const std::string& line : failures) log_line(line);
     return jobs.size();
+}
+
+// Records a handler's failure in the taking transaction, just after rolling back to the
+// savepoint. Should the server refuse it, the transaction would roll back whole, the good jobs'
+// work with it, and the job be taken again with no attempt counted, for ever: the failure is
+// recorded again after the same savepoint (made after the failures recorded before), with a
+// plain text and the queue's backoff.
+std::optional<JobState> TakeWorker::Impl::fail_taken(Client& client, const Job& job,
+                                                     internal::HandlerFailure& failure) {
+    try {
+        return client.fail_taken(job.id, failure.error, failure.options, opt.name);
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const Error& e) {
+        client.exec("ROLLBACK TO SAVEPOINT hopper_take");
+        log_line(
+            fmt::format("job {}: its failure was refused ({}); recorded with the queue's "
+                        "backoff",
+                        job.id, e.what()));
+        failure.error = internal::valid_utf8(failure.error);
+        if (failure.error.empty()) failure.error = "handler failed";
+        failure.options.retry_in.reset();
+        return client.fail_taken(job.id, failure.error, failure.options, opt.name);
+    }
 }
 
 void TakeWorker::Impl::record_failure(Client& client, const Job& job, const std::string& error,

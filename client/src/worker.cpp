@@ -131,6 +131,9 @@ struct Worker::Impl {
     void handler_thread(internal::Heartbeat& hb);
     void process(Client& client, internal::Heartbeat& hb, const Job& job);
     void report(Client& client, const Job& job, const std::function<void()>& run);
+    bool complete_job(Client& client, const Job& job, const std::optional<std::string>& result);
+    std::optional<JobState> fail_job(Client& client, const Job& job, std::string error,
+                                     FailOptions fo);
     bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
     std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
     void account(const Returned& f, bool held);
@@ -509,19 +512,10 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
     if (outcome == Outcome::Complete && hand_over(job, ctx.result(), stopped)) return;
     report(client, job, [&] {
         bool held;
-        if (outcome == Outcome::Complete) {
-            held = client.complete(job.id, job.lease_token, ctx.result());
-            if (held) ++completed;
-        } else {
-            std::optional<JobState> now = client.fail(job.id, job.lease_token, error, fo);
-            held = now.has_value();
-            if (held) {
-                ++failed;
-                // Operators read failures here; completions are too many to be worth a line.
-                log(fmt::format("job {} ({}) failed, now {}: {}", job.id,
-                                job.kind.value_or("no kind"), to_string(*now), error));
-            }
-        }
+        if (outcome == Outcome::Complete)
+            held = complete_job(client, job, ctx.result());
+        else
+            held = fail_job(client, job, error, fo).has_value();
         if (!held && stopped != StopReason::Shutdown) {
             ++lost;
             log(fmt::format("job {} finished by its handler but no longer ours ({})", job.id,
@@ -577,7 +571,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
                         ex.what()));
         for (const Returned& f : unreported) {
             try {
-                account(f, conn.complete(f.job.id, f.job.lease_token, f.result));
+                if (!complete_job(conn, f.job, f.result)) account(f, false);
             } catch (const std::exception& one) {
                 log(fmt::format("could not report job {}: {}", f.job.id, one.what()));
             }
@@ -589,6 +583,50 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
     for (const Returned& f : unreported) account(f, held.count(f.job.id) > 0);
     unreported.clear();
     return jobs;
+}
+
+// Completes the job. A completion the server refuses for its data (a result that is not JSON, or
+// holds a \u0000) would be refused again each time: the job fails with the reason instead, rather
+// than stay running until its lease runs out and be run again. false: no longer ours.
+bool Worker::Impl::complete_job(Client& client, const Job& job,
+                                const std::optional<std::string>& result) {
+    try {
+        if (!client.complete(job.id, job.lease_token, result)) return false;
+        ++completed;
+        return true;
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const Error& e) {
+        if (e.sqlstate().rfind("22", 0) != 0) throw;  // not the data: retrying may help
+        return fail_job(client, job, std::string("invalid result: ") + e.what(), {}).has_value();
+    }
+}
+
+// Fails the job. When the server refuses the failure itself (an error text or delay it does not
+// accept), it is recorded again with a plain text and the queue's backoff, so that the attempt
+// counts and the handler's error is kept.
+std::optional<JobState> Worker::Impl::fail_job(Client& client, const Job& job, std::string error,
+                                               FailOptions fo) {
+    std::optional<JobState> now;
+    try {
+        now = client.fail(job.id, job.lease_token, error, fo);
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const Error& e) {
+        log(fmt::format("job {}: its failure was refused ({}); recorded with the queue's backoff",
+                        job.id, e.what()));
+        error = internal::valid_utf8(error);
+        if (error.empty()) error = "handler failed";
+        fo.retry_in.reset();
+        now = client.fail(job.id, job.lease_token, error, fo);
+    }
+    if (now) {
+        ++failed;
+        // Operators read failures here; completions are too many to be worth a line.
+        log(fmt::format("job {} ({}) failed, now {}: {}", job.id, job.kind.value_or("no kind"),
+                        to_string(*now), error));
+    }
+    return now;
 }
 
 void Worker::Impl::report(Client& client, const Job& job, const std::function<void()>& run) {

@@ -1,4 +1,4 @@
-// The worker runtimes at the edges: durations past the clock's range,
+// The worker runtimes at the edges: reports the server refuses, durations past the clock's range,
 // options out of range, signal handling shared by several workers, and sessions the server would
 // end for being idle.
 #include <signal.h>
@@ -36,6 +36,110 @@ Options quiet(Options o, const std::string& queue) {
 
 bool state_is(Client& c, int64_t id, JobState s) {
     return c.job_status(id).state == s;
+}
+
+int64_t push_kind(Client& c, const std::string& queue, const std::string& kind,
+                  std::optional<int> max_attempts = {}) {
+    PushOptions po;
+    po.kind = kind;
+    po.max_attempts = max_attempts;
+    return c.push(queue, "{}", po);
+}
+
+// What a handler may throw or leave that the server would refuse to record as it is.
+void register_refusable(Worker& w) {
+    w.on("latin1", [](JobContext&) { throw std::runtime_error("cannot open /data/caf\xe9.mp4"); });
+    w.on("past", [](JobContext&) { throw RetryIn(-5s, "too soon"); });
+    w.on("far", [](JobContext&) { throw RetryIn(std::chrono::hours(24 * 400), "next year"); });
+    w.on("not_json", [](JobContext& job) { job.set_result("not json"); });
+    w.on("nul", [](JobContext& job) { job.set_result(R"({"a": "\u0000"})"); });
+}
+
+// A report the server refused left its job running until the lease ran out, then it ran again
+// and ended dead with "lease expired", the handler's error lost. Each such report now reaches the
+// server: the error made valid UTF-8, the delay kept to its range, and a result it cannot store
+// failing the job with the reason. With and without batched completions (the batch fell back to
+// completing one by one, which failed the same way).
+void refused_reports_are_recorded(bool batch_completions) {
+    Client c(conninfo());
+    std::string q = unique_queue("refused");
+    WorkerOptions o = quiet(WorkerOptions{}, q);
+    o.batch_completions = batch_completions;
+    o.concurrency = 2;
+    Worker w(o);
+    register_refusable(w);
+    w.on("good", [](JobContext& job) { job.set_result(R"({"ok": true})"); });
+    int64_t latin1 = push_kind(c, q, "latin1", 1);
+    int64_t past = push_kind(c, q, "past", 1);
+    int64_t far = push_kind(c, q, "far", 2);
+    int64_t not_json = push_kind(c, q, "not_json", 1);
+    int64_t nul = push_kind(c, q, "nul", 1);
+    int64_t good = push_kind(c, q, "good");
+    test::Running<Worker> r(w);
+    for (int64_t id : {latin1, past, not_json, nul})
+        ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Dead); }, 20s))
+            << "job " << id << " is " << to_string(c.job_status(id).state);
+    ASSERT_TRUE(eventually([&] { return state_is(c, far, JobState::Scheduled); }, 20s));
+    ASSERT_TRUE(eventually([&] { return state_is(c, good, JobState::Completed); }, 20s));
+    r.stop();
+    EXPECT_EQ(c.job_status(latin1).last_error, "cannot open /data/caf\xEF\xBF\xBD.mp4");
+    EXPECT_EQ(c.job_status(past).last_error, "too soon");
+    JobInfo f = c.job_status(far);
+    EXPECT_EQ(f.last_error, "next year");
+    EXPECT_GT(f.run_at, Clock::now() + std::chrono::hours(24 * 365));  // kept to 366 days
+    EXPECT_LT(f.run_at, Clock::now() + std::chrono::hours(24 * 367));
+    for (int64_t id : {not_json, nul}) {
+        JobInfo j = c.job_status(id);
+        EXPECT_EQ(j.attempt, 1);
+        EXPECT_EQ(j.last_error.value_or("").rfind("invalid result: ", 0), 0u)
+            << j.last_error.value_or("(none)");
+    }
+    EXPECT_EQ(c.job_status(good).result, R"({"ok": true})");
+    EXPECT_EQ(w.stats().lost, 0u);
+}
+
+TEST(WorkerLimits, RefusedReportsAreRecordedBatched) {
+    refused_reports_are_recorded(true);
+}
+
+TEST(WorkerLimits, RefusedReportsAreRecordedOneByOne) {
+    refused_reports_are_recorded(false);
+}
+
+// The take's transaction rolled back whole when queue_fail_taken refused the failure: no attempt
+// counted, the good job of the batch undone, and the same jobs taken again for ever.
+TEST(WorkerLimits, TakeWorkerRecordsFailuresTheServerWouldRefuse) {
+    Client c(conninfo());
+    std::string q = unique_queue("take_refused");
+    QueueOptions qo;
+    qo.backoff_base = std::chrono::hours(1);
+    c.queue_create(q, qo);
+    int64_t latin1 = push_kind(c, q, "latin1");
+    int64_t past = push_kind(c, q, "past");
+    int64_t far = push_kind(c, q, "far");
+    int64_t good = push_kind(c, q, "good");
+    TakeWorkerOptions o = quiet(TakeWorkerOptions{}, q);
+    o.batch = 4;
+    TakeWorker w(o);
+    w.on("latin1",
+         [](const Job&, Client&) { throw std::runtime_error("cannot open /data/caf\xe9.mp4"); });
+    w.on("past", [](const Job& job, Client&) {
+        if (job.attempt == 1) throw RetryIn(-5s, "too soon");
+    });
+    w.on("far", [](const Job&, Client&) { throw RetryIn(std::chrono::hours(24 * 400)); });
+    w.on("good", [](const Job&, Client&) {});
+    test::Running<TakeWorker> r(w);
+    ASSERT_TRUE(eventually([&] { return state_is(c, good, JobState::Completed); }, 20s));
+    ASSERT_TRUE(eventually([&] { return state_is(c, past, JobState::Completed); }, 20s));
+    r.stop();
+    JobInfo l = c.job_status(latin1);
+    EXPECT_EQ(l.state, JobState::Scheduled);
+    EXPECT_EQ(l.attempt, 1);
+    EXPECT_EQ(l.last_error, "cannot open /data/caf\xEF\xBF\xBD.mp4");
+    EXPECT_EQ(c.job_status(past).attempt, 2) << "retried at once: a negative delay is none";
+    JobInfo f = c.job_status(far);
+    EXPECT_EQ(f.attempt, 1);
+    EXPECT_GT(f.run_at, Clock::now() + std::chrono::hours(24 * 365));
 }
 
 // Duration::max() as shutdown_timeout means "wait for the handlers": now + max overflowed, and
