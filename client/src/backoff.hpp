@@ -29,4 +29,8 @@ Duration jittered(Duration d, double jitter);
 // statement holds a snapshot while it waits, holding back VACUUM).
 Duration server_wait(Duration poll_interval, double jitter);
 
+// How long a listening worker waits for a NOTIFY before it polls: the poll interval, jittered, at
+// least 100 ms (a wait of 0 would have it poll in a loop, a commit each turn).
+Duration listen_poll(Duration poll_interval, double jitter);
+
 }  // namespace hopper::internal

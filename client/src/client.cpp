@@ -137,13 +137,17 @@ void Client::begin_pull(const std::string& queue, const PullOptions& o) {
     ensure_connected();
     conn_.send_prepared(kPullName, kPullSql, pull_params(queue, o));
     pull_cancelled_ = false;
+    pull_sent_ = true;
 }
 
 bool Client::pull_ready() {
+    if (!pull_sent_) throw std::logic_error("pull_ready: no pull was begun (call begin_pull)");
     return !conn_.busy();
 }
 
 std::vector<Job> Client::finish_pull() {
+    if (!pull_sent_) throw std::logic_error("finish_pull: no pull was begun (call begin_pull)");
+    pull_sent_ = false;
     bool cancelled = std::exchange(pull_cancelled_, false);
     try {
         return pulled_jobs(conn_.finish());

@@ -1,7 +1,11 @@
 // Connection: one PGconn, its prepared statements and its notifications.
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
@@ -12,6 +16,8 @@
 namespace hopper {
 
 namespace {
+
+constexpr const char* kStatementUnknown = "26000";  // invalid_sql_statement_name
 
 struct FreeMem {
     void operator()(void* p) const noexcept { PQfreemem(p); }
@@ -37,11 +43,40 @@ void Connection::Finish::operator()(pg_conn* c) const noexcept {
 Connection::Connection(std::string conninfo) : conninfo_(std::move(conninfo)) {
     connect();
 }
-Connection::Connection(Connection&&) noexcept = default;
-Connection& Connection::operator=(Connection&&) noexcept = default;
+// A moved-from Connection keeps no conninfo: reconnecting it would reach whatever database the
+// PG* environment names, so it refuses instead.
+Connection::Connection(Connection&& o) noexcept
+    : conninfo_(std::move(o.conninfo_)),
+      conn_(std::move(o.conn_)),
+      prepared_(std::move(o.prepared_)),
+      on_connect_(std::move(o.on_connect_)),
+      moved_from_(std::exchange(o.moved_from_, true)) {}
+
+Connection& Connection::operator=(Connection&& o) noexcept {
+    if (this == &o) return *this;
+    conninfo_ = std::move(o.conninfo_);
+    conn_ = std::move(o.conn_);
+    prepared_ = std::move(o.prepared_);
+    on_connect_ = std::move(o.on_connect_);
+    moved_from_ = std::exchange(o.moved_from_, true);
+    return *this;
+}
+
 Connection::~Connection() = default;
 
+pg_conn* Connection::live() {
+    if (moved_from_) throw std::logic_error("hopper::Connection used after it was moved from");
+    if (!conn_) throw ConnectionError("not connected");
+    return conn_.get();
+}
+
+void Connection::on_connect(std::string sql) {
+    if (ok()) exec(sql);
+    on_connect_.push_back(std::move(sql));
+}
+
 void Connection::connect() {
+    if (moved_from_) throw std::logic_error("hopper::Connection used after it was moved from");
     prepared_.clear();
     conn_.reset(PQconnectdb(conninfo_.c_str()));
     if (!conn_) throw ConnectionError("out of memory while connecting");
@@ -51,6 +86,7 @@ void Connection::connect() {
     // Silence NOTICEs (e.g. "extension already exists") that libpq would print to stderr.
     PQsetNoticeProcessor(
         conn_.get(), [](void*, const char*) {}, nullptr);
+    for (const std::string& sql : on_connect_) exec(sql);
 }
 
 void Connection::reconnect() {
@@ -74,12 +110,38 @@ Result Connection::check(pg_result* raw) {
             fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
     auto status = PQresultStatus(raw);
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return res;
+    if (status == PGRES_EMPTY_QUERY) throw Error("", "empty query: the SQL text has no statement");
+    if (status == PGRES_COPY_OUT || status == PGRES_COPY_IN || status == PGRES_COPY_BOTH) {
+        end_copy(status);
+        throw Error("", "COPY to or from the client is not supported; the COPY was ended");
+    }
+    if (status != PGRES_BAD_RESPONSE && status != PGRES_NONFATAL_ERROR &&
+        status != PGRES_FATAL_ERROR)
+        throw Error("", fmt::format("unexpected result status {}", PQresStatus(status)));
     std::string state = field(raw, PG_DIAG_SQLSTATE);
+    if (state == kStatementUnknown) prepared_.clear();
     std::string msg = field(raw, PG_DIAG_MESSAGE_PRIMARY);
     if (msg.empty()) msg = trimmed(PQresultErrorMessage(raw));
     if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" || state == "57P03")
         throw ConnectionError(msg);
     throw Error(state, msg, field(raw, PG_DIAG_MESSAGE_DETAIL), field(raw, PG_DIAG_MESSAGE_HINT));
+}
+
+// Ends a COPY that exec() started, so that the connection can run statements again: the rows a
+// COPY TO STDOUT sends are read and dropped, a COPY FROM STDIN is ended as failed, and a
+// replication COPY drops the connection.
+void Connection::end_copy(int status) {
+    pg_conn* c = conn_.get();
+    if (status == PGRES_COPY_OUT) {
+        char* row = nullptr;
+        while (PQgetCopyData(c, &row, 0) > 0) PQfreemem(row);
+    } else if (status == PGRES_COPY_IN) {
+        PQputCopyEnd(c, "COPY FROM STDIN is not supported by hopper::Connection");
+    } else {
+        conn_.reset();
+        return;
+    }
+    while (pg_result* more = PQgetResult(c)) PQclear(more);
 }
 
 namespace {
@@ -93,19 +155,31 @@ struct ParamArrays {
 }  // namespace
 
 Result Connection::exec(const std::string& sql, const std::vector<Param>& params) {
-    if (!conn_) throw ConnectionError("not connected");
+    pg_conn* c = live();
     ParamArrays a(params);
-    return check(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(params.size()), nullptr,
+    return check(PQexecParams(c, sql.c_str(), static_cast<int>(params.size()), nullptr,
                               a.values.data(), nullptr, nullptr, 0));
 }
 
 Result Connection::exec_prepared(const char* name, const char* sql,
                                  const std::vector<Param>& params) {
-    if (!conn_) throw ConnectionError("not connected");
+    pg_conn* c = live();
     prepare_once(name, sql, params.size());
     ParamArrays a(params);
-    return check(PQexecPrepared(conn_.get(), name, static_cast<int>(params.size()), a.values.data(),
-                                nullptr, nullptr, 0));
+    try {
+        return check(PQexecPrepared(c, name, static_cast<int>(params.size()), a.values.data(),
+                                    nullptr, nullptr, 0));
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const Error& e) {
+        // DEALLOCATE ALL or DISCARD ALL dropped the statement (check() has forgotten them all).
+        // Outside a transaction it is prepared again and run once more; inside one, the error
+        // has aborted the transaction, and the statement is prepared again after it.
+        if (e.sqlstate() != kStatementUnknown || in_transaction()) throw;
+        prepare_once(name, sql, params.size());
+        return check(PQexecPrepared(c, name, static_cast<int>(params.size()), a.values.data(),
+                                    nullptr, nullptr, 0));
+    }
 }
 
 void Connection::prepare_once(const char* name, const char* sql, size_t n_params) {
@@ -116,17 +190,17 @@ void Connection::prepare_once(const char* name, const char* sql, size_t n_params
 
 void Connection::send_prepared(const char* name, const char* sql,
                                const std::vector<Param>& params) {
-    if (!conn_) throw ConnectionError("not connected");
+    pg_conn* c = live();
     prepare_once(name, sql, params.size());
     ParamArrays a(params);
-    if (PQsendQueryPrepared(conn_.get(), name, static_cast<int>(params.size()), a.values.data(),
-                            nullptr, nullptr, 0) == 0)
+    if (PQsendQueryPrepared(c, name, static_cast<int>(params.size()), a.values.data(), nullptr,
+                            nullptr, 0) == 0)
         throw ConnectionError(
             fmt::format("could not send: {}", trimmed(PQerrorMessage(conn_.get()))));
 }
 
 bool Connection::busy() {
-    if (!conn_) throw ConnectionError("not connected");
+    live();
     if (PQconsumeInput(conn_.get()) == 0)
         throw ConnectionError(
             fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
@@ -134,7 +208,7 @@ bool Connection::busy() {
 }
 
 Result Connection::finish() {
-    if (!conn_) throw ConnectionError("not connected");
+    live();
     pg_result* first = PQgetResult(conn_.get());
     // libpq wants every result read (the last is NULL) before the next statement is sent.
     while (pg_result* more = PQgetResult(conn_.get())) PQclear(more);
@@ -182,7 +256,7 @@ std::vector<Notification> Connection::notifications() {
 bool Connection::wait(std::chrono::milliseconds timeout, int extra_fd) {
     pollfd fds[2] = {{PQsocket(conn_.get()), POLLIN, 0}, {extra_fd, POLLIN, 0}};
     int nfds = extra_fd >= 0 ? 2 : 1;
-    int ms = static_cast<int>(std::max<int64_t>(0, timeout.count()));
+    int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 0, INT_MAX));
     int r = ::poll(fds, nfds, ms);
     if (r < 0 && errno != EINTR) throw ConnectionError("poll failed on the connection socket");
     return r > 0;

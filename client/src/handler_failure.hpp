@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "hopper/types.hpp"
 
@@ -14,7 +15,19 @@ struct HandlerFailure {
     FailOptions options;
 };
 
-// `thrown` is the exception a handler threw (std::current_exception() in a catch block).
+// `thrown` is the exception a handler threw (std::current_exception() in a catch block). The
+// error is valid UTF-8 and the delay within what the server accepts: a failure the server refused
+// to record would leave its job to be run again without its attempt counted.
 HandlerFailure handler_failure(const std::exception_ptr& thrown);
+
+// `text` as the server accepts it in a text parameter: each byte that is not part of a valid
+// UTF-8 sequence becomes U+FFFD, and NUL bytes are dropped.
+std::string valid_utf8(std::string_view text);
+
+// The longest retry_in queue_fail and queue_fail_taken accept (366 days).
+inline constexpr Duration kMaxRetryIn = std::chrono::seconds(31622400);
+
+// `o` with retry_in kept to 0 .. kMaxRetryIn.
+FailOptions within_server_limits(FailOptions o);
 
 }  // namespace hopper::internal

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "worker_client.hpp"
+
 namespace hopper::internal {
 
 namespace {
@@ -31,7 +33,7 @@ Heartbeat::~Heartbeat() {
 }
 
 Client& Heartbeat::control() {
-    if (!control_) control_ = std::make_unique<Client>(conninfo_);
+    if (!control_) control_ = worker_client(conninfo_);
     return *control_;
 }
 

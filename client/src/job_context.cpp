@@ -3,6 +3,7 @@
 #include <mutex>
 #include <vector>
 
+#include "deadline.hpp"
 #include "hopper/worker.hpp"
 
 namespace hopper {
@@ -48,7 +49,8 @@ StopReason JobContext::stop_reason() const {
 
 bool JobContext::wait_for_stop(Duration timeout) {
     std::unique_lock<std::mutex> lock(state_->m);
-    return state_->cv.wait_for(lock, timeout, [&] { return state_->reason != StopReason::None; });
+    return state_->cv.wait_until(lock, internal::deadline_after(timeout),
+                                 [&] { return state_->reason != StopReason::None; });
 }
 
 void JobContext::on_stop(std::function<void(StopReason)> fn) {

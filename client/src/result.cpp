@@ -1,5 +1,9 @@
 // Result: typed access to a PGresult's text-format values.
+#include <locale.h>
+#include <stdlib.h>
+
 #include <charconv>
+#include <clocale>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -57,12 +61,22 @@ std::optional<int64_t> Result::opt_int64(int row, int col) const {
     return int64(row, col);
 }
 
+namespace {
+// The "C" locale, made once: the server writes numbers with a decimal point whatever the
+// process's locale says (plain strtod under de_DE read "0.5" as 0).
+locale_t c_locale() {
+    static const locale_t c = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+    return c;
+}
+}  // namespace
+
 double Result::float8(int row, int col) const {
-    // strtod: from_chars for floating point is not in GCC 10's library, and values are short.
+    // strtod_l rather than from_chars: it reads every value the server writes, subnormals too.
     std::string s(text(row, col));
     char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (end == s.c_str()) throw std::runtime_error(fmt::format("column {} is not a number", col));
+    double v = strtod_l(s.c_str(), &end, c_locale());
+    if (s.empty() || end != s.c_str() + s.size())
+        throw std::runtime_error(fmt::format("column {} is not a number: \"{}\"", col, s));
     return v;
 }
 

@@ -1,9 +1,12 @@
 // SIGINT/SIGTERM turned into a graceful shutdown: while a SignalWatch lives, the signals set a
-// flag and wake the worker's poll instead of killing the process. The previous handlers come back
-// when it is destroyed. One watch at a time per process.
+// flag and wake the worker's poll instead of killing the process. Several workers of one process
+// may watch at once: the first watch installs the handlers, every watch is woken by a signal, and
+// the handlers found before the first come back when the last watch ends.
 #pragma once
 
 #include <csignal>
+#include <cstddef>
+#include <cstdint>
 
 #include "wakeup.hpp"
 
@@ -11,17 +14,19 @@ namespace hopper::internal {
 
 class SignalWatch {
   public:
+    // Throws std::runtime_error when too many watches are alive at once.
     explicit SignalWatch(Wakeup& wake);
     ~SignalWatch();
     SignalWatch(const SignalWatch&) = delete;
     SignalWatch& operator=(const SignalWatch&) = delete;
 
-    // Whether SIGINT or SIGTERM arrived since construction.
-    static bool received();
+    // Whether SIGINT or SIGTERM arrived since this watch was made; a signal that stopped an
+    // earlier worker does not stop the next one.
+    bool received() const;
 
   private:
-    struct sigaction old_int_;
-    struct sigaction old_term_;
+    size_t slot_;
+    uint64_t seen_;  // signals counted before this watch
 };
 
 }  // namespace hopper::internal

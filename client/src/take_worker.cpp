@@ -15,11 +15,14 @@
 #include <fmt/format.h>
 
 #include "backoff.hpp"
+#include "deadline.hpp"
 #include "handler_failure.hpp"
 #include "hopper/take_worker.hpp"
 #include "joined_threads.hpp"
+#include "option_checks.hpp"
 #include "signals.hpp"
 #include "wakeup.hpp"
+#include "worker_client.hpp"
 #include "worker_name.hpp"
 
 namespace hopper {
@@ -62,8 +65,8 @@ struct TakeWorker::Impl {
         if (opt.batch < 1) throw std::invalid_argument("batch must be at least 1");
         if (opt.gather.count() < 0 || opt.gather > std::chrono::seconds(1))
             throw std::invalid_argument("gather must be between 0 and 1 s");
-        if (opt.shutdown_timeout.count() < 0)
-            throw std::invalid_argument("shutdown_timeout must not be negative");
+        internal::check_worker_options(opt.queue, opt.poll_interval, opt.poll_jitter,
+                                       opt.shutdown_timeout);
         if (opt.name.empty()) opt.name = internal::default_worker_name();
         if (!opt.log)
             opt.log = [](const std::string& msg) {
@@ -72,7 +75,10 @@ struct TakeWorker::Impl {
         opt.log = internal::guarded_log(std::move(opt.log));
     }
 
-    bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
+    // Set by run() before its threads start and reset after they end, when it handles signals.
+    std::optional<internal::SignalWatch> signals;
+
+    bool stopping() const { return stop_requested.load() || (signals && signals->received()); }
 
     void log_line(const std::string& msg) const { opt.log(msg); }
 
@@ -87,7 +93,8 @@ struct TakeWorker::Impl {
     // Sleeps until a wake-up newer than `seen`, stop(), or `timeout`.
     void idle(uint64_t seen, Duration timeout) {
         std::unique_lock<std::mutex> lock(m);
-        arrived.wait_for(lock, timeout, [&] { return stopping() || generation != seen; });
+        arrived.wait_until(lock, internal::deadline_after(timeout),
+                           [&] { return stopping() || generation != seen; });
     }
 
     uint64_t current_generation() {
@@ -111,6 +118,8 @@ struct TakeWorker::Impl {
     void end_overdue_transactions();
     void record_failure(Client& client, const Job& job, const std::string& error,
                         const FailOptions& fo);
+    std::optional<JobState> fail_taken(Client& client, const Job& job,
+                                       internal::HandlerFailure& failure);
 };
 
 // Marks a taker's slot while its transaction holds jobs. When the shutdown deadline ended that
@@ -204,8 +213,11 @@ void TakeWorker::run() {
     w.take.worker = w.opt.name;
     if (!w.fallback)
         for (const auto& [kind, _] : w.handlers) w.take.kinds.push_back(kind);
-    std::optional<internal::SignalWatch> signals;
-    if (w.opt.handle_signals) signals.emplace(w.wake);
+    if (w.opt.handle_signals) w.signals.emplace(w.wake);
+    struct Unwatch {  // declared before the threads, so it runs after they are joined
+        std::optional<internal::SignalWatch>& signals;
+        ~Unwatch() { signals.reset(); }
+    } unwatch{w.signals};
     w.slots.assign(static_cast<size_t>(w.opt.concurrency), Impl::Slot{});
     w.listening.store(!w.opt.waiting_takes);
     internal::JoinedThreads threads([&w] {
@@ -233,7 +245,7 @@ void TakeWorker::Impl::listen_loop() {
         }
         try {
             if (!conn) {
-                conn = std::make_unique<Client>(opt.conninfo);
+                conn = internal::worker_client(opt.conninfo);
                 conn->connection().listen(channel);
                 wake_all();  // jobs may have arrived while nobody listened
             } else if (!conn->connection().ok()) {
@@ -241,7 +253,7 @@ void TakeWorker::Impl::listen_loop() {
                 conn->connection().listen(channel);
                 wake_all();
             }
-            Duration wait = internal::jittered(opt.poll_interval, opt.poll_jitter);
+            Duration wait = internal::listen_poll(opt.poll_interval, opt.poll_jitter);
             bool woke = conn->connection().wait(
                 std::chrono::duration_cast<std::chrono::milliseconds>(wait), wake.fd());
             wake.drain();
@@ -269,7 +281,8 @@ void TakeWorker::Impl::end_overdue_transactions() {
             return std::none_of(slots.begin(), slots.end(),
                                 [](const Slot& s) { return s.pid != 0; });
         };
-        if (settled.wait_for(lock, opt.shutdown_timeout, none_open)) return;
+        if (settled.wait_until(lock, internal::deadline_after(opt.shutdown_timeout), none_open))
+            return;
         for (Slot& s : slots)
             if (s.pid != 0) {
                 s.ended = true;
@@ -300,7 +313,8 @@ bool TakeWorker::Impl::ended_by_deadline(size_t slot) {
 // arrives is ignored by the server.
 void TakeWorker::Impl::cancel_waiting_takes() {
     std::unique_ptr<Client> admin;
-    auto give_up_at = Steady::now() + opt.poll_interval + std::chrono::seconds(5);
+    // A waiting take waits at most 30 s (server_wait).
+    auto give_up_at = Steady::now() + std::chrono::seconds(35);
     try {
         while (Steady::now() < give_up_at) {
             {
@@ -331,7 +345,7 @@ void TakeWorker::Impl::take_loop(size_t slot) {
         uint64_t seen = current_generation();
         try {
             if (!client)
-                client = std::make_unique<Client>(opt.conninfo);
+                client = internal::worker_client(opt.conninfo);
             else if (!client->connection().ok())
                 client->reconnect();
             auto started = Steady::now();
@@ -343,7 +357,7 @@ void TakeWorker::Impl::take_loop(size_t slot) {
             // A waiting take that ran its course looks again at once; one that could not wait
             // (or a listening worker) sleeps until woken or the next poll.
             if (wait && Steady::now() - started >= *wait / 2) continue;
-            idle(seen, internal::jittered(opt.poll_interval, opt.poll_jitter));
+            idle(seen, internal::listen_poll(opt.poll_interval, opt.poll_jitter));
         } catch (const std::exception& ex) {
             if (ended_by_deadline(slot)) break;  // reported when it was ended
             if (stopping()) break;               // a waiting take cancelled by the shutdown
@@ -418,8 +432,7 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         if (!failing) break;
         const Job& job = jobs[*failing];
         client.exec("ROLLBACK TO SAVEPOINT hopper_take");
-        std::optional<JobState> now =
-            client.fail_taken(job.id, failure.error, failure.options, opt.name);
+        std::optional<JobState> now = fail_taken(client, job, failure);
         is_failed[*failing] = true;
         if (now)
             failures.push_back(fmt::format("job {} ({}) failed, now {}: {}", job.id,
@@ -434,7 +447,8 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         // The handlers' SQL could not commit (a deferred constraint, a serialization failure):
         // every job of the take failed with it, and is available again.
         for (const Job& job : jobs)
-            record_failure(client, job, std::string("commit failed: ") + e.what(), {});
+            record_failure(client, job,
+                           internal::valid_utf8(std::string("commit failed: ") + e.what()), {});
         holding->finished();
         return jobs.size();
     }
@@ -443,6 +457,30 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
     failed += failures.size();
     for (const std::string& line : failures) log_line(line);
     return jobs.size();
+}
+
+// Records a handler's failure in the taking transaction, just after rolling back to the
+// savepoint. Should the server refuse it, the transaction would roll back whole, the good jobs'
+// work with it, and the job be taken again with no attempt counted, for ever: the failure is
+// recorded again after the same savepoint (made after the failures recorded before), with a
+// plain text and the queue's backoff.
+std::optional<JobState> TakeWorker::Impl::fail_taken(Client& client, const Job& job,
+                                                     internal::HandlerFailure& failure) {
+    try {
+        return client.fail_taken(job.id, failure.error, failure.options, opt.name);
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const Error& e) {
+        client.exec("ROLLBACK TO SAVEPOINT hopper_take");
+        log_line(
+            fmt::format("job {}: its failure was refused ({}); recorded with the queue's "
+                        "backoff",
+                        job.id, e.what()));
+        failure.error = internal::valid_utf8(failure.error);
+        if (failure.error.empty()) failure.error = "handler failed";
+        failure.options.retry_in.reset();
+        return client.fail_taken(job.id, failure.error, failure.options, opt.name);
+    }
 }
 
 void TakeWorker::Impl::record_failure(Client& client, const Job& job, const std::string& error,

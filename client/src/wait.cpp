@@ -4,6 +4,7 @@
 // reconnect). A second between polls keeps a waiter's cost at one small query a second.
 #include <algorithm>
 
+#include "deadline.hpp"
 #include "hopper/client.hpp"
 
 namespace hopper {
@@ -30,20 +31,24 @@ bool names_job(const std::string& payload, int64_t id) {
 
 std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
     ensure_connected();
-    conn_.listen(kDoneChannel);
+    // Inside a transaction a LISTEN starts only at its commit, too late to hear anything, and
+    // would outlive this call: the job is polled instead.
+    const bool listening = !conn_.in_transaction();
+    if (listening) conn_.listen(kDoneChannel);
     struct Unlisten {
         Connection& c;
+        bool listening;
         ~Unlisten() {
             try {
-                if (c.ok() && !c.in_transaction()) c.unlisten(kDoneChannel);
+                if (listening && c.ok() && !c.in_transaction()) c.unlisten(kDoneChannel);
             } catch (...) {
                 // The connection is gone; so is the LISTEN.
             }
         }
-    } unlisten{conn_};
+    } unlisten{conn_, listening};
 
     using SteadyClock = std::chrono::steady_clock;
-    auto deadline = SteadyClock::now() + timeout;
+    const auto deadline = internal::deadline_after(timeout);
     while (true) {
         JobInfo info = job_status(id);
         if (is_final(info.state)) return info;

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -15,13 +16,16 @@
 #include <fmt/format.h>
 
 #include "backoff.hpp"
+#include "deadline.hpp"
 #include "handler_failure.hpp"
 #include "heartbeat.hpp"
 #include "hopper/worker.hpp"
 #include "joined_threads.hpp"
+#include "option_checks.hpp"
 #include "signals.hpp"
 #include "waiting_pull.hpp"
 #include "wakeup.hpp"
+#include "worker_client.hpp"
 #include "worker_name.hpp"
 
 namespace hopper {
@@ -69,6 +73,8 @@ struct Worker::Impl {
     explicit Impl(WorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
         if (opt.max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
+        internal::check_worker_options(opt.queue, opt.poll_interval, opt.poll_jitter,
+                                       opt.shutdown_timeout);
         if (!opt.prefetch) opt.prefetch = opt.concurrency;
         if (*opt.prefetch < 0) throw std::invalid_argument("prefetch must not be negative");
         capacity = opt.concurrency + *opt.prefetch;
@@ -80,7 +86,10 @@ struct Worker::Impl {
         opt.log = internal::guarded_log(std::move(opt.log));
     }
 
-    bool stopping() const { return stop_requested.load() || internal::SignalWatch::received(); }
+    // Set by run() before its threads start and reset after they end, when it handles signals.
+    std::optional<internal::SignalWatch> signals;
+
+    bool stopping() const { return stop_requested.load() || (signals && signals->received()); }
 
     void log(const std::string& msg) const { opt.log(msg); }
 
@@ -88,7 +97,7 @@ struct Worker::Impl {
     // condition variable (not async-signal-safe), and a wait it interrupts resumes by itself, so
     // the wait looks at the signal's flag every 100 ms.
     void pause(Duration d) {
-        const auto until = Steady::now() + d;
+        const auto until = internal::deadline_after(d);
         std::unique_lock<std::mutex> lock(m);
         while (!stopping()) {
             auto left = until - Steady::now();
@@ -103,7 +112,7 @@ struct Worker::Impl {
     std::unique_ptr<Client> connect(Backoff& backoff, GiveUp give_up) {
         while (!give_up()) {
             try {
-                return std::make_unique<Client>(opt.conninfo);
+                return internal::worker_client(opt.conninfo);
             } catch (const std::exception& ex) {
                 Duration d = backoff.next();
                 log(fmt::format("cannot connect (retrying in {} ms): {}", d.count() / 1000,
@@ -122,6 +131,9 @@ struct Worker::Impl {
     void handler_thread(internal::Heartbeat& hb);
     void process(Client& client, internal::Heartbeat& hb, const Job& job);
     void report(Client& client, const Job& job, const std::function<void()>& run);
+    bool complete_job(Client& client, const Job& job, const std::optional<std::string>& result);
+    std::optional<JobState> fail_job(Client& client, const Job& job, std::string error,
+                                     FailOptions fo);
     bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
     std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
     void account(const Returned& f, bool held);
@@ -160,8 +172,11 @@ void Worker::run() {
         std::atomic<bool>& running;
         ~NotRunning() { running.store(false); }
     } not_running{w.running};
-    std::optional<internal::SignalWatch> signals;
-    if (w.opt.handle_signals) signals.emplace(w.wake);
+    if (w.opt.handle_signals) w.signals.emplace(w.wake);
+    struct Unwatch {  // declared before the threads, so it runs after they are joined
+        std::optional<internal::SignalWatch>& signals;
+        ~Unwatch() { signals.reset(); }
+    } unwatch{w.signals};
     {
         std::lock_guard<std::mutex> lock(w.m);
         w.handlers_done = false;
@@ -313,7 +328,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 if (free_slots > 0) continue;
             }
             // Wait for a NOTIFY, a freed slot, stop() or a signal; poll anyway now and then.
-            Duration wait = internal::jittered(opt.poll_interval, opt.poll_jitter);
+            Duration wait = internal::listen_poll(opt.poll_interval, opt.poll_jitter);
             bool woke = conn->connection().wait(
                 std::chrono::duration_cast<std::chrono::milliseconds>(wait), wake.fd());
             wake.drain();
@@ -346,7 +361,8 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
 }
 
 void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
-    shutdown_deadline.store((Steady::now() + opt.shutdown_timeout).time_since_epoch().count());
+    const auto deadline = internal::deadline_after(opt.shutdown_timeout);
+    shutdown_deadline.store(deadline.time_since_epoch().count());
     // Jobs pulled but not started go back at once, without an attempt penalty.
     std::deque<Job> unstarted;
     {
@@ -381,7 +397,7 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
     }
     // Running jobs get until the deadline to finish; then they are released and told to stop.
     std::unique_lock<std::mutex> lock(m);
-    bool idle = idle_cv.wait_for(lock, opt.shutdown_timeout, [&] { return in_flight == 0; });
+    bool idle = idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; });
     lock.unlock();
     if (!idle) {
         int n = hb.release_all(StopReason::Shutdown);
@@ -496,19 +512,10 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
     if (outcome == Outcome::Complete && hand_over(job, ctx.result(), stopped)) return;
     report(client, job, [&] {
         bool held;
-        if (outcome == Outcome::Complete) {
-            held = client.complete(job.id, job.lease_token, ctx.result());
-            if (held) ++completed;
-        } else {
-            std::optional<JobState> now = client.fail(job.id, job.lease_token, error, fo);
-            held = now.has_value();
-            if (held) {
-                ++failed;
-                // Operators read failures here; completions are too many to be worth a line.
-                log(fmt::format("job {} ({}) failed, now {}: {}", job.id,
-                                job.kind.value_or("no kind"), to_string(*now), error));
-            }
-        }
+        if (outcome == Outcome::Complete)
+            held = complete_job(client, job, ctx.result());
+        else
+            held = fail_job(client, job, error, fo).has_value();
         if (!held && stopped != StopReason::Shutdown) {
             ++lost;
             log(fmt::format("job {} finished by its handler but no longer ours ({})", job.id,
@@ -564,7 +571,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
                         ex.what()));
         for (const Returned& f : unreported) {
             try {
-                account(f, conn.complete(f.job.id, f.job.lease_token, f.result));
+                if (!complete_job(conn, f.job, f.result)) account(f, false);
             } catch (const std::exception& one) {
                 log(fmt::format("could not report job {}: {}", f.job.id, one.what()));
             }
@@ -576,6 +583,50 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
     for (const Returned& f : unreported) account(f, held.count(f.job.id) > 0);
     unreported.clear();
     return jobs;
+}
+
+// Completes the job. A completion the server refuses for its data (a result that is not JSON, or
+// holds a \u0000) would be refused again each time: the job fails with the reason instead, rather
+// than stay running until its lease runs out and be run again. false: no longer ours.
+bool Worker::Impl::complete_job(Client& client, const Job& job,
+                                const std::optional<std::string>& result) {
+    try {
+        if (!client.complete(job.id, job.lease_token, result)) return false;
+        ++completed;
+        return true;
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const Error& e) {
+        if (e.sqlstate().rfind("22", 0) != 0) throw;  // not the data: retrying may help
+        return fail_job(client, job, std::string("invalid result: ") + e.what(), {}).has_value();
+    }
+}
+
+// Fails the job. When the server refuses the failure itself (an error text or delay it does not
+// accept), it is recorded again with a plain text and the queue's backoff, so that the attempt
+// counts and the handler's error is kept.
+std::optional<JobState> Worker::Impl::fail_job(Client& client, const Job& job, std::string error,
+                                               FailOptions fo) {
+    std::optional<JobState> now;
+    try {
+        now = client.fail(job.id, job.lease_token, error, fo);
+    } catch (const ConnectionError&) {
+        throw;
+    } catch (const Error& e) {
+        log(fmt::format("job {}: its failure was refused ({}); recorded with the queue's backoff",
+                        job.id, e.what()));
+        error = internal::valid_utf8(error);
+        if (error.empty()) error = "handler failed";
+        fo.retry_in.reset();
+        now = client.fail(job.id, job.lease_token, error, fo);
+    }
+    if (now) {
+        ++failed;
+        // Operators read failures here; completions are too many to be worth a line.
+        log(fmt::format("job {} ({}) failed, now {}: {}", job.id, job.kind.value_or("no kind"),
+                        to_string(*now), error));
+    }
+    return now;
 }
 
 void Worker::Impl::report(Client& client, const Job& job, const std::function<void()>& run) {

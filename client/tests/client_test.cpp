@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "hopper/client.hpp"
+#include "decimal_comma.hpp"
 #include "support.hpp"
 
 using namespace std::chrono_literals;
@@ -41,12 +42,26 @@ TEST_F(ClientTest, FloatParametersKeepTheirValueInAnyLocale) {
     EXPECT_TRUE(c.exec("SELECT $1::float8 = 1e-9", 1e-9).boolean(0, 0));
     EXPECT_TRUE(c.exec("SELECT $1::float8 = 0.123456789", 0.123456789).boolean(0, 0));
     EXPECT_TRUE(c.exec("SELECT $1::float4 = 0.1::float4", 0.1f).boolean(0, 0));
-    const char* before = std::setlocale(LC_NUMERIC, nullptr);
-    std::string saved = before ? before : "C";
-    if (std::setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr) {
-        EXPECT_TRUE(c.exec("SELECT $1::float8 = 0.5", 0.5).boolean(0, 0));
-        std::setlocale(LC_NUMERIC, saved.c_str());
-    }
+    test::DecimalCommaLocale german;
+    if (!german.active()) GTEST_SKIP() << german.why_not();
+    EXPECT_TRUE(c.exec("SELECT $1::float8 = 0.5", 0.5).boolean(0, 0));
+}
+
+// The server writes "0.5" whatever the client's locale; strtod under a decimal-comma locale read
+// it as 0, so a job's progress read 0 there.
+TEST_F(ClientTest, FloatResultsReadTheSameInAnyLocale) {
+    std::string q = unique_queue("locale");
+    int64_t id = c.push(q, "{}");
+    Job j = c.pull(q).at(0);
+    ASSERT_TRUE(c.progress(id, j.lease_token, 0.5));
+    test::DecimalCommaLocale german;
+    if (!german.active()) GTEST_SKIP() << german.why_not();
+    EXPECT_EQ(c.job_status(id).progress, std::optional<double>(0.5));
+    EXPECT_EQ(c.exec("SELECT 1234.25::float8").float8(0, 0), 1234.25);
+    EXPECT_EQ(c.exec("SELECT '1e-310'::float8").float8(0, 0), 1e-310);
+    // Only a whole number is one: "0.5abc" is not 0.5.
+    EXPECT_THROW(c.exec("SELECT '0.5abc'").float8(0, 0), std::runtime_error);
+    EXPECT_THROW(c.exec("SELECT ''").float8(0, 0), std::runtime_error);
 }
 
 TEST_F(ClientTest, QueueCreatePauseResumeDrop) {
@@ -520,6 +535,65 @@ TEST_F(ClientTest, ExecBindsParametersNeverSplices) {
     EXPECT_EQ(nulls.int64(0, 1), 3);
     EXPECT_EQ(c.exec("SELECT count(*) FROM notes").int64(0, 0), 1);
     expect_sqlstate("22012", [&] { c.exec("SELECT 1 / $1::int", 0); });
+}
+
+// A moved-from client has no conninfo left: reconnecting it reached whatever database the PG*
+// environment names, and its calls ran there.
+TEST_F(ClientTest, AMovedFromClientRefusesToRun) {
+    std::string q = unique_queue("moved");
+    Client moved(conninfo());
+    Client to(std::move(moved));
+    EXPECT_GT(to.push(q, "{}"), 0);
+    EXPECT_THROW(moved.push(q, "{}"), std::logic_error);  // NOLINT(bugprone-use-after-move)
+    EXPECT_THROW(moved.reconnect(), std::logic_error);
+    EXPECT_EQ(c.stats(q).at(0).available, 1);
+}
+
+// DEALLOCATE ALL (or DISCARD ALL, which poolers run) drops the prepared statements behind the
+// client's back: every later call failed with 26000 until a reconnect.
+TEST_F(ClientTest, CallsPrepareAgainAfterDeallocateAll) {
+    std::string q = unique_queue("dealloc");
+    c.push(q, "{}");
+    c.exec("DEALLOCATE ALL");
+    EXPECT_GT(c.push(q, "{}"), 0);
+    c.exec("DISCARD ALL");
+    EXPECT_GT(c.push(q, "{}"), 0);
+    // Inside a transaction the refused call has aborted it; after the rollback calls work again.
+    {
+        Transaction tx(c);
+        c.exec("DEALLOCATE ALL");
+        expect_sqlstate("26000", [&] { c.push(q, "{}"); });
+    }
+    EXPECT_GT(c.push(q, "{}"), 0);
+    EXPECT_EQ(c.stats(q).at(0).available, 4);
+}
+
+TEST_F(ClientTest, ExecOfNothingOrACopySaysSo) {
+    try {
+        c.exec("");
+        ADD_FAILURE() << "an empty query succeeded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("empty query"), std::string::npos) << e.what();
+    }
+    try {
+        c.exec("COPY (SELECT 1) TO STDOUT");
+        ADD_FAILURE() << "COPY TO STDOUT succeeded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("COPY"), std::string::npos) << e.what();
+    }
+    // The COPY was ended: the connection runs statements again.
+    EXPECT_EQ(c.exec("SELECT 41 + 1").int64(0, 0), 42);
+}
+
+TEST_F(ClientTest, FinishPullWithoutBeginPullIsALogicError) {
+    EXPECT_THROW(c.finish_pull(), std::logic_error);
+    EXPECT_THROW(c.pull_ready(), std::logic_error);
+    EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+TEST_F(ClientTest, ACharParameterIsOneCharacter) {
+    EXPECT_EQ(c.exec("SELECT $1::text", 'a').text(0, 0), "a");
+    EXPECT_EQ(c.exec("SELECT $1::int", 97).int64(0, 0), 97);
 }
 
 TEST(ClientConnect, BadConninfoIsAConnectionError) {

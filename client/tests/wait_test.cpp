@@ -1,5 +1,6 @@
 // wait_for: returns the final status as soon as the job finishes, by NOTIFY or by polling.
 #include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -108,6 +109,42 @@ TEST(WaitFor, UnknownJobIsAnError) {
     } catch (const Error& e) {
         EXPECT_EQ(e.sqlstate(), "P0002");
     }
+}
+
+// Duration::max() is "no timeout": now + max overflowed into the past and wait_for returned at
+// once.
+TEST(WaitFor, TheLongestTimeoutWaitsForTheJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    auto finisher = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        std::this_thread::sleep_for(300ms);
+        auto j = other.pull(q).at(0);
+        other.complete(id, j.lease_token);
+    });
+    auto info = c.wait_for(id, Duration::max());
+    finisher.get();
+    ASSERT_TRUE(info) << "wait_for gave up before the job finished";
+    EXPECT_EQ(info->state, JobState::Completed);
+}
+
+// Inside a transaction a LISTEN starts at its commit; wait_for left it behind, and the connection
+// received every "hopper:done" from then on.
+TEST(WaitFor, InATransactionLeavesNoListenBehind) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    auto j = c.pull(q).at(0);
+    ASSERT_TRUE(c.complete(id, j.lease_token));
+    {
+        Transaction tx(c);
+        auto info = c.wait_for(id, 5s);
+        ASSERT_TRUE(info);
+        EXPECT_EQ(info->state, JobState::Completed);
+        tx.commit();
+    }
+    EXPECT_EQ(c.exec("SELECT count(*) FROM pg_catalog.pg_listening_channels()").int64(0, 0), 0);
 }
 
 }  // namespace

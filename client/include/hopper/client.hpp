@@ -31,6 +31,10 @@ inline Param to_param(std::string_view s) {
 inline Param to_param(const char* s) {
     return s ? Param(s) : std::nullopt;
 }
+// A char is one character of text, not its code (the arithmetic overload would send 'a' as 97).
+inline Param to_param(char c) {
+    return std::string(1, c);
+}
 inline Param to_param(bool b) {
     return std::string(b ? "true" : "false");
 }
@@ -78,7 +82,8 @@ class Client {
     // other work: begin_pull sends it; the caller waits for connection().socket() to be readable
     // until pull_ready() is true, then finish_pull() returns the jobs. cancel_pull() ends the wait
     // early: finish_pull() then returns no jobs, or the ones claimed before the cancel arrived.
-    // Nothing else may run on this client in between.
+    // Nothing else may run on this client in between. pull_ready and finish_pull without a pull
+    // begun throw std::logic_error.
     void begin_pull(const std::string& queue, const PullOptions& options);
     bool pull_ready();
     std::vector<Job> finish_pull();
@@ -154,6 +159,7 @@ class Client {
     Connection conn_;
     int tx_depth_ = 0;
     bool pull_cancelled_ = false;
+    bool pull_sent_ = false;  // begin_pull sent a pull that finish_pull has not read
 };
 
 // BEGIN on construction, ROLLBACK on destruction unless commit() was called. Not nestable.

@@ -75,8 +75,12 @@ class Connection {
 
     // Connection is up (a lost connection is only noticed by the next call).
     bool ok() const;
-    // Drops the connection and connects again; forgets prepared statements.
+    // Drops the connection and connects again; forgets prepared statements. Throws
+    // std::logic_error on a moved-from Connection, which has no conninfo left to connect with.
     void reconnect();
+    // Runs `sql` now and after every reconnect, so that a session setting (SET ...) outlives a
+    // lost connection.
+    void on_connect(std::string sql);
     // Inside BEGIN ... COMMIT (or an aborted transaction).
     bool in_transaction() const;
 
@@ -101,10 +105,14 @@ class Connection {
     void connect();
     Result check(pg_result* res);
     void prepare_once(const char* name, const char* sql, size_t n_params);
+    pg_conn* live();
+    void end_copy(int status);
 
     std::string conninfo_;
     std::unique_ptr<pg_conn, Finish> conn_;
     std::unordered_set<std::string> prepared_;
+    std::vector<std::string> on_connect_;
+    bool moved_from_ = false;
 };
 
 }  // namespace hopper
