@@ -145,3 +145,21 @@ UPDATE hopper.schedules SET kind = '' WHERE name = 'by-hand';
 \set VERBOSITY default
 SELECT cron, payload, kind FROM hopper.schedules WHERE name = 'by-hand';
 SELECT hopper.queue_drop('hand') AS dropped;
+
+-- A schedule whose push fails (a trigger of the operator's refuses its queue's jobs) is reported
+-- and left due, and the other schedules run: its failure undid the whole run before, and it
+-- sorted first again at every pass.
+CREATE FUNCTION pg_temp.refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.queue = 'sched-bad' THEN RAISE EXCEPTION 'no jobs for sched-bad'; END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_bad BEFORE INSERT ON hopper.jobs FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_bad();
+SELECT hopper.queue_schedule('a-bad', '* * * * *', 'sched-bad') IS NOT NULL AS scheduled,
+       hopper.queue_schedule('b-good', '* * * * *', 'sched-good') IS NOT NULL AS scheduled;
+SELECT hopper.schedule_run_due(now() + interval '2 minutes') AS pushed;
+SELECT name, last_run_at IS NOT NULL AS ran FROM hopper.schedules
+WHERE name IN ('a-bad', 'b-good') ORDER BY name;
+SELECT count(*) AS good_jobs FROM hopper.queue_jobs('sched-good');
+DROP TRIGGER refuse_bad ON hopper.jobs;
+SELECT hopper.queue_drop('sched-bad') AS d1, hopper.queue_drop('sched-good') AS d2;

@@ -13,6 +13,7 @@
 #include "hopper/push.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/schedule.hpp"
+#include "hopper/subtransaction.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -88,29 +89,42 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "WHERE name = $1",
         {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID});
     for (const Due& d : lock_due(conn, at, limit)) {
-        // A drop of the queue in flight deletes this schedule once this transaction lets its row
-        // go; it stays due if the drop rolls back.
-        if (!queues::hold(conn, d.queue, /*wait=*/false)) continue;
-        cron::Schedule s = parse(d.cron);
-        TimestampTz tick = tick_of(s, d, at);
-        TimestampTz next = next_after(s, d.cron, at);
+        // Each schedule in a subtransaction: one whose push fails (a trigger or constraint of
+        // the operator's on hopper.jobs) is reported and left due, and the others run. Before,
+        // its failure undid the whole batch, and it sorted first again at every pass.
+        std::optional<PgError> failed = in_subtransaction([&] {
+            // A drop of the queue in flight deletes this schedule once this transaction lets
+            // its row go; it stays due if the drop rolls back.
+            if (!queues::hold(conn, d.queue, /*wait=*/false)) return;
+            cron::Schedule s = parse(d.cron);
+            TimestampTz tick = tick_of(s, d, at);
+            TimestampTz next = next_after(s, d.cron, at);
 
-        push::Job job;
-        job.queue = d.queue;
-        job.payload = d.payload;
-        job.priority = d.priority;
-        job.kind = d.kind;
-        job.max_attempts = d.max_attempts;
-        job.dedup_key = "schedule:" + d.name + ":" +
-                        std::to_string(floor_div(tick, USECS_PER_SEC) + kUnixEpochInPg);
-        // Back to a day before the tick: the tick's job was created at the tick or later.
-        job.dedup_window_us = (now > tick ? now - tick : 0) + kDayUs;
-        push::Pushed pushed = push::one(conn, job);
+            push::Job job;
+            job.queue = d.queue;
+            job.payload = d.payload;
+            job.priority = d.priority;
+            job.kind = d.kind;
+            job.max_attempts = d.max_attempts;
+            job.dedup_key = "schedule:" + d.name + ":" +
+                            std::to_string(floor_div(tick, USECS_PER_SEC) + kUnixEpochInPg);
+            // Back to a day before the tick: the tick's job was created at the tick or later.
+            job.dedup_window_us = (now > tick ? now - tick : 0) + kDayUs;
+            push::Pushed pushed = push::one(conn, job);
 
-        conn.exec(advance, {spi::arg_text(d.name), spi::arg_datum(TimestampTzGetDatum(next)),
-                            spi::arg_datum(TimestampTzGetDatum(tick)), spi::arg(pushed.id)});
-        counts.due += 1;
-        counts.pushed += pushed.inserted ? 1 : 0;
+            conn.exec(advance, {spi::arg_text(d.name), spi::arg_datum(TimestampTzGetDatum(next)),
+                                spi::arg_datum(TimestampTzGetDatum(tick)), spi::arg(pushed.id)});
+            counts.due += 1;
+            counts.pushed += pushed.inserted ? 1 : 0;
+        });
+        if (failed)
+            pg_guard([&] {
+                ereport(WARNING,
+                        (errcode(failed->sqlstate()),
+                         errmsg("periodic job of schedule \"%s\" (queue \"%s\") failed: %s",
+                                d.name.c_str(), d.queue.c_str(), failed->what()),
+                         errhint("The schedule stays due and is tried again at the next run.")));
+            });
     }
     return counts;
 }
