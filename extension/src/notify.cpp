@@ -15,11 +15,6 @@ void tell_listeners(const std::string& queue) {
     pg_guard([&] { Async_Notify(channel.c_str(), ""); });
 }
 
-void queue_ready(const std::string& queue) {
-    tell_listeners(queue);
-    wake_pulls_at_commit(queue, 0);
-}
-
 void slot_freed(const std::string& queue) {
     wake_pulls_at_commit(queue, 1);
 }

@@ -33,19 +33,23 @@ extern "C" {
 namespace hopper::notify {
 namespace {
 
-// A queue the current transaction pushed to: how many jobs, the earliest run_at among them, and
-// whether a push asked for a NOTIFY (hopper.notify as it was then).
+// A queue the current transaction pushed to (or made jobs available in, queue_ready): how many
+// jobs (0: wake every waiting pull), the earliest run_at among them, and whether a push asked for
+// a NOTIFY (hopper.notify as it was then). Kept per subtransaction, so that a push rolled back to
+// a savepoint wakes no one.
 struct Pushed {
     std::string queue;
     TimestampTz run_at;
     int64_t jobs;
     bool notify;
+    SubTransactionId subxact;
 };
 
 // Pulls to wake on a queue at commit: how many (0: all).
 struct Wake {
     std::string queue;
     int64_t jobs;
+    SubTransactionId subxact;
 };
 
 bool callback_registered = false;
@@ -82,9 +86,30 @@ void decide_at_pre_commit() {
 
 void on_transaction_event(XactEvent event, void*);
 
+// A rolled-back subtransaction's entries go; a committed one's pass to its parent.
+void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
+                             void*) {
+    if (!pending) return;
+    if (event == SUBXACT_EVENT_ABORT_SUB) {
+        auto gone = [&](const auto& e) { return e.subxact == mine; };
+        pushed_queues.erase(std::remove_if(pushed_queues.begin(), pushed_queues.end(), gone),
+                            pushed_queues.end());
+        pulls_to_wake.erase(std::remove_if(pulls_to_wake.begin(), pulls_to_wake.end(), gone),
+                            pulls_to_wake.end());
+    } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        for (Pushed& p : pushed_queues)
+            if (p.subxact == mine) p.subxact = parent;
+        for (Wake& w : pulls_to_wake)
+            if (w.subxact == mine) w.subxact = parent;
+    }
+}
+
 void register_callback() {
     if (!callback_registered) {
-        pg_guard([] { RegisterXactCallback(on_transaction_event, nullptr); });
+        pg_guard([] {
+            RegisterXactCallback(on_transaction_event, nullptr);
+            RegisterSubXactCallback(on_subtransaction_event, nullptr);
+        });
         callback_registered = true;
     }
     if (!pending) {
@@ -121,27 +146,43 @@ void on_transaction_event(XactEvent event, void*) {
 
 }  // namespace
 
-void queue_pushed(const std::string& queue, TimestampTz run_at, int64_t jobs) {
+namespace {
+
+void announce_at_commit(const std::string& queue, TimestampTz run_at, int64_t jobs) {
     register_callback();
-    auto same = [&](const Pushed& p) { return p.queue == queue; };
+    SubTransactionId subxact = GetCurrentSubTransactionId();
+    auto same = [&](const Pushed& p) { return p.queue == queue && p.subxact == subxact; };
     auto it = std::find_if(pushed_queues.begin(), pushed_queues.end(), same);
     if (it == pushed_queues.end()) {
-        pushed_queues.push_back({queue, run_at, jobs, guc::notify});
+        pushed_queues.push_back({queue, run_at, jobs, guc::notify, subxact});
     } else {
         it->run_at = std::min(it->run_at, run_at);
-        it->jobs += jobs;
+        it->jobs = it->jobs > 0 && jobs > 0 ? it->jobs + jobs : 0;
         it->notify = it->notify || guc::notify;
     }
+}
+
+}  // namespace
+
+void queue_pushed(const std::string& queue, TimestampTz run_at, int64_t jobs) {
+    announce_at_commit(queue, run_at, std::max<int64_t>(jobs, 1));
+}
+
+void queue_ready(const std::string& queue) {
+    // As a push's: decided at commit, relayed by the reaper where one runs (no NOTIFY lock held
+    // across the commit), and dropped by PREPARE TRANSACTION, which refuses a pending NOTIFY.
+    announce_at_commit(queue, DT_NOBEGIN, 0);
 }
 
 void wake_pulls_at_commit(const std::string& queue, int64_t jobs) {
     // Attaches the shared slots now, while that may still raise: the commit cannot.
     if (!claim_hint::can_wake(queue)) return;
     register_callback();
-    auto same = [&](const Wake& w) { return w.queue == queue; };
+    SubTransactionId subxact = GetCurrentSubTransactionId();
+    auto same = [&](const Wake& w) { return w.queue == queue && w.subxact == subxact; };
     auto it = std::find_if(pulls_to_wake.begin(), pulls_to_wake.end(), same);
     if (it == pulls_to_wake.end())
-        pulls_to_wake.push_back({queue, std::max<int64_t>(jobs, 0)});
+        pulls_to_wake.push_back({queue, std::max<int64_t>(jobs, 0), subxact});
     else if (it->jobs > 0)
         it->jobs = jobs > 0 ? it->jobs + jobs : 0;
 }

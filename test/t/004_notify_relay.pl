@@ -17,6 +17,7 @@ use Time::HiRes qw(time usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('relay');
 $node->init;
+$node->append_conf('postgresql.conf', "max_prepared_transactions = 2\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION hopper');
 ok(defined reaper_runs($node, 'postgres'),
@@ -208,6 +209,30 @@ while (time - $t0 < 15 && $from_again ne $reaper)
 }
 is($from_again, $reaper, 'the new reaper relays again');
 note sprintf('relay resumed %.1f s after reaper_start()', time - $t0);
+
+# A release is announced at its commit, as a push is. And a transaction
+# that released a job can be prepared (a NOTIFY in the transaction made PREPARE fail with 0A000);
+# like a prepared push, its release wakes nobody when COMMIT PREPARED makes the job available.
+session_query($p,
+	"SET hopper.notify = off; SELECT hopper.queue_push('relay', '{}'); RESET hopper.notify");
+# Whatever the pushes above still have on their way is heard first.
+1 while (my @late = wait_notification($l, 'hopper:relay', 0.5));
+session_query($p,
+	"SELECT hopper.queue_release(id, lease_token) FROM hopper.queue_pull('relay', 1)");
+{
+	my ($took) = wait_notification($l, 'hopper:relay', 5);
+	ok(defined $took && $took < 1, 'a release is announced at its commit');
+}
+$node->safe_psql('postgres', q{
+	SET hopper.notify = off;
+	SELECT hopper.queue_push('prepared', '{}');
+	RESET hopper.notify;
+	BEGIN;
+	SELECT hopper.queue_release(id, lease_token) FROM hopper.queue_pull('prepared', 1);
+	PREPARE TRANSACTION 'hopper_release';
+	COMMIT PREPARED 'hopper_release';});
+is($node->safe_psql('postgres', "SELECT state FROM hopper.jobs WHERE queue = 'prepared'"),
+	'available', 'a release in a prepared transaction is committed');
 
 # The server counts relayed wake-ups in 256 slots lent to queues. A queue that finds none free (here
 # 300 queues pushed to at once take them all) notifies by itself; its wake-up is never lost. Last in

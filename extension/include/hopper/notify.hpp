@@ -19,9 +19,11 @@ extern "C" {
 
 namespace hopper::notify {
 
-// NOTIFY "hopper:<queue>" in the caller's transaction (release, retry, resume, rescues, the
-// reaper's pass), and wake every pull waiting on the queue when it commits (pull_wait.hpp). No
-// NOTIFY when hopper.notify is off; the waiting pulls are woken all the same.
+// Jobs became available in queue (release, retry, resume, rescues, the reaper's pass): when the
+// transaction commits, every pull waiting on the queue is woken (pull_wait.hpp) and the listeners
+// told, as a push's are (queue_pushed: relayed by the reaper where one runs, nothing for a
+// prepared transaction or a rolled-back subtransaction). No NOTIFY when hopper.notify is off; the
+// waiting pulls are woken all the same.
 void queue_ready(const std::string& queue);
 
 // The NOTIFY alone: the reaper's relay, whose pushes woke the waiting pulls at their own commit.
