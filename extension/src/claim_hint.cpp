@@ -306,17 +306,21 @@ void forget() noexcept {
     clear_database_on_rollback_ = false;
 }
 
+void committed() noexcept {
+    for (const Pending& p : lowerings) {
+        Found f = find(p.queue);
+        if (f.slot >= 0) lower(shared->slots[f.slot], f.gen, p.key, p.delayed);
+    }
+    clear_all(clear_when_done);
+    forget();
+}
+
 // Runs after the commit is visible (or the rollback done), so a claim that missed the jobs while
 // they were in flight finds the hint lowered afterwards. Nothing here may raise.
 void on_transaction_event(XactEvent event, void*) {
     switch (event) {
         case XACT_EVENT_COMMIT:
-            for (const Pending& p : lowerings) {
-                Found f = find(p.queue);
-                if (f.slot >= 0) lower(shared->slots[f.slot], f.gen, p.key, p.delayed);
-            }
-            clear_all(clear_when_done);
-            forget();
+            committed();
             return;
         case XACT_EVENT_ABORT:
             clear_all(clear_when_done);
@@ -544,6 +548,10 @@ void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept {
         return;
     }
     for (int64_t i = 0; i < jobs; ++i) ConditionVariableSignal(&cv);
+}
+
+void apply_at_commit() noexcept {
+    if (shared != nullptr) committed();
 }
 
 }  // namespace hopper::claim_hint

@@ -130,6 +130,7 @@ void on_transaction_event(XactEvent event, void*) {
             return;
         }
         case XACT_EVENT_COMMIT: {
+            claim_hint::apply_at_commit();
             for (const Wake& w : pulls_to_wake) claim_hint::wake_waiting_pulls(w.queue, w.jobs);
             bool counted = false;
             for (const std::string& queue : relayed_queues)

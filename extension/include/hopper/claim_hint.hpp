@@ -113,4 +113,10 @@ ConditionVariable* waiting_pulls(const std::string& queue);
 // At commit (raises nothing): wakes up to `jobs` pulls waiting on queue; every one if jobs <= 0.
 void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept;
 
+// The committing transaction's hint changes, applied now rather than in claim_hint's own commit
+// callback (which then finds nothing left to do). For the wake-ups at commit: PostgreSQL runs the
+// callback registered last first, and a pull woken before the hint was lowered resumed past the
+// job that woke it, and found it only at its next look a second later.
+void apply_at_commit() noexcept;
+
 }  // namespace hopper::claim_hint
