@@ -4,6 +4,7 @@
 #include "hopper/claim_hint.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/queue_lock.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/sql.hpp"
 
@@ -12,6 +13,10 @@ extern "C" {
 }
 
 using namespace hopper;
+
+namespace {
+constexpr uint32_t kRetryKeyLockKey1 = 0x686f706b;  // "hopk": (queue, dedup key) of a retry
+}  // namespace
 
 HOPPER_FUNCTION(hopper_queue_cancel) {
     int64_t id = args::job_id(fcinfo, 0);
@@ -76,6 +81,11 @@ HOPPER_FUNCTION(hopper_queue_retry) {
         queues::require(conn, queue);
         if (q.get_bool(0, 3) && !q.is_null(0, 2)) {
             std::string key = q.get_text(0, 2);
+            // Two retries of jobs with one key run one after the other, so that the second sees
+            // the first's job and names it (before, it met the unique index: a bare 23505).
+            queue_lock::acquire(
+                queue_lock::tag(kRetryKeyLockKey1, queue_lock::hash(queue + '\n' + key)),
+                ExclusiveLock);
             spi::Result h = conn.exec(key_holder, {spi::arg_text(queue), spi::arg_text(key)});
             if (!h.empty())
                 throw PgError(ERRCODE_UNIQUE_VIOLATION,
