@@ -111,7 +111,9 @@ GRANT hopper_worker TO regress_sched_worker;
 SET ROLE regress_sched_app;
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('app', '0 0 1 1 *', 'sched')$$) AS app_schedule;
 SELECT pg_temp.try($$SELECT count(*) FROM hopper.queue_schedules()$$) AS app_list;
-SELECT pg_temp.try($$SELECT hopper.schedule_run_due(hopper.cron_next('0 0 1 1 *', now()))$$) AS app_run;
+SELECT pg_temp.try($$SELECT hopper.schedule_run_due()$$) AS app_run;
+-- Only a superuser runs schedules ahead of time: it moves their next runs past that time for good.
+SELECT pg_temp.try($$SELECT hopper.schedule_run_due(hopper.cron_next('0 0 1 1 *', now()))$$) AS app_run_ahead;
 SELECT pg_temp.try($$SELECT hopper.queue_unschedule('app')$$) AS app_unschedule;
 SET ROLE regress_sched_worker;
 SELECT pg_temp.try($$SELECT hopper.cron_next('@daily', now()) > now()$$) AS worker_cron_next;

@@ -18,6 +18,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/timestamp.h"
 }
 
@@ -135,6 +136,13 @@ using namespace hopper;
 
 HOPPER_FUNCTION(hopper_schedule_run_due) {
     TimestampTz at = args::clock(fcinfo, 0, "at");
+    // Running schedules ahead moves each one's next run past `at` for good (re-declaring it
+    // keeps that): a producer's mistyped date would silence every schedule of the database.
+    if (at > GetCurrentTransactionStartTimestamp() && !pg_guard([] { return superuser(); }))
+        throw PgError(ERRCODE_INSUFFICIENT_PRIVILEGE,
+                      "only a superuser may run schedules ahead of time",
+                      "Each schedule's next run would move past the time given, for good.",
+                      "Call schedule_run_due() without at, or with a time not after now().");
     spi::Connection conn;
     schedule::RunCounts c = schedule::run_due(conn, at, 0);
     conn.finish();
