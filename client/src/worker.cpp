@@ -237,7 +237,11 @@ int Worker::Impl::slots_free() {
 
 void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     const std::string channel = "hopper:" + opt.queue;
+    // One back-off per connection, each reset only by its own success: a waiting pull that cannot
+    // reconnect was otherwise retried every min_backoff, as each pull on the other connection
+    // reset the shared one.
     Backoff backoff(opt.min_backoff, opt.max_backoff);
+    Backoff waiter_backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> conn;
     internal::WaitingPull waiter(opt.queue);
     bool listening = !opt.waiting_pulls;  // LISTEN + poll instead of waiting pulls
@@ -250,6 +254,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
         taking_returned = true;
     }
     while (!stopping()) {
+        bool on_waiter = false;  // what failed, if anything does: the waiting pull's connection
         try {
             if (!conn) {
                 conn = connect(backoff, [&] { return stopping(); });
@@ -270,10 +275,12 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 // one waits; a freed slot needs nothing (the waiting pull returns what came).
                 take_returned();
                 if (!unreported.empty()) complete_and_pull(*conn, nullptr);
+                on_waiter = true;
                 std::optional<internal::WaitingPull::Outcome> got = waiter.await(wake.fd());
+                on_waiter = false;
                 wake.drain();
                 if (!got) continue;
-                backoff.reset();
+                waiter_backoff.reset();
                 hand_out(got->jobs, hb);
                 deep = got->filled;
                 if (got->did_not_wait) {
@@ -311,11 +318,10 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             if (!listening) {
                 if (int n = slots_free(); n > 0) {
                     // Nothing left to pull: wait in the server until a job is made available.
-                    if (!waiter.connected()) {
-                        std::unique_ptr<Client> c = connect(backoff, [&] { return stopping(); });
-                        if (!c) break;
-                        waiter.attach(std::move(c));
-                    }
+                    // One attempt per turn: while it fails, the pulls above still find jobs and
+                    // this connection's back-off spaces the attempts.
+                    on_waiter = true;
+                    if (!waiter.connected()) waiter.attach(internal::worker_client(opt.conninfo));
                     PullOptions po = pull_options(n);
                     po.wait = internal::server_wait(opt.poll_interval, opt.poll_jitter);
                     waiter.start(po);
@@ -347,8 +353,9 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 deep = true;
                 continue;
             }
-            Duration d = backoff.next();
-            log(fmt::format("pull from queue {} failed (retrying in {} ms): {}", opt.queue,
+            Duration d = (on_waiter ? waiter_backoff : backoff).next();
+            log(fmt::format("{} queue {} failed (retrying in {} ms): {}",
+                            on_waiter ? "waiting pull on" : "pull from", opt.queue,
                             d.count() / 1000, ex.what()));
             pause(d);
             deep = true;

@@ -434,6 +434,85 @@ TEST(Worker, JobsFinishingWhileThePullWaitsAreCompletedAtOnce) {
     EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
 }
 
+// A waiting pull whose connection cannot come back (here: its role may open no more sessions)
+// while the fetch loop's own connection works: the loop still pulls and completes jobs, and the
+// waiting pull is retried with a back-off of its own that grows. The loop's successful pulls
+// reset a back-off shared by both, so it was retried (and logged) every min_backoff.
+TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    const std::string role = fmt::format("hopper_test_backoff_{}", ::getpid());
+    c.exec("DROP ROLE IF EXISTS " + role);
+    c.exec("CREATE ROLE " + role + " LOGIN IN ROLE hopper_worker");
+    struct DropRole {
+        Client& c;
+        const std::string& role;
+        ~DropRole() {
+            try {
+                c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
+                c.exec(
+                    "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+                    "WHERE usename = $1",
+                    role);
+                eventually([&] {
+                    return c.exec(
+                                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
+                                "usename = $1",
+                                role)
+                               .int64(0, 0) == 0;
+                });
+                c.exec("DROP ROLE IF EXISTS " + role);
+            } catch (const std::exception&) {
+                // Dropped by the next run's DROP ROLE IF EXISTS.
+            }
+        }
+    } drop_role{c, role};
+
+    WorkerOptions o = slow_polling(q);
+    o.conninfo += " user=" + role;
+    o.concurrency = 1;
+    std::mutex mu;
+    std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(mu);
+        lines.emplace_back(std::chrono::steady_clock::now(), line);
+    };
+    Worker w(o);
+    w.on_any([](JobContext&) {});
+    {
+        Running r(w);
+        // A first job, so that the handler thread has its connection before the limit.
+        int64_t first = c.push(q, "{}");
+        ASSERT_TRUE(eventually([&] { return state_is(c, first, JobState::Completed); }, 10s));
+        ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT 0");
+        auto cut = std::chrono::steady_clock::now();
+        c.exec(
+            "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+            "WHERE application_name = $1 AND state = 'active' AND query LIKE '%queue_pull%'",
+            q);
+        int64_t second = c.push(q, "{}");
+        EXPECT_TRUE(eventually([&] { return state_is(c, second, JobState::Completed); }, 10s))
+            << "the fetch loop's own connection still pulls";
+        std::this_thread::sleep_for(cut + 3500ms - std::chrono::steady_clock::now());
+        int failures = 0;
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            for (const auto& [at, line] : lines)
+                if (at - cut <= 3500ms && line.find("failed (retrying in") != std::string::npos)
+                    ++failures;
+        }
+        // Doubling from 100 ms: attempts at about 0, 0.1, 0.3, 0.7, 1.5 and 3.1 s. Every 100 ms
+        // would be 35.
+        EXPECT_GE(failures, 2);
+        EXPECT_LE(failures, 10);
+        // The connection back: the worker waits in the server again.
+        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
+        EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 20s));
+    }
+}
+
 TEST(Worker, StopEndsAWaitingPullAtOnce) {
     Client c(conninfo());
     std::string q = unique_queue("w");
