@@ -136,7 +136,8 @@ struct Worker::Impl {
                                      FailOptions fo);
     bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
     std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
-    void account(const Returned& f, bool held);
+    void account(Client& client, const Returned& f, bool held);
+    std::string why_not_ours(Client& client, int64_t id, StopReason stopped);
     const Handler* handler_for(const Job& job) const;
     void shutdown(Client* fetcher, internal::Heartbeat& hb);
 };
@@ -526,7 +527,7 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
         if (!held && stopped != StopReason::Shutdown) {
             ++lost;
             log(fmt::format("job {} finished by its handler but no longer ours ({})", job.id,
-                            stopped == StopReason::None ? "lease lost" : to_string(stopped)));
+                            why_not_ours(client, job.id, stopped)));
         }
     });
 }
@@ -539,14 +540,28 @@ bool Worker::Impl::hand_over(const Job& job, const std::optional<std::string>& r
     return true;
 }
 
-void Worker::Impl::account(const Returned& f, bool held) {
+void Worker::Impl::account(Client& client, const Returned& f, bool held) {
     if (held) {
         ++completed;
     } else if (f.stopped != StopReason::Shutdown) {
         ++lost;
         log(fmt::format("job {} finished by its handler but no longer ours ({})", f.job.id,
-                        f.stopped == StopReason::None ? "lease lost" : to_string(f.stopped)));
+                        why_not_ours(client, f.job.id, f.stopped)));
     }
+}
+
+// For the log: an operator's cancel is not a fault of the worker, a lost lease may be. A handler
+// that returns before the next heartbeat has no stop reason yet, so the job's row is asked.
+std::string Worker::Impl::why_not_ours(Client& client, int64_t id, StopReason stopped) {
+    if (stopped == StopReason::Cancelled) return "cancelled";
+    if (stopped == StopReason::None) {
+        try {
+            if (client.job_status(id).state == JobState::Cancelled) return "cancelled";
+        } catch (const std::exception&) {
+            // Gone (a queue that keeps no history) or no connection: nothing more to tell.
+        }
+    }
+    return "lease lost";
 }
 
 // Completes the handed-over jobs and, with `po`, pulls the next ones, in one statement: one round
@@ -578,7 +593,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
                         ex.what()));
         for (const Returned& f : unreported) {
             try {
-                if (!complete_job(conn, f.job, f.result)) account(f, false);
+                if (!complete_job(conn, f.job, f.result)) account(conn, f, false);
             } catch (const std::exception& one) {
                 log(fmt::format("could not report job {}: {}", f.job.id, one.what()));
             }
@@ -587,7 +602,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
         return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
     }
     std::set<int64_t> held(done.begin(), done.end());
-    for (const Returned& f : unreported) account(f, held.count(f.job.id) > 0);
+    for (const Returned& f : unreported) account(conn, f, held.count(f.job.id) > 0);
     unreported.clear();
     return jobs;
 }

@@ -828,6 +828,49 @@ TEST(Worker, CancelStopsTheHandler) {
         << "the handler's return changed nothing";
 }
 
+// A job cancelled while its handler runs, the handler returning before the next heartbeat tells
+// it: the completion is refused, and the log says the job was cancelled, not that its lease was
+// lost (which points at a stalled or cut-off worker). Both ways a completion is reported.
+TEST(Worker, AJobCancelledWhileItsHandlerRanIsLoggedAsCancelled) {
+    for (bool batched : {true, false}) {
+        SCOPED_TRACE(batched ? "batched completions" : "completions one by one");
+        Client c(conninfo());
+        std::string q = unique_queue("w");
+        c.queue_create(q);  // a 30 s lease: the next heartbeat is 10 s away
+        WorkerOptions o = options(q, 1);
+        o.batch_completions = batched;
+        std::mutex mu;
+        std::vector<std::string> lines;
+        o.log = [&](const std::string& line) {
+            std::lock_guard<std::mutex> lock(mu);
+            lines.push_back(line);
+        };
+        auto logged = [&](const std::string& text) {
+            std::lock_guard<std::mutex> lock(mu);
+            return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+                return l.find(text) != std::string::npos;
+            });
+        };
+        Worker w(o);
+        std::atomic<bool> started{false}, go{false};
+        w.on_any([&](JobContext&) {
+            started = true;
+            eventually([&] { return go.load(); }, 30s);
+        });
+        Running r(w);
+        int64_t id = c.push(q, "{}");
+        ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+        ASSERT_TRUE(c.cancel(id));
+        go = true;
+        std::string cancelled =
+            fmt::format("job {} finished by its handler but no longer ours (cancelled)", id);
+        EXPECT_TRUE(eventually([&] { return logged(cancelled); }, 10s));
+        EXPECT_FALSE(logged("lease lost"));
+        r.stop();
+        EXPECT_EQ(c.job_status(id).state, JobState::Cancelled);
+    }
+}
+
 // A running job deleted under its worker (its row gone, as a drop or a pruned history leaves it):
 // its heartbeat answers "does not exist", which stops its handler as a lost lease does. Taken for a
 // connection error, it stopped the heartbeats of the jobs after it too, whose leases ran out.
