@@ -10,8 +10,14 @@
 #include "hopper/connection.hpp"
 #include "hopper/types.hpp"
 
-// A timestamptz or interval column as int8 microseconds (NULL stays NULL).
-#define HOPPER_US(col) "(EXTRACT(epoch FROM " col ") * 1000000)::int8"
+// A timestamptz or interval column as int8 microseconds (NULL stays NULL). A timestamptz reaches
+// the year 294276 and infinity, neither of which fits: the epoch is held within int8 as a numeric
+// before the cast, so such a row reads as the clock's end (rows::time_at) instead of failing the
+// whole query. CASE, not LEAST/GREATEST alone: those skip NULLs and would turn one into a bound.
+#define HOPPER_US(col)                                                           \
+    "(CASE WHEN " col " IS NOT NULL THEN LEAST(GREATEST(EXTRACT(epoch FROM " col \
+    ") * 1000000, "                                                              \
+    "-9223372036854775808), 9223372036854775807)::int8 END)"
 // int8 microseconds parameters back into timestamptz / interval.
 #define HOPPER_TS_PARAM(p) "pg_catalog.to_timestamp(" p "::float8 / 1000000)"
 #define HOPPER_INTERVAL_PARAM(p) "(" p "::int8 * interval '1 microsecond')"

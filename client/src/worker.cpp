@@ -136,7 +136,8 @@ struct Worker::Impl {
                                      FailOptions fo);
     bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
     std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
-    void account(const Returned& f, bool held);
+    void account(Client& client, const Returned& f, bool held);
+    std::string why_not_ours(Client& client, int64_t id, StopReason stopped);
     const Handler* handler_for(const Job& job) const;
     void shutdown(Client* fetcher, internal::Heartbeat& hb);
 };
@@ -237,7 +238,11 @@ int Worker::Impl::slots_free() {
 
 void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     const std::string channel = "hopper:" + opt.queue;
+    // One back-off per connection, each reset only by its own success: a waiting pull that cannot
+    // reconnect was otherwise retried every min_backoff, as each pull on the other connection
+    // reset the shared one.
     Backoff backoff(opt.min_backoff, opt.max_backoff);
+    Backoff waiter_backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> conn;
     internal::WaitingPull waiter(opt.queue);
     bool listening = !opt.waiting_pulls;  // LISTEN + poll instead of waiting pulls
@@ -250,6 +255,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
         taking_returned = true;
     }
     while (!stopping()) {
+        bool on_waiter = false;  // what failed, if anything does: the waiting pull's connection
         try {
             if (!conn) {
                 conn = connect(backoff, [&] { return stopping(); });
@@ -270,10 +276,12 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 // one waits; a freed slot needs nothing (the waiting pull returns what came).
                 take_returned();
                 if (!unreported.empty()) complete_and_pull(*conn, nullptr);
+                on_waiter = true;
                 std::optional<internal::WaitingPull::Outcome> got = waiter.await(wake.fd());
+                on_waiter = false;
                 wake.drain();
                 if (!got) continue;
-                backoff.reset();
+                waiter_backoff.reset();
                 hand_out(got->jobs, hb);
                 deep = got->filled;
                 if (got->did_not_wait) {
@@ -311,11 +319,10 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             if (!listening) {
                 if (int n = slots_free(); n > 0) {
                     // Nothing left to pull: wait in the server until a job is made available.
-                    if (!waiter.connected()) {
-                        std::unique_ptr<Client> c = connect(backoff, [&] { return stopping(); });
-                        if (!c) break;
-                        waiter.attach(std::move(c));
-                    }
+                    // One attempt per turn: while it fails, the pulls above still find jobs and
+                    // this connection's back-off spaces the attempts.
+                    on_waiter = true;
+                    if (!waiter.connected()) waiter.attach(internal::worker_client(opt.conninfo));
                     PullOptions po = pull_options(n);
                     po.wait = internal::server_wait(opt.poll_interval, opt.poll_jitter);
                     waiter.start(po);
@@ -347,8 +354,9 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 deep = true;
                 continue;
             }
-            Duration d = backoff.next();
-            log(fmt::format("pull from queue {} failed (retrying in {} ms): {}", opt.queue,
+            Duration d = (on_waiter ? waiter_backoff : backoff).next();
+            log(fmt::format("{} queue {} failed (retrying in {} ms): {}",
+                            on_waiter ? "waiting pull on" : "pull from", opt.queue,
                             d.count() / 1000, ex.what()));
             pause(d);
             deep = true;
@@ -519,7 +527,7 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
         if (!held && stopped != StopReason::Shutdown) {
             ++lost;
             log(fmt::format("job {} finished by its handler but no longer ours ({})", job.id,
-                            stopped == StopReason::None ? "lease lost" : to_string(stopped)));
+                            why_not_ours(client, job.id, stopped)));
         }
     });
 }
@@ -532,14 +540,28 @@ bool Worker::Impl::hand_over(const Job& job, const std::optional<std::string>& r
     return true;
 }
 
-void Worker::Impl::account(const Returned& f, bool held) {
+void Worker::Impl::account(Client& client, const Returned& f, bool held) {
     if (held) {
         ++completed;
     } else if (f.stopped != StopReason::Shutdown) {
         ++lost;
         log(fmt::format("job {} finished by its handler but no longer ours ({})", f.job.id,
-                        f.stopped == StopReason::None ? "lease lost" : to_string(f.stopped)));
+                        why_not_ours(client, f.job.id, f.stopped)));
     }
+}
+
+// For the log: an operator's cancel is not a fault of the worker, a lost lease may be. A handler
+// that returns before the next heartbeat has no stop reason yet, so the job's row is asked.
+std::string Worker::Impl::why_not_ours(Client& client, int64_t id, StopReason stopped) {
+    if (stopped == StopReason::Cancelled) return "cancelled";
+    if (stopped == StopReason::None) {
+        try {
+            if (client.job_status(id).state == JobState::Cancelled) return "cancelled";
+        } catch (const std::exception&) {
+            // Gone (a queue that keeps no history) or no connection: nothing more to tell.
+        }
+    }
+    return "lease lost";
 }
 
 // Completes the handed-over jobs and, with `po`, pulls the next ones, in one statement: one round
@@ -571,7 +593,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
                         ex.what()));
         for (const Returned& f : unreported) {
             try {
-                if (!complete_job(conn, f.job, f.result)) account(f, false);
+                if (!complete_job(conn, f.job, f.result)) account(conn, f, false);
             } catch (const std::exception& one) {
                 log(fmt::format("could not report job {}: {}", f.job.id, one.what()));
             }
@@ -580,7 +602,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
         return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
     }
     std::set<int64_t> held(done.begin(), done.end());
-    for (const Returned& f : unreported) account(f, held.count(f.job.id) > 0);
+    for (const Returned& f : unreported) account(conn, f, held.count(f.job.id) > 0);
     unreported.clear();
     return jobs;
 }

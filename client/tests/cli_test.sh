@@ -231,6 +231,34 @@ watch)
     run watch nosuch --once
     expect_rc 2 "unknown queue"
     ;;
+far_times)
+    # Times set by hand past the clock's end (2262), to the server's last year, or to infinity:
+    # every command that reads the job still works, and none names a day the job was not set to.
+    inf=$("$hopper" push fq '{}')
+    last=$("$hopper" push fq '{}')
+    started=$("$hopper" push fq '{}')
+    sql "UPDATE hopper.jobs SET run_at = 'infinity' WHERE id = $inf" >/dev/null
+    sql "UPDATE hopper.jobs SET run_at = '294276-12-31 00:00:00+00' WHERE id = $last" >/dev/null
+    sql "SELECT hopper.queue_pull('fq', 1)" >/dev/null
+    sql "UPDATE hopper.jobs SET started_at = '-infinity' WHERE id = $started" >/dev/null
+    run show "$inf"
+    expect_rc 0 "show of a job run at infinity"
+    expect_out "run at +after 2262-04-11\$" "infinity shown as past the clock's end"
+    run show "$last" --json
+    expect_rc 0 "show --json of a job run in the year 294276"
+    [ "$(sql "SELECT ('$out'::jsonb)->>'run_at'")" = infinity ] || fail "show --json run_at"
+    run jobs fq
+    expect_rc 0 "jobs listing far times"
+    expect_out "^$inf +scheduled .* after 2262-04-11" "infinite run_at in the listing"
+    expect_out "^$last +scheduled .* after 2262-04-11" "year 294276 in the listing"
+    run jobs fq --json
+    expect_rc 0 "jobs --json listing far times"
+    [ "$(sql "SELECT string_agg(e->>'run_at', ',' ORDER BY (e->>'id')::int8) FILTER (WHERE e->>'state' = 'scheduled') FROM jsonb_array_elements('$out'::jsonb) e")" = \
+        "infinity,infinity" ] || fail "far run_at in JSON"
+    run watch fq --once
+    expect_rc 0 "watch of a job started at -infinity"
+    expect_out "^$started +fq +- +1/5 +- +- " "no running time counted from -infinity"
+    ;;
 reaper)
     run reaper status
     if psql -X -A -t -q -c "SELECT to_regprocedure('hopper.reaper_status()') IS NOT NULL" | grep -q t; then

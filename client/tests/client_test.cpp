@@ -137,6 +137,30 @@ TEST_F(ClientTest, TimesPastTheClocksRangeReadAsItsEnd) {
     EXPECT_LT(j.created_at, Clock::now() + 1min);
 }
 
+// A run_at set by hand to infinity, or to the server's last year, does not fit the int8
+// microseconds the times cross the wire as: the read must not fail (which took the whole listing
+// of the queue with it), and such a time reads as the clock's end, -infinity as its start.
+TEST_F(ClientTest, InfiniteAndLastYearTimesReadAsTheClocksEnds) {
+    std::string q = unique_queue("inf");
+    int64_t inf = c.push(q, "{}");
+    int64_t last = c.push(q, "{}");
+    int64_t neg = c.push(q, "{}");
+    c.exec("UPDATE hopper.jobs SET run_at = 'infinity' WHERE id = $1", inf);
+    c.exec("UPDATE hopper.jobs SET run_at = '294276-12-31 00:00:00+00' WHERE id = $1", last);
+    c.exec("UPDATE hopper.jobs SET run_at = '-infinity', started_at = 'infinity' WHERE id = $1",
+           neg);
+    EXPECT_EQ(c.job_status(inf).run_at, TimePoint::max());
+    EXPECT_EQ(c.job_status(last).run_at, TimePoint::max());
+    JobInfo n = c.job_status(neg);
+    EXPECT_EQ(n.run_at, TimePoint::min());
+    EXPECT_EQ(n.started_at, std::optional<TimePoint>(TimePoint::max()));
+    EXPECT_FALSE(c.job_status(inf).started_at) << "NULL stays NULL, not a bound";
+    auto jobs = c.jobs(q);
+    ASSERT_EQ(jobs.size(), 3u);
+    for (const auto& j : jobs)
+        EXPECT_EQ(j.run_at, j.id == neg ? TimePoint::min() : TimePoint::max()) << j.id;
+}
+
 TEST_F(ClientTest, PriorityOrdersPulls) {
     std::string q = unique_queue("prio");
     PushOptions low, high;

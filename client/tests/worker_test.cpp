@@ -434,6 +434,85 @@ TEST(Worker, JobsFinishingWhileThePullWaitsAreCompletedAtOnce) {
     EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
 }
 
+// A waiting pull whose connection cannot come back (here: its role may open no more sessions)
+// while the fetch loop's own connection works: the loop still pulls and completes jobs, and the
+// waiting pull is retried with a back-off of its own that grows. The loop's successful pulls
+// reset a back-off shared by both, so it was retried (and logged) every min_backoff.
+TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    const std::string role = fmt::format("hopper_test_backoff_{}", ::getpid());
+    c.exec("DROP ROLE IF EXISTS " + role);
+    c.exec("CREATE ROLE " + role + " LOGIN IN ROLE hopper_worker");
+    struct DropRole {
+        Client& c;
+        const std::string& role;
+        ~DropRole() {
+            try {
+                c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
+                c.exec(
+                    "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+                    "WHERE usename = $1",
+                    role);
+                eventually([&] {
+                    return c.exec(
+                                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
+                                "usename = $1",
+                                role)
+                               .int64(0, 0) == 0;
+                });
+                c.exec("DROP ROLE IF EXISTS " + role);
+            } catch (const std::exception&) {
+                // Dropped by the next run's DROP ROLE IF EXISTS.
+            }
+        }
+    } drop_role{c, role};
+
+    WorkerOptions o = slow_polling(q);
+    o.conninfo += " user=" + role;
+    o.concurrency = 1;
+    std::mutex mu;
+    std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(mu);
+        lines.emplace_back(std::chrono::steady_clock::now(), line);
+    };
+    Worker w(o);
+    w.on_any([](JobContext&) {});
+    {
+        Running r(w);
+        // A first job, so that the handler thread has its connection before the limit.
+        int64_t first = c.push(q, "{}");
+        ASSERT_TRUE(eventually([&] { return state_is(c, first, JobState::Completed); }, 10s));
+        ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT 0");
+        auto cut = std::chrono::steady_clock::now();
+        c.exec(
+            "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+            "WHERE application_name = $1 AND state = 'active' AND query LIKE '%queue_pull%'",
+            q);
+        int64_t second = c.push(q, "{}");
+        EXPECT_TRUE(eventually([&] { return state_is(c, second, JobState::Completed); }, 10s))
+            << "the fetch loop's own connection still pulls";
+        std::this_thread::sleep_for(cut + 3500ms - std::chrono::steady_clock::now());
+        int failures = 0;
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            for (const auto& [at, line] : lines)
+                if (at - cut <= 3500ms && line.find("failed (retrying in") != std::string::npos)
+                    ++failures;
+        }
+        // Doubling from 100 ms: attempts at about 0, 0.1, 0.3, 0.7, 1.5 and 3.1 s. Every 100 ms
+        // would be 35.
+        EXPECT_GE(failures, 2);
+        EXPECT_LE(failures, 10);
+        // The connection back: the worker waits in the server again.
+        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
+        EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 20s));
+    }
+}
+
 TEST(Worker, StopEndsAWaitingPullAtOnce) {
     Client c(conninfo());
     std::string q = unique_queue("w");
@@ -747,6 +826,49 @@ TEST(Worker, CancelStopsTheHandler) {
     EXPECT_EQ(callback_reason.load(), static_cast<int>(StopReason::Cancelled));
     EXPECT_EQ(c.job_status(id).state, JobState::Cancelled)
         << "the handler's return changed nothing";
+}
+
+// A job cancelled while its handler runs, the handler returning before the next heartbeat tells
+// it: the completion is refused, and the log says the job was cancelled, not that its lease was
+// lost (which points at a stalled or cut-off worker). Both ways a completion is reported.
+TEST(Worker, AJobCancelledWhileItsHandlerRanIsLoggedAsCancelled) {
+    for (bool batched : {true, false}) {
+        SCOPED_TRACE(batched ? "batched completions" : "completions one by one");
+        Client c(conninfo());
+        std::string q = unique_queue("w");
+        c.queue_create(q);  // a 30 s lease: the next heartbeat is 10 s away
+        WorkerOptions o = options(q, 1);
+        o.batch_completions = batched;
+        std::mutex mu;
+        std::vector<std::string> lines;
+        o.log = [&](const std::string& line) {
+            std::lock_guard<std::mutex> lock(mu);
+            lines.push_back(line);
+        };
+        auto logged = [&](const std::string& text) {
+            std::lock_guard<std::mutex> lock(mu);
+            return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+                return l.find(text) != std::string::npos;
+            });
+        };
+        Worker w(o);
+        std::atomic<bool> started{false}, go{false};
+        w.on_any([&](JobContext&) {
+            started = true;
+            eventually([&] { return go.load(); }, 30s);
+        });
+        Running r(w);
+        int64_t id = c.push(q, "{}");
+        ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+        ASSERT_TRUE(c.cancel(id));
+        go = true;
+        std::string cancelled =
+            fmt::format("job {} finished by its handler but no longer ours (cancelled)", id);
+        EXPECT_TRUE(eventually([&] { return logged(cancelled); }, 10s));
+        EXPECT_FALSE(logged("lease lost"));
+        r.stop();
+        EXPECT_EQ(c.job_status(id).state, JobState::Cancelled);
+    }
 }
 
 // A running job deleted under its worker (its row gone, as a drop or a pruned history leaves it):

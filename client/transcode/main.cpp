@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
             case Args::Command::Run:
                 return transcode::run_command(args);
         }
+    } catch (const transcode::UsageError& e) {
+        // Found only once the command starts (a --ffmpeg that cannot be run): still a usage error.
+        std::cerr << "hopper-transcode: " << e.what() << "\n";
+        return 2;
     } catch (const std::exception& e) {
         std::cerr << "hopper-transcode: " << e.what() << "\n";
         return 1;

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "text_tail.hpp"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -54,6 +57,39 @@ std::string find_program(const std::string& name) {
         if (::access(candidate.c_str(), X_OK) == 0) return candidate;
         if (colon == std::string_view::npos) return {};
         dirs.remove_prefix(colon + 1);
+    }
+}
+
+std::string program_problem(const std::string& program, std::chrono::milliseconds limit) {
+    std::string path = find_program(program);
+    if (path.empty())
+        return program.find('/') != std::string::npos ? "not found, or not executable"
+                                                      : "not found in PATH";
+    struct stat st {};
+    // access(X_OK) also holds for a directory, which execv then refuses.
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "not an executable file";
+    struct TimedOut {};
+    TextTail err(4);
+    try {
+        ChildProcess child({path, "-version"});
+        Pump pump;
+        pump.on_stdout = [](std::string_view) {};
+        pump.on_stderr = [&](std::string_view s) { err.append(s); };
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        pump.on_tick = [&] {
+            if (std::chrono::steady_clock::now() >= deadline) throw TimedOut{};
+        };
+        pump.tick = std::chrono::milliseconds(50);
+        ExitStatus status = child.run(pump);
+        if (status.success()) return {};
+        std::string why = err.text();
+        return fmt::format("\"{} -version\" {}{}{}", program, status.describe(),
+                           why.empty() ? "" : ": ", why);
+    } catch (const TimedOut&) {
+        return fmt::format("\"{} -version\" did not finish within {:g} s", program,
+                           std::chrono::duration<double>(limit).count());
+    } catch (const SpawnError& e) {
+        return e.what();
     }
 }
 

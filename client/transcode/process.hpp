@@ -60,6 +60,11 @@ struct Pump {
 // Looks `name` up in PATH like a shell would (a name with a slash is taken as is); empty if absent.
 std::string find_program(const std::string& name);
 
+// Why `program -version` cannot be run to a successful exit within `limit`: not found, not an
+// executable file, does not start, fails or hangs. Empty when it can. A worker checks its encoder
+// and prober once at start-up, as otherwise every job it took would fail until dead.
+std::string program_problem(const std::string& program, std::chrono::milliseconds limit);
+
 class ChildProcess {
   public:
     // Starts argv[0] with stdin from /dev/null and stdout/stderr piped to us. The child leads a

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <hopper/client.hpp>
@@ -23,6 +24,8 @@ namespace {
 
 // How often the rows of jobs that ended without a worker are settled (settler.hpp).
 constexpr std::chrono::seconds kSettleInterval{15};
+// `ffmpeg -version` takes milliseconds; a cold network file system may take a few seconds.
+constexpr std::chrono::seconds kProgramCheckLimit{20};
 
 // Stops the worker once the queue has nothing available or running (scheduled retries in the
 // future do not keep it alive). Checked on its own connection every half second.
@@ -94,9 +97,14 @@ int run_command(const Args& args) {
     settings.encode = r.encode;
     settings.ffprobe = r.ffprobe;
     settings.timeout = r.timeout;
-    for (const std::string& tool : {settings.encode.ffmpeg, settings.ffprobe})
-        if (find_program(tool).empty())
-            throw std::runtime_error(fmt::format("{} not found (install ffmpeg)", tool));
+    const std::pair<const char*, const std::string&> tools[] = {
+        {"--ffmpeg", settings.encode.ffmpeg}, {"--ffprobe", settings.ffprobe}};
+    for (const auto& [option, tool] : tools) {
+        std::string problem = program_problem(tool, kProgramCheckLimit);
+        if (!problem.empty())
+            throw UsageError(fmt::format("{} {}: {} (install ffmpeg, or name the program with {})",
+                                         option, tool, problem, option));
+    }
     std::filesystem::create_directories(settings.output_dir);
     {
         hopper::Client client(args.conninfo);

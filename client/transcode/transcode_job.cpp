@@ -195,7 +195,7 @@ void Transcode::on_stopped() {
     auto reason = stop_.reason();
     switch (reason) {
         case hopper::StopReason::Cancelled:
-            mark_failed(db_, p_.video_id, job_.id(), "cancelled", true);
+            mark_cancelled(db_, p_.video_id, job_.id());
             break;
         case hopper::StopReason::Shutdown:
             // The runtime released the job: it runs again, on this worker or another.
@@ -225,7 +225,7 @@ void Transcode::run() {
             if (stop_.stopped() || timed_out()) throw JobStopped{};
         });
         check();
-        record_probe(db_, p_.video_id, job_.id(), info);
+        record_probe(db_, p_.video_id, job_.id(), job_.job().lease_token, info);
         say(fmt::format("{}x{}, {}, {}", info.width, info.height, seconds(info.duration),
                         info.has_audio ? "with audio" : "no audio"));
         encode_and_publish(info);
@@ -233,14 +233,14 @@ void Transcode::run() {
         if (!stop_.stopped()) {
             // Only the deadline throws JobStopped without a stop: a timeout during the probe.
             std::string msg = "timed out while probing the input";
-            mark_failed(db_, p_.video_id, job_.id(), msg, last_attempt);
+            mark_failed(db_, p_.video_id, job_.id(), job_.job().lease_token, msg, last_attempt);
             if (last_attempt) throw hopper::PermanentFailure(msg);
             throw std::runtime_error(msg);
         }
         on_stopped();
     } catch (const UnusableInput& e) {
         log_.error(fmt::format("job {} video {}: {}", job_.id(), p_.video_id, e.what()));
-        mark_failed(db_, p_.video_id, job_.id(), e.what(), true);
+        mark_failed(db_, p_.video_id, job_.id(), job_.job().lease_token, e.what(), true);
         throw hopper::PermanentFailure(e.what());
     } catch (const std::exception& e) {
         // ffmpeg killed by a stop shows up as a failed encode: it is the stop that counts.
@@ -250,7 +250,7 @@ void Transcode::run() {
         }
         log_.error(fmt::format("job {} video {}: attempt {} failed{}: {}", job_.id(), p_.video_id,
                                job_.attempt(), last_attempt ? " (last attempt)" : "", e.what()));
-        mark_failed(db_, p_.video_id, job_.id(), e.what(), last_attempt);
+        mark_failed(db_, p_.video_id, job_.id(), job_.job().lease_token, e.what(), last_attempt);
         if (last_attempt) throw hopper::PermanentFailure(e.what());
         throw;
     }

@@ -135,12 +135,23 @@ std::vector<std::string> settle_ended_jobs(hopper::Client& client,
     return ids;
 }
 
+namespace {
+// The condition of a row update made while the job runs: the job is still running under our
+// lease. A worker whose lease ran out (stalled, cut off) goes on until its next heartbeat says so;
+// by then the job may run again under another worker, which owns the video row, and a late write
+// would overwrite that worker's. FOR SHARE waits for a takeover in flight and then sees its token,
+// where a plain read could still see ours.
+constexpr const char* kStillOurs =
+    " AND EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = $2 AND j.lease_token = $3 "
+    "AND j.state = 'running' FOR SHARE)";
+}  // namespace
+
 void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,
-                  const MediaInfo& info) {
-    client.exec(
-        "UPDATE transcode.videos SET duration = $3, width = $4, height = $5, "
-        "  updated_at = pg_catalog.now() WHERE id = $1 AND job_id = $2",
-        video_id, job_id, info.duration, info.width, info.height);
+                  int64_t lease_token, const MediaInfo& info) {
+    client.exec(std::string("UPDATE transcode.videos SET duration = $4, width = $5, height = $6, "
+                            "  updated_at = pg_catalog.now() WHERE id = $1 AND job_id = $2") +
+                    kStillOurs,
+                video_id, job_id, lease_token, info.duration, info.width, info.height);
 }
 
 std::string renditions_json(const EncodePlan& plan) {
@@ -176,13 +187,28 @@ void mark_processed(hopper::Client& client, const std::string& video_id, int64_t
             fmt::format("video {} no longer belongs to job {}", video_id, job_id));
 }
 
-void mark_failed(hopper::Client& client, const std::string& video_id, int64_t job_id,
-                 const std::string& error, bool final) {
-    client.exec(
-        "UPDATE transcode.videos SET processing_status = $4, error = $3, "
+bool mark_failed(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                 int64_t lease_token, const std::string& error, bool final) {
+    auto r = client.exec(std::string("UPDATE transcode.videos SET processing_status = $5, "
+                                     "  error = $4, updated_at = pg_catalog.now() "
+                                     "WHERE id = $1 AND job_id = $2 "
+                                     "  AND processing_status <> 'processed'") +
+                             kStillOurs,
+                         video_id, job_id, lease_token, error, final ? "failed" : "pending");
+    return r.affected_rows() == 1;
+}
+
+bool mark_cancelled(hopper::Client& client, const std::string& video_id, int64_t job_id) {
+    // A cancelled job holds no lease: it is the job's end in the history that counts. A retry
+    // takes it out of there before the job runs again, so a new attempt's row is never touched.
+    auto r = client.exec(
+        "UPDATE transcode.videos SET processing_status = 'failed', error = 'cancelled', "
         "  updated_at = pg_catalog.now() "
-        "WHERE id = $1 AND job_id = $2 AND processing_status <> 'processed'",
-        video_id, job_id, error, final ? "failed" : "pending");
+        "WHERE id = $1 AND job_id = $2 AND processing_status <> 'processed' "
+        "  AND EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = $2 "
+        "    AND h.state = 'cancelled')",
+        video_id, job_id);
+    return r.affected_rows() == 1;
 }
 
 void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id) {

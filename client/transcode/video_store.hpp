@@ -45,8 +45,9 @@ bool claim_video(hopper::Client& client, const std::string& video_id, int64_t jo
 std::vector<std::string> settle_ended_jobs(hopper::Client& client,
                                            const std::optional<std::string>& video_id);
 
+// While the job runs under `lease_token`; otherwise (the lease was lost) nothing is written.
 void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,
-                  const MediaInfo& info);
+                  int64_t lease_token, const MediaInfo& info);
 
 // Inside a transaction: locks the job's row if it is still running under `lease_token`, so no
 // cancel, rescue or other worker changes it before the commit. false: the job is not ours.
@@ -56,9 +57,14 @@ bool hold_job(hopper::Client& client, int64_t job_id, int64_t lease_token);
 void mark_processed(hopper::Client& client, const std::string& video_id, int64_t job_id,
                     const std::string& playlist_path, const EncodePlan& plan, double duration);
 
-// `final`: no attempt will follow (failed); otherwise back to pending for the retry.
-void mark_failed(hopper::Client& client, const std::string& video_id, int64_t job_id,
-                 const std::string& error, bool final);
+// `final`: no attempt will follow (failed); otherwise back to pending for the retry. Only while
+// the job still runs under `lease_token`: false (nothing written) once another worker may own it.
+bool mark_failed(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                 int64_t lease_token, const std::string& error, bool final);
+
+// A job cancelled while it ran: its row becomes failed ("cancelled"), unless the job has been
+// retried since (then the row is the new attempt's). false: nothing written.
+bool mark_cancelled(hopper::Client& client, const std::string& video_id, int64_t job_id);
 
 // A released job (worker shutdown) will run again: the video waits as pending.
 void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id);

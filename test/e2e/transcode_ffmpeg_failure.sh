@@ -5,8 +5,10 @@
 source "$(dirname "$0")/lib/transcode.sh"
 
 make_clip "$WORK/clip.mp4" 2 320x180
+# It answers the worker's start-up check (-version) as a working ffmpeg on a full disk would.
 cat >"$WORK/ffmpeg-disk-full" <<'SH'
 #!/bin/sh
+[ "$1" = -version ] && { echo "ffmpeg version 0-disk-full"; exit 0; }
 echo "Error writing trailer: No space left on device" >&2
 echo "Conversion failed!" >&2
 exit 1

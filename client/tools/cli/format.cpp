@@ -20,12 +20,19 @@ std::tm utc(TimePoint t) {
 }
 }  // namespace
 
+// The library reads a time past either end of the clock (2262, 1677), infinity included, as the
+// clock's end: printing that end as a date would name a day the job was never set to.
 std::string time_text(TimePoint t) {
+    if (t == TimePoint::max()) return fmt::format("after {:%Y-%m-%d}", utc(t));
+    if (t == TimePoint::min()) return fmt::format("before {:%Y-%m-%d}", utc(t));
     return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", utc(t));
 }
 
 std::string time_json(const std::optional<TimePoint>& t) {
     if (!t) return "null";
+    // As PostgreSQL's own JSON writes an infinite time: a string a script can test for.
+    if (*t == TimePoint::max()) return "\"infinity\"";
+    if (*t == TimePoint::min()) return "\"-infinity\"";
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(t->time_since_epoch()).count();
     long long frac = ((us % 1000000) + 1000000) % 1000000;
     return fmt::format("\"{:%Y-%m-%dT%H:%M:%S}.{:06d}Z\"", utc(*t), frac);

@@ -10,9 +10,10 @@
 
 namespace hopper::cli {
 
-std::string time_text(TimePoint t);                        // 2026-11-21 12:00:05 UTC
-std::string time_json(const std::optional<TimePoint>& t);  // "2026-11-21T12:00:05.123456Z" or null
-std::string age_text(Duration d);                          // 850ms, 12s, 3m05s, 2h03m, 4d02h
+std::string time_text(TimePoint t);  // 2026-11-21 12:00:05 UTC, or "after 2262-04-11"
+// "2026-11-21T12:00:05.123456Z", "infinity" / "-infinity" past the clock's ends, or null
+std::string time_json(const std::optional<TimePoint>& t);
+std::string age_text(Duration d);  // 850ms, 12s, 3m05s, 2h03m, 4d02h
 std::string opt_json(const std::optional<std::string>& raw_json);     // raw JSON or null
 std::string opt_string_json(const std::optional<std::string>& text);  // quoted or null
 

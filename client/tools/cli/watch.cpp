@@ -28,6 +28,14 @@ std::string rate(const std::optional<double>& r) {
     return r ? fmt::format("{:.1f}", *r) : std::string("-");
 }
 
+// A start read as the clock's end (a time past 2262 or before 1677, infinity included) is no
+// time to count from: the difference would be meaningless, or overflow the nanoseconds.
+std::string running_for(TimePoint now, const std::optional<TimePoint>& started_at) {
+    if (!started_at || *started_at == TimePoint::max() || *started_at == TimePoint::min())
+        return "-";
+    return age_text(std::chrono::duration_cast<Duration>(now - *started_at));
+}
+
 }  // namespace
 
 int cmd_watch(const Argv& argv, Io io) {
@@ -117,10 +125,7 @@ int cmd_watch(const Argv& argv, Io io) {
                 rt.add({std::to_string(j.id), j.queue, j.kind.value_or("-"),
                         fmt::format("{}/{}", j.attempt, j.max_attempts),
                         j.progress ? fmt::format("{:.0f}%", *j.progress * 100) : "-",
-                        j.started_at
-                            ? age_text(std::chrono::duration_cast<Duration>(wall - *j.started_at))
-                            : "-",
-                        j.worker.value_or("-")});
+                        running_for(wall, j.started_at), j.worker.value_or("-")});
             rt.print(io.out);
         }
         io.out << std::flush;

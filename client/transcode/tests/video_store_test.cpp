@@ -1,0 +1,90 @@
+// transcode.videos against a real server: the row a job's attempt writes while it runs is that
+// attempt's only while it still holds the job.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "support.hpp"
+#include "video_store.hpp"
+
+using namespace std::chrono_literals;
+using hopper::test::conninfo;
+using hopper::test::unique_queue;
+
+namespace transcode {
+namespace {
+
+class VideoStoreTest : public ::testing::Test {
+  protected:
+    void SetUp() override { ensure_schema(c); }
+
+    std::string field(const std::string& video, const std::string& column) {
+        auto r = c.exec("SELECT COALESCE(" + column +
+                            "::text, '<null>') FROM transcode.videos "
+                            "WHERE id = $1",
+                        video);
+        return std::string(r.text(0, 0));
+    }
+
+    // The job's lease runs out and another worker takes it over: pulled again as if a day later.
+    hopper::Job take_over(const std::string& queue) {
+        hopper::PullOptions later;
+        later.at = hopper::Clock::now() + 24h;
+        auto jobs = c.pull(queue, later);
+        EXPECT_EQ(jobs.size(), 1u);
+        return jobs.at(0);
+    }
+
+    hopper::Client c{conninfo()};
+};
+
+// The old worker has not noticed yet (its next heartbeat would tell it): its failure and its probe
+// must leave the new owner's row alone, or the video reads as failed while it is being encoded.
+TEST_F(VideoStoreTest, AWorkerWhoseLeaseWasTakenOverWritesNothing) {
+    std::string q = unique_queue("takeover");
+    Submitted s = submit_video(c, q, std::string("takeover"), "/in/a.mp4", std::nullopt);
+    hopper::Job old_run = c.pull(q).at(0);
+    ASSERT_TRUE(claim_video(c, s.video_id, s.job_id));
+    hopper::Job new_run = take_over(q);
+    ASSERT_NE(new_run.lease_token, old_run.lease_token);
+    ASSERT_TRUE(claim_video(c, s.video_id, s.job_id));
+
+    MediaInfo old_probe{12.5, 640, 360, true};
+    record_probe(c, s.video_id, s.job_id, old_run.lease_token, old_probe);
+    EXPECT_FALSE(mark_failed(c, s.video_id, s.job_id, old_run.lease_token, "ffmpeg died", true));
+    EXPECT_EQ(field(s.video_id, "processing_status"), "processing");
+    EXPECT_EQ(field(s.video_id, "error"), "<null>");
+    EXPECT_EQ(field(s.video_id, "width"), "<null>");
+
+    // The owner itself still writes.
+    MediaInfo probe{30, 1280, 720, true};
+    record_probe(c, s.video_id, s.job_id, new_run.lease_token, probe);
+    EXPECT_EQ(field(s.video_id, "width"), "1280");
+    EXPECT_TRUE(mark_failed(c, s.video_id, s.job_id, new_run.lease_token, "disk full", false));
+    EXPECT_EQ(field(s.video_id, "processing_status"), "pending");
+    EXPECT_EQ(field(s.video_id, "error"), "disk full");
+}
+
+// A cancelled job has no lease left to check: its row still becomes failed ("cancelled"), but
+// not once the job was retried and runs again.
+TEST_F(VideoStoreTest, ACancelledJobsRowFailsUntilTheJobIsRetried) {
+    std::string q = unique_queue("cancel");
+    Submitted s = submit_video(c, q, std::string("cancel"), "/in/b.mp4", std::nullopt);
+    hopper::Job run = c.pull(q).at(0);
+    ASSERT_TRUE(claim_video(c, s.video_id, s.job_id));
+    ASSERT_TRUE(c.cancel(s.job_id));
+    EXPECT_FALSE(mark_failed(c, s.video_id, s.job_id, run.lease_token, "killed", false))
+        << "the cancel, not the killed encode, decides what the row says";
+    EXPECT_TRUE(mark_cancelled(c, s.video_id, s.job_id));
+    EXPECT_EQ(field(s.video_id, "processing_status"), "failed");
+    EXPECT_EQ(field(s.video_id, "error"), "cancelled");
+
+    ASSERT_TRUE(c.retry(s.job_id));
+    c.pull(q).at(0);
+    ASSERT_TRUE(claim_video(c, s.video_id, s.job_id));
+    EXPECT_FALSE(mark_cancelled(c, s.video_id, s.job_id));
+    EXPECT_EQ(field(s.video_id, "processing_status"), "processing");
+}
+
+}  // namespace
+}  // namespace transcode
