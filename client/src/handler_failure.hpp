@@ -20,10 +20,6 @@ struct HandlerFailure {
 // to record would leave its job to be run again without its attempt counted.
 HandlerFailure handler_failure(const std::exception_ptr& thrown);
 
-// `text` as the server accepts it in a text parameter: each byte that is not part of a valid
-// UTF-8 sequence becomes U+FFFD, and NUL bytes are dropped.
-std::string valid_utf8(std::string_view text);
-
 // The longest retry_in queue_fail and queue_fail_taken accept (366 days).
 inline constexpr Duration kMaxRetryIn = std::chrono::seconds(31622400);
 

@@ -17,6 +17,7 @@
 #include "backoff.hpp"
 #include "deadline.hpp"
 #include "handler_failure.hpp"
+#include "hopper/utf8.hpp"
 #include "hopper/take_worker.hpp"
 #include "joined_threads.hpp"
 #include "option_checks.hpp"
@@ -447,8 +448,7 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         // The handlers' SQL could not commit (a deferred constraint, a serialization failure):
         // every job of the take failed with it, and is available again.
         for (const Job& job : jobs)
-            record_failure(client, job,
-                           internal::valid_utf8(std::string("commit failed: ") + e.what()), {});
+            record_failure(client, job, valid_utf8(std::string("commit failed: ") + e.what()), {});
         holding->finished();
         return jobs.size();
     }
@@ -476,7 +476,7 @@ std::optional<JobState> TakeWorker::Impl::fail_taken(Client& client, const Job& 
             fmt::format("job {}: its failure was refused ({}); recorded with the queue's "
                         "backoff",
                         job.id, e.what()));
-        failure.error = internal::valid_utf8(failure.error);
+        failure.error = valid_utf8(failure.error);
         if (failure.error.empty()) failure.error = "handler failed";
         failure.options.retry_in.reset();
         return client.fail_taken(job.id, failure.error, failure.options, opt.name);

@@ -18,6 +18,7 @@
 #include "backoff.hpp"
 #include "deadline.hpp"
 #include "handler_failure.hpp"
+#include "hopper/utf8.hpp"
 #include "heartbeat.hpp"
 #include "hopper/worker.hpp"
 #include "joined_threads.hpp"
@@ -637,7 +638,7 @@ std::optional<JobState> Worker::Impl::fail_job(Client& client, const Job& job, s
     } catch (const Error& e) {
         log(fmt::format("job {}: its failure was refused ({}); recorded with the queue's backoff",
                         job.id, e.what()));
-        error = internal::valid_utf8(error);
+        error = valid_utf8(error);
         if (error.empty()) error = "handler failed";
         fo.retry_in.reset();
         now = client.fail(job.id, job.lease_token, error, fo);

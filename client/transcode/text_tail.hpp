@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "utf8.hpp"
+#include "hopper/utf8.hpp"
 
 namespace transcode {
 
@@ -37,7 +37,7 @@ class TextTail {
         }
         if (!partial_.empty()) {
             if (!out.empty()) out += '\n';
-            out += to_valid_utf8(partial_, max_line_length_);
+            out += hopper::valid_utf8(partial_, max_line_length_);
         }
         return out;
     }
@@ -45,7 +45,7 @@ class TextTail {
   private:
     void flush() {
         if (partial_.empty()) return;
-        lines_.push_back(to_valid_utf8(partial_, max_line_length_));
+        lines_.push_back(hopper::valid_utf8(partial_, max_line_length_));
         partial_.clear();
         if (lines_.size() > max_lines_) lines_.pop_front();
     }

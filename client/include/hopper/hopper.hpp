@@ -7,4 +7,5 @@
 #include "hopper/json.hpp"
 #include "hopper/take_worker.hpp"
 #include "hopper/types.hpp"
+#include "hopper/utf8.hpp"
 #include "hopper/worker.hpp"

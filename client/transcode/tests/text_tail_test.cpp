@@ -1,17 +1,17 @@
 #include <gtest/gtest.h>
 
 #include "text_tail.hpp"
-#include "utf8.hpp"
+#include "hopper/utf8.hpp"
 
+using hopper::valid_utf8;
 using transcode::TextTail;
-using transcode::to_valid_utf8;
 
 namespace {
 
 // What PostgreSQL accepts as text: valid UTF-8 (checked here by a round trip through the strict
 // converter, which changes nothing that is valid) and no NUL.
 bool acceptable(const std::string& s) {
-    return s.find('\0') == std::string::npos && to_valid_utf8(s) == s;
+    return s.find('\0') == std::string::npos && valid_utf8(s) == s;
 }
 
 const std::string kFffd = "\xEF\xBF\xBD";
@@ -20,24 +20,24 @@ const std::string kFffd = "\xEF\xBF\xBD";
 
 TEST(Utf8, ValidTextIsKept) {
     std::string s = "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x8E\xAC ok";
-    EXPECT_EQ(to_valid_utf8(s), s);
+    EXPECT_EQ(valid_utf8(s), s);
 }
 
 TEST(Utf8, InvalidBytesAndNulsAreReplaced) {
     // A Latin-1 file name, a NUL, a stray continuation byte.
-    EXPECT_EQ(to_valid_utf8(std::string("caf\xE9.mp4\0x\x80", 11)),
+    EXPECT_EQ(valid_utf8(std::string("caf\xE9.mp4\0x\x80", 11)),
               "caf" + kFffd + ".mp4" + kFffd + "x" + kFffd);
     // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
-    EXPECT_EQ(to_valid_utf8("\xC0\xAF"), kFffd + kFffd);
-    EXPECT_EQ(to_valid_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);
-    EXPECT_EQ(to_valid_utf8("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);
+    EXPECT_EQ(valid_utf8("\xC0\xAF"), kFffd + kFffd);
+    EXPECT_EQ(valid_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);
+    EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);
     // A sequence cut off at the end of the text.
-    EXPECT_EQ(to_valid_utf8("ab\xE2\x82"), "ab" + kFffd + kFffd);
+    EXPECT_EQ(valid_utf8("ab\xE2\x82"), "ab" + kFffd + kFffd);
 }
 
 TEST(Utf8, CutsAtACharacterBoundary) {
-    EXPECT_EQ(to_valid_utf8("a\xC3\xA9", 2), "a");
-    EXPECT_EQ(to_valid_utf8("a\xC3\xA9", 3), "a\xC3\xA9");
+    EXPECT_EQ(valid_utf8("a\xC3\xA9", 2), "a");
+    EXPECT_EQ(valid_utf8("a\xC3\xA9", 3), "a\xC3\xA9");
 }
 
 TEST(TextTail, LongLinesAreCutBetweenCharacters) {

@@ -1,10 +1,10 @@
-// to_valid_utf8: a strict decoder (no overlong forms, surrogates or code points past U+10FFFF,
+// valid_utf8: a strict decoder (no overlong forms, surrogates or code points past U+10FFFF,
 // as PostgreSQL checks).
-#include "utf8.hpp"
+#include "hopper/utf8.hpp"
 
 #include <algorithm>
 
-namespace transcode {
+namespace hopper {
 
 namespace {
 
@@ -42,7 +42,7 @@ size_t char_length(std::string_view s) {
 
 }  // namespace
 
-std::string to_valid_utf8(std::string_view bytes, size_t max_bytes) {
+std::string valid_utf8(std::string_view bytes, size_t max_bytes) {
     std::string out;
     out.reserve(std::min(bytes.size(), max_bytes));
     while (!bytes.empty()) {
@@ -55,4 +55,4 @@ std::string to_valid_utf8(std::string_view bytes, size_t max_bytes) {
     return out;
 }
 
-}  // namespace transcode
+}  // namespace hopper
