@@ -82,3 +82,11 @@ FROM unnest(ARRAY[NULL, 'completed', 'dead', 'available', 'running', 'scheduled'
 SELECT hopper.queue_drop('listing') AS dropped;
 SELECT hopper.queue_drop('listing_other') AS dropped;
 SELECT hopper.queue_drop('listing_long') AS dropped;
+
+-- A job whose run_at was written by hand as -infinity: queue_stats still answers (the age of the
+-- oldest available job cannot be infinite in an interval; the earliest timestamp stands in).
+SELECT hopper.queue_push('listing-far', '{}') AS far \gset
+UPDATE hopper.jobs SET run_at = '-infinity' WHERE id = :far;
+SELECT available, oldest_available_age > interval '6000 years' AS ancient
+FROM hopper.queue_stats('listing-far');
+SELECT hopper.queue_drop('listing-far') AS dropped;

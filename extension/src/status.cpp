@@ -57,7 +57,11 @@ HOPPER_FUNCTION(hopper_queue_stats) {
     static spi::Statement st(
         "SELECT q.name, l.available + p.available, l.scheduled + p.scheduled, l.running, "
         "  h.completed, h.dead, h.cancelled, "
-        "  pg_catalog.now() - LEAST(l.oldest_available, p.oldest_available), q.paused "
+        // A run_at of -infinity (written by hand) has no finite age: the earliest timestamp
+        // stands in, where the subtraction failed the whole call.
+        "  pg_catalog.now() - CASE WHEN LEAST(l.oldest_available, p.oldest_available) = "
+        "    '-infinity' THEN '4714-11-24 00:00:00+00 BC'::timestamptz "
+        "    ELSE LEAST(l.oldest_available, p.oldest_available) END, q.paused "
         "FROM hopper.queues q "
         "CROSS JOIN LATERAL ("
         "  SELECT pg_catalog.count(*) FILTER (WHERE state = 'available' AND run_at <= "
