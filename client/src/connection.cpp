@@ -18,6 +18,7 @@ namespace hopper {
 namespace {
 
 constexpr const char* kStatementUnknown = "26000";  // invalid_sql_statement_name
+constexpr const char* kStatementExists = "42P05";   // duplicate_prepared_statement
 
 struct FreeMem {
     void operator()(void* p) const noexcept { PQfreemem(p); }
@@ -184,7 +185,18 @@ Result Connection::exec_prepared(const char* name, const char* sql,
 
 void Connection::prepare_once(const char* name, const char* sql, size_t n_params) {
     if (prepared_.count(name) != 0) return;
-    check(PQprepare(conn_.get(), name, sql, static_cast<int>(n_params), nullptr));
+    try {
+        check(PQprepare(conn_.get(), name, sql, static_cast<int>(n_params), nullptr));
+    } catch (const Error& e) {
+        // Prepared already: a 26000 from someone else's statement (a handler's EXECUTE of a
+        // plan gone with a reconnect) made check() forget ours, which are still there. Each
+        // name always holds the same SQL. Inside a transaction the refusal has aborted it: the
+        // name is remembered and the error stands.
+        if (e.sqlstate() != kStatementExists) throw;
+        prepared_.insert(name);
+        if (in_transaction()) throw;
+        return;
+    }
     prepared_.insert(name);
 }
 

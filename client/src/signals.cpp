@@ -2,6 +2,7 @@
 #include "signals.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <mutex>
 #include <stdexcept>
 
@@ -23,9 +24,13 @@ struct sigaction g_old_int;
 struct sigaction g_old_term;
 
 extern "C" void on_signal(int) {
+    // The interrupted code may be about to read errno (after poll() returns EINTR, say): the
+    // wake-up's write() must not change it.
+    int saved_errno = errno;
     g_signals.fetch_add(1);
     for (auto& slot : g_wakes)
         if (Wakeup* w = slot.load()) w->notify();
+    errno = saved_errno;
 }
 
 }  // namespace

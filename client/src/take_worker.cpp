@@ -471,6 +471,8 @@ std::optional<JobState> TakeWorker::Impl::fail_taken(Client& client, const Job& 
     } catch (const ConnectionError&) {
         throw;
     } catch (const Error& e) {
+        // Only what the server refuses in the failure's data (class 22), as in Worker.
+        if (e.sqlstate().rfind("22", 0) != 0) throw;
         client.exec("ROLLBACK TO SAVEPOINT hopper_take");
         log_line(
             fmt::format("job {}: its failure was refused ({}); recorded with the queue's "

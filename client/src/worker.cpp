@@ -636,6 +636,9 @@ std::optional<JobState> Worker::Impl::fail_job(Client& client, const Job& job, s
     } catch (const ConnectionError&) {
         throw;
     } catch (const Error& e) {
+        // Only what the server refuses in the failure's data (class 22); a timeout, deadlock or
+        // serialization failure is not the handler's error's fault.
+        if (e.sqlstate().rfind("22", 0) != 0) throw;
         log(fmt::format("job {}: its failure was refused ({}); recorded with the queue's backoff",
                         job.id, e.what()));
         error = valid_utf8(error);

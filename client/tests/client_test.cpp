@@ -592,6 +592,17 @@ TEST_F(ClientTest, CallsPrepareAgainAfterDeallocateAll) {
     EXPECT_EQ(c.stats(q).at(0).available, 4);
 }
 
+// A 26000 from a statement of the caller's own (a plan gone with a reconnect) is no news about
+// the client's statements, which are still prepared: the next calls work (they failed with 42P05
+// for the life of the connection).
+TEST_F(ClientTest, AnotherStatementsUnknownNameLeavesTheClientsStatementsWorking) {
+    std::string q = unique_queue("unknown_plan");
+    c.push(q, "{}");
+    expect_sqlstate("26000", [&] { c.exec("EXECUTE no_such_plan"); });
+    EXPECT_GT(c.push(q, "{}"), 0);
+    EXPECT_EQ(c.stats(q).at(0).available, 2);
+}
+
 TEST_F(ClientTest, ExecOfNothingOrACopySaysSo) {
     try {
         c.exec("");
