@@ -12,6 +12,16 @@ FailOptions within_server_limits(FailOptions o) {
     return o;
 }
 
+bool refused_data(const Error& e) {
+    return e.sqlstate().rfind("22", 0) == 0;
+}
+
+void make_plainer(std::string& error, FailOptions& options) {
+    error = valid_utf8(error);
+    if (error.empty()) error = "handler failed";
+    options.retry_in.reset();
+}
+
 HandlerFailure handler_failure(const std::exception_ptr& thrown) {
     HandlerFailure f;
     try {

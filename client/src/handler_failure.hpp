@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "hopper/error.hpp"
 #include "hopper/types.hpp"
 
 namespace hopper::internal {
@@ -25,5 +26,13 @@ inline constexpr Duration kMaxRetryIn = std::chrono::seconds(31622400);
 
 // `o` with retry_in kept to 0 .. kMaxRetryIn.
 FailOptions within_server_limits(FailOptions o);
+
+// Whether the server refused a call for its data (SQLSTATE class 22): the same call would be
+// refused again, where a timeout, deadlock or serialization failure may pass on a retry.
+bool refused_data(const Error& e);
+
+// A failure the server refused, made plainer to be recorded again: its text valid UTF-8 and not
+// empty, and no delay of its own (the queue's backoff applies).
+void make_plainer(std::string& error, FailOptions& options);
 
 }  // namespace hopper::internal

@@ -471,16 +471,13 @@ std::optional<JobState> TakeWorker::Impl::fail_taken(Client& client, const Job& 
     } catch (const ConnectionError&) {
         throw;
     } catch (const Error& e) {
-        // Only what the server refuses in the failure's data (class 22), as in Worker.
-        if (e.sqlstate().rfind("22", 0) != 0) throw;
+        if (!internal::refused_data(e)) throw;
         client.exec("ROLLBACK TO SAVEPOINT hopper_take");
         log_line(
             fmt::format("job {}: its failure was refused ({}); recorded with the queue's "
                         "backoff",
                         job.id, e.what()));
-        failure.error = valid_utf8(failure.error);
-        if (failure.error.empty()) failure.error = "handler failed";
-        failure.options.retry_in.reset();
+        internal::make_plainer(failure.error, failure.options);
         return client.fail_taken(job.id, failure.error, failure.options, opt.name);
     }
 }

@@ -18,7 +18,6 @@
 #include "backoff.hpp"
 #include "deadline.hpp"
 #include "handler_failure.hpp"
-#include "hopper/utf8.hpp"
 #include "heartbeat.hpp"
 #include "hopper/worker.hpp"
 #include "joined_threads.hpp"
@@ -620,7 +619,7 @@ bool Worker::Impl::complete_job(Client& client, const Job& job,
     } catch (const ConnectionError&) {
         throw;
     } catch (const Error& e) {
-        if (e.sqlstate().rfind("22", 0) != 0) throw;  // not the data: retrying may help
+        if (!internal::refused_data(e)) throw;
         return fail_job(client, job, std::string("invalid result: ") + e.what(), {}).has_value();
     }
 }
@@ -636,14 +635,10 @@ std::optional<JobState> Worker::Impl::fail_job(Client& client, const Job& job, s
     } catch (const ConnectionError&) {
         throw;
     } catch (const Error& e) {
-        // Only what the server refuses in the failure's data (class 22); a timeout, deadlock or
-        // serialization failure is not the handler's error's fault.
-        if (e.sqlstate().rfind("22", 0) != 0) throw;
+        if (!internal::refused_data(e)) throw;
         log(fmt::format("job {}: its failure was refused ({}); recorded with the queue's backoff",
                         job.id, e.what()));
-        error = valid_utf8(error);
-        if (error.empty()) error = "handler failed";
-        fo.retry_in.reset();
+        internal::make_plainer(error, fo);
         now = client.fail(job.id, job.lease_token, error, fo);
     }
     if (now) {

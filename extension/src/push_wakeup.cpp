@@ -145,10 +145,6 @@ void on_transaction_event(XactEvent event, void*) {
     }
 }
 
-}  // namespace
-
-namespace {
-
 void announce_at_commit(const std::string& queue, TimestampTz run_at, int64_t jobs) {
     register_callback();
     SubTransactionId subxact = GetCurrentSubTransactionId();

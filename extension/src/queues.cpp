@@ -62,12 +62,13 @@ bool hold(spi::Connection& conn, const std::string& queue, bool wait) {
         counted_lxid = MyProc->lxid;
         queues_locked = 0;
     }
-    // Held already (a schedule run takes it without waiting, then its push asks again): nothing
-    // to take. Past kQueuesLockedAlone queues, asking again took the lock of every queue, and so
-    // waited for any drop in flight (which could deadlock with it), without wait too.
     LOCKTAG own = queue_tag(queue);
-    if (pg_guard([&] { return LockHeldByMe(&own, ShareLock); })) return true;
     bool alone = queues_locked < kQueuesLockedAlone;
+    // Past kQueuesLockedAlone queues, a queue whose own lock the transaction holds already (a
+    // schedule run takes it without waiting, then its push asks again) needs nothing more: asking
+    // took the lock of every queue, and so waited for any drop in flight (which could deadlock
+    // with it), without wait too. (Below that, asking again finds the lock held at no cost.)
+    if (!alone && pg_guard([&] { return LockHeldByMe(&own, ShareLock); })) return true;
     LockAcquireResult r = alone ? queue_lock::acquire(own, ShareLock, !wait)
                                 : queue_lock::acquire(every_queue_tag(), RowExclusiveLock, !wait);
     if (r == LOCKACQUIRE_NOT_AVAIL) return false;

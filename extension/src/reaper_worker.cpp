@@ -138,9 +138,10 @@ void report_activity(BackendState state) {
     pg_guard([&] { pgstat_report_activity(state, text.c_str()); });
 }
 
-// A start-up that fails again and again (a read-only database, say) never reached the pass's
-// own look, and DROP DATABASE failed for as long as it went on.
-bool steps_aside_at_start() {
+// Whether another session needs the database alone (DROP DATABASE and friends): then logged, and
+// the reaper exits. Asked before each start-up too: one that failed again and again (a read-only
+// database, say) never reached the pass's own look, and DROP DATABASE failed meanwhile.
+bool steps_aside() {
     bool wanted = false;
     worker::in_transaction([&] { wanted = database_wanted(); });
     if (wanted)
@@ -163,7 +164,7 @@ bool read_only_database() {
 }
 
 Next start_up() {
-    if (steps_aside_at_start() || read_only_database()) return Next::exit;
+    if (steps_aside() || read_only_database()) return Next::exit;
     if (!extension_present_after_creator() || !schema_in_place()) return Next::exit;
     bool locked = false;
     for (int waited = 0;; waited += 100) {
@@ -293,15 +294,7 @@ Next guarded_nap() {
             now = GetCurrentTimestamp();
             if (now < next_check || now >= until) continue;
             next_check = now + kStepAsideCheckMs * 1000;
-            bool wanted = false;
-            worker::in_transaction([&] { wanted = database_wanted(); });
-            if (wanted) {
-                pg_guard([] {
-                    ereport(LOG, (errmsg("hopper reaper exits: another session needs the "
-                                         "database alone")));
-                });
-                return Next::exit;
-            }
+            if (steps_aside()) return Next::exit;
         }
     } catch (...) {
         worker::remember_failure();
