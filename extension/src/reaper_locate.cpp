@@ -9,6 +9,7 @@
 extern "C" {
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
+#include "utils/timestamp.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
@@ -21,6 +22,20 @@ namespace {
 // of the server; a slot whose pid changed belongs to another process (or none) now.
 PGPROC* known_proc = nullptr;
 int known_pid = 0;
+
+// A backend that never pushed or pulled (an operator's retry or release from a connection of its
+// own) has not looked for the reaper; without a look its wake-ups would go out as its own NOTIFY,
+// taking the commit lock the relay spares. It looks when it needs to, once in a few seconds.
+constexpr int64_t kLookEveryUs = 5 * USECS_PER_SEC;
+TimestampTz last_look = 0;
+
+void look_if_due() {
+    if (!enabled) return;
+    TimestampTz now = GetCurrentTimestamp();
+    if (last_look != 0 && now >= last_look && now - last_look < kLookEveryUs) return;
+    last_look = now;
+    if (lock_is_held()) locate_running();
+}
 
 bool is_reaper_of_this_database(PGPROC* proc, int pid) {
     if (pid == 0 || proc->databaseId != MyDatabaseId || !proc->isBackgroundWorker) return false;
@@ -57,6 +72,7 @@ bool known_alive() {
 }
 
 bool still_running() {
+    if (known_proc == nullptr) look_if_due();
     if (known_proc == nullptr) return false;
     bool live = pg_guard([] { return BackendPidGetProc(known_pid) == known_proc; });
     if (!live) forget_running();

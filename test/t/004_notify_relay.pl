@@ -223,6 +223,18 @@ session_query($p,
 	my ($took) = wait_notification($l, 'hopper:relay', 5);
 	ok(defined $took && $took < 1, 'a release is announced at its commit');
 }
+# An operator's release from a connection of its own (no push or pull there to have found the
+# reaper) is relayed too, not sent as that connection's own NOTIFY.
+{
+	session_query($p,
+		"SET hopper.notify = off; SELECT hopper.queue_push('relay', '{}'); RESET hopper.notify");
+	1 while (my @late = wait_notification($l, 'hopper:relay', 0.5));
+	my $held = session_query($p,
+		"SELECT id || ', ' || lease_token FROM hopper.queue_pull('relay', 1)");
+	$node->safe_psql('postgres', "SELECT hopper.queue_release($held)");
+	my (undef, $from) = wait_notification($l, 'hopper:relay', 5);
+	is($from, $reaper, 'a release from a fresh connection is relayed by the reaper');
+}
 $node->safe_psql('postgres', q{
 	SET hopper.notify = off;
 	SELECT hopper.queue_push('prepared', '{}');

@@ -61,8 +61,9 @@ void ensure_running(spi::Connection& conn);
 // (its PGPROC still carries the pid it had), which is a hint only: PostgreSQL 15 leaves the pid in
 // the PGPROC of a process that has exited, until the slot is reused. still_running() asks the
 // process array (a shared lock, a scan of the live processes) and forgets a reaper that is gone;
-// a push decides with it, before commit. wake_known() sets the latch; it never raises, so it may
-// run after commit.
+// a backend that has never looked (no push or pull yet) looks first, at most once in a few
+// seconds. A push, release or retry decides with it, before commit. wake_known() sets the latch; it
+// never raises, so it may run after commit.
 void locate_running();
 void forget_running();
 bool known_alive();
