@@ -51,12 +51,8 @@ SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_pull_idx';
 -- claims see it: the claims still come in pull order (the statements claim; an index scan in the
 -- index's own order took priority 5 first, and the claim position it left passed over the rest).
 -- In a database of its own, with a fresh extension.
-\set orig :DBNAME
-SET client_min_messages = warning;
-DROP DATABASE IF EXISTS hopper_direct_schema WITH (FORCE);
-CREATE DATABASE hopper_direct_schema;
-\c hopper_direct_schema
-SET client_min_messages = warning;
+\set own_db hopper_direct_schema
+\i sql/include/new_database.sql
 CREATE EXTENSION hopper;
 SET hopper.notify = off;
 DROP INDEX hopper.jobs_pull_idx;
@@ -117,8 +113,8 @@ SELECT count(*) AS taken FROM hopper.queue_take('schema_tenant', 1);
 SELECT count(*) AS taken FROM hopper.queue_take('schema_tenant', 1, kinds => ARRAY['k']);
 SELECT payload->>'n' AS n, state, tenant FROM hopper.job_history WHERE queue = 'schema_tenant'
 ORDER BY id;
-\c :orig
-DROP DATABASE hopper_direct_schema WITH (FORCE);
+\c :regression_db
+DROP DATABASE :"own_db" WITH (FORCE);
 SET hopper.notify = off;
 
 -- A column renamed and another made under its old name, after this session's paths have

@@ -1,12 +1,7 @@
 -- A database of its own, for what only a fresh install shows: the install under a DateStyle
 -- whose dates do not read back as written, and the first calls before any job was pushed.
-\set orig :DBNAME
-SET client_min_messages = warning;
--- Left behind only by a run that stopped in the middle of this file.
-DROP DATABASE IF EXISTS hopper_fresh WITH (FORCE);
-CREATE DATABASE hopper_fresh;
-\c hopper_fresh
-SET client_min_messages = warning;
+\set own_db hopper_fresh
+\i sql/include/new_database.sql
 -- 'SQL, YMD' prints a date as 11/26/2026 and reads that back as a month of 26: the daily history
 -- partitions' bounds are written in ISO whatever the session's style.
 SET datestyle = 'SQL, YMD';
@@ -37,5 +32,5 @@ SELECT pg_temp.try($$SELECT attempt FROM hopper.queue_pull('direct-max', 1, kind
     AS pull_statements;
 SELECT attempt FROM hopper.jobs WHERE queue = 'direct-max';
 SELECT hopper.queue_drop('direct-max') AS dropped;
-\c :orig
-DROP DATABASE hopper_fresh WITH (FORCE);
+\c :regression_db
+DROP DATABASE :"own_db" WITH (FORCE);

@@ -31,6 +31,37 @@ FROM pg_catalog.pg_stat_xact_user_tables WHERE relid = 'hopper.jobs'::pg_catalog
 ROLLBACK;
 
 SELECT hopper.queue_drop('plans') AS dropped;
+
+-- queue_stats of a small queue reads that queue's entries of the indexes of available and of
+-- running jobs, not the whole of hopper.jobs with another queue's thousands of jobs in it.
+SELECT hopper.queue_create('stats_big', lease => '1 hour') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('stats_big',
+    ARRAY(SELECT pg_catalog.jsonb_build_object('n', g) FROM generate_series(1, 3000) g));
+SELECT count(*) AS pulled FROM hopper.queue_pull('stats_big', 500);
+SELECT hopper.queue_create('stats_small', lease => '1 hour') AS created;
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('stats_small', ARRAY['{}', '{}', '{}']::jsonb[]);
+SELECT hopper.queue_push('stats_small', '{}', run_at => pg_catalog.now() + interval '1 hour') > 0
+    AS scheduled;
+SELECT count(*) AS pulled FROM hopper.queue_pull('stats_small', 1);
+ANALYZE hopper.jobs;
+BEGIN;
+SELECT seq_scan AS seq_before, idx_tup_fetch AS fetched_before
+FROM pg_catalog.pg_stat_xact_user_tables WHERE relid = 'hopper.jobs'::pg_catalog.regclass \gset
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_pull_idx'::pg_catalog.regclass)
+    + pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_lease_idx'::pg_catalog.regclass)
+    AS entries_before \gset
+SELECT queue, available, scheduled, running, oldest_available_age IS NOT NULL AS has_age
+FROM hopper.queue_stats('stats_small');
+-- (The pulled job's entry in jobs_pull_idx may be read too, dead: nothing has vacuumed it.)
+SELECT seq_scan - :seq_before AS sequential_scans, idx_tup_fetch - :fetched_before < 10 AS few_rows
+FROM pg_catalog.pg_stat_xact_user_tables WHERE relid = 'hopper.jobs'::pg_catalog.regclass;
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_pull_idx'::pg_catalog.regclass)
+    + pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_lease_idx'::pg_catalog.regclass)
+    - :entries_before BETWEEN 4 AND 9 AS its_entries_alone;
+ROLLBACK;
+-- Every queue, counted the same way.
+SELECT queue, available, scheduled, running FROM hopper.queue_stats() WHERE queue LIKE 'stats%';
+SELECT hopper.queue_drop('stats_big') AS dropped, hopper.queue_drop('stats_small') AS dropped;
 ALTER TABLE hopper.jobs RESET (autovacuum_enabled);
 
 -- A claim whose plans were made on an empty hopper.jobs (a fresh database, just vacuumed) looks the

@@ -133,4 +133,22 @@ SELECT pg_temp.try($$SELECT hopper.queue_set_rate_limit('rate_roles', 1, '1 seco
 SELECT pg_temp.try($$SELECT hopper.queue_set_concurrency('rate_roles', 1, 1)$$) AS app_sets_concurrency;
 RESET ROLE;
 SELECT hopper.queue_drop('rate_roles');
+
+-- A worker's `at` does not move the buckets' clock (as with leases, only a superuser's does): a
+-- pull dated a year ahead takes only the tokens there are now, and leaves the refills of every
+-- other pull as they were. Two claims an hour; the worker takes both.
+SELECT hopper.queue_create('rate_clock') AS created;
+SELECT count(*) FROM hopper.queue_push_batch('rate_clock',
+    (SELECT array_agg(jsonb_build_object('i', i) ORDER BY i) FROM generate_series(1, 6) i));
+SELECT hopper.queue_set_rate_limit('rate_clock', 2, '1 hour');
+SET ROLE regress_limits_worker;
+SELECT string_agg(payload->>'i', ' ' ORDER BY id) AS worker_now
+FROM hopper.queue_pull('rate_clock', 5);
+SELECT coalesce(string_agg(payload->>'i', ' ' ORDER BY id), '(none)') AS worker_a_year_ahead
+FROM hopper.queue_pull('rate_clock', 5, at => now() + interval '1 year');
+RESET ROLE;
+SELECT refilled_at <= now() AS clock_not_ahead FROM hopper.rate_limits WHERE queue = 'rate_clock';
+-- An hour on, the bucket is full again for everybody.
+SELECT pg_temp.pull('rate_clock', 5, now() + interval '1 hour') AS an_hour_on;
+SELECT hopper.queue_drop('rate_clock');
 DROP ROLE regress_limits_worker, regress_limits_app;

@@ -1,4 +1,5 @@
 // See include/hopper/claim_hint.hpp.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -7,6 +8,7 @@
 #include "hopper/boundary.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/queues.hpp"
 
 extern "C" {
 #include "miscadmin.h"
@@ -205,14 +207,35 @@ Found lend(int at, const std::string& queue, TimestampTz now) {
     return {at, gen + 2};
 }
 
+// Whether a slot could be lent now: one is free, or the one used least recently has been idle
+// long enough. Read without the alloc lock; slot_of() decides again under it.
+bool could_lend(TimestampTz now) noexcept {
+    uint64 oldest = std::numeric_limits<uint64>::max();
+    for (Slot& slot : shared->slots) {
+        if (!slot.in_use) return true;
+        oldest = std::min(oldest, pg_atomic_read_u64(&slot.last_used));
+    }
+    return now - static_cast<TimestampTz>(oldest) >= kIdleUs;
+}
+
+// Who asks for a queue's slot. A writer has just made jobs of its queue available, so the queue
+// is in use; a reader (a claim, a waiting pull) names it, and the name may be no queue at all.
+enum class Asker { kWriter, kReader };
+
 // The queue's slot, taken on first use: the first free one in probe order, or else the one used
 // least recently if it has been idle long enough. None (-1) when the name is too long, no
-// segment could be had, or every slot is busy.
-Found slot_of(const std::string& queue) {
+// segment could be had, or every slot is busy; and, for a reader, when the name is no queue of
+// hopper.queues: a worker that pulls from many names that are not queues (a typo, a loop over
+// names) must not push the queues in use out of their slots. That look-up is made only when a
+// slot could be lent, so a queue that holds its slot, or waits for one while all are busy, pays
+// nothing for it.
+Found slot_of(const std::string& queue, Asker asker) {
     if (!kept(queue)) return {};
     TimestampTz now = GetCurrentTimestamp();
     Found f = find(queue);
     if (f.slot < 0) {
+        if (!could_lend(now)) return {};
+        if (asker == Asker::kReader && !queues::exists(queue)) return {};
         size_t h = hash_of(queue);
         SpinLockAcquire(&shared->alloc);
         // Under the lock nobody else takes a slot: look again, then take one.
@@ -362,7 +385,7 @@ void remember(std::vector<std::string>& list, const std::string& queue) {
 
 Start begin(const std::string& queue) {
     Start st;
-    Found f = slot_of(queue);
+    Found f = slot_of(queue, Asker::kReader);
     if (f.slot < 0) return st;
     // Rows this claim locks are passed over by others' claims: if they come back, so must the hint.
     remember(clear_on_rollback, queue);
@@ -439,7 +462,7 @@ void claimed(const Start& st, const Key& last, TimestampTz due_at) {
 void made_available(const std::string& queue, const Key& key, bool delayed) {
     // Takes a slot if the queue has none: it must learn of a job scheduled at an urgent priority
     // before any claim sets a hint.
-    if (slot_of(queue).slot < 0) return;
+    if (slot_of(queue, Asker::kWriter).slot < 0) return;
     register_callbacks();
     lowerings.push_back({queue, key, delayed});
 }
@@ -481,7 +504,7 @@ std::vector<Position> positions() {
 }
 
 bool can_count_wakeup(const std::string& queue) {
-    return slot_of(queue).slot >= 0;
+    return slot_of(queue, Asker::kWriter).slot >= 0;
 }
 
 bool count_wakeup(const std::string& queue) noexcept {
@@ -534,7 +557,7 @@ bool can_wake(const std::string& queue) {
 }
 
 ConditionVariable* waiting_pulls(const std::string& queue) {
-    Found f = slot_of(queue);
+    Found f = slot_of(queue, Asker::kReader);
     return f.slot < 0 ? nullptr : &shared->slots[f.slot].waiting;
 }
 

@@ -8,12 +8,14 @@
 #include "hopper/queue_rows.hpp"
 
 extern "C" {
+#include "miscadmin.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 }
 
 namespace hopper::limits {
@@ -130,8 +132,18 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
     });
     // A queue that had no rate limits when the lock was granted has none while it is held.
     bool rated = !early_release;
-    std::initializer_list<spi::Arg> args{a[0], a[1], a[2], a[3], a[4],
-                                         a[5], a[6], a[7], a[8], spi::arg_datum(ids)};
+    // The buckets are every puller's: as for leases (rescue::for_short_claim), only a
+    // superuser's `at` may run their clock ahead of now. A worker's pull dated a year ahead
+    // would otherwise refill the buckets for itself and move their clock there, and no other
+    // pull would see a token come back until then.
+    TimestampTz clock = DatumGetTimestampTz(a[1].value);
+    if (rated)
+        clock =
+            pg_guard([&] { return superuser() ? clock : std::min(clock, GetCurrentTimestamp()); });
+    spi::Arg ids_arg = spi::arg_datum(ids);
+    spi::Arg clock_arg = spi::arg_datum(TimestampTzGetDatum(clock));
+    std::initializer_list<spi::Arg> args{a[0], a[1], a[2], a[3],    a[4],     a[5],
+                                         a[6], a[7], a[8], ids_arg, clock_arg};
     spi::Result r = keys_only ? conn.exec(keys_statement(rated), args)
                               : conn.exec(window_statement(rated), args);
     if (!keys_only && !r.empty() && r.is_null(r.rows() - 1, 1))

@@ -2,7 +2,8 @@
 //
 // Parameters: $1 queue, $2 the pull's clock, $3 n, $4 lease, $5 kinds, $6 worker, $7 claimer pid,
 // $8 claimer backend start, $9 session_bound, $10 the jobs other transactions' limited claims hold
-// (include/hopper/inflight_claims.hpp).
+// (include/hopper/inflight_claims.hpp), $11 the rate buckets' clock (limits::claim: the pull's
+// clock, held back to now unless a superuser pulls).
 //
 // Two ways to find the jobs, both exact, each its own statement:
 //  - the window: the first jobs in pull order, each key's free count applied to its jobs among
@@ -25,13 +26,14 @@ extern "C" {
 
 namespace hopper::limits {
 
-// Bucket content at the pull's clock $2: refilled at max_claims per period since refilled_at (never
-// backwards, so a pull that travels back in time neither refills nor drains), capped at max_claims.
-#define HOPPER_BUCKET_NOW(b)                                    \
-    "LEAST(" b ".max_claims::float8, " b ".tokens + " b         \
-    ".max_claims::float8 * "                                    \
-    "GREATEST(0::float8, pg_catalog.date_part('epoch', $2 - " b \
-    ".refilled_at)) / "                                         \
+// Bucket content at the buckets' clock $11: refilled at max_claims per period since refilled_at
+// (never backwards, so a pull that travels back in time neither refills nor drains), capped at
+// max_claims.
+#define HOPPER_BUCKET_NOW(b)                                     \
+    "LEAST(" b ".max_claims::float8, " b ".tokens + " b          \
+    ".max_claims::float8 * "                                     \
+    "GREATEST(0::float8, pg_catalog.date_part('epoch', $11 - " b \
+    ".refilled_at)) / "                                          \
     "pg_catalog.date_part('epoch', " b ".period))"
 
 #define HOPPER_BUCKETS_CTE \
@@ -138,7 +140,7 @@ namespace hopper::limits {
 #define HOPPER_SPEND \
     ", spent AS ("                                                                            \
     "  UPDATE hopper.rate_limits b SET tokens = " HOPPER_BUCKET_NOW("b") " - s.n, "           \
-    "    refilled_at = GREATEST(b.refilled_at, $2) "                                          \
+    "    refilled_at = GREATEST(b.refilled_at, $11) "                                         \
     "  FROM (SELECT concurrency_key AS key, GROUPING(concurrency_key) = 1 AS total, "         \
     "          pg_catalog.count(*) AS n "                                                     \
     "        FROM claimed GROUP BY ROLLUP (concurrency_key) HAVING pg_catalog.count(*) > 0) s " \
@@ -148,7 +150,7 @@ namespace hopper::limits {
     "  INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, "  \
     "    tokens, refilled_at, from_default) "                                                 \
     "  SELECT $1, c.key, 'k:' || c.key, q.key_max_claims, q.key_claims_per, "                 \
-    "    q.key_max_claims - c.n, $2, true "                                                   \
+    "    q.key_max_claims - c.n, $11, true "                                                  \
     "  FROM (SELECT concurrency_key AS key, pg_catalog.count(*) AS n FROM claimed "           \
     "        WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key) c, q "               \
     "  WHERE q.key_max_claims IS NOT NULL "                                                   \
@@ -174,9 +176,9 @@ namespace hopper::limits {
     " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL " \
     "WHERE NOT (SELECT ok FROM settled)"
 
-#define HOPPER_LIMITED_STATEMENT(sql)                                               \
-    static spi::Statement st(sql, {HOPPER_CLAIM_PARAM_OIDS, INT8ARRAYOID},          \
-                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes); \
+#define HOPPER_LIMITED_STATEMENT(sql)                                                      \
+    static spi::Statement st(sql, {HOPPER_CLAIM_PARAM_OIDS, INT8ARRAYOID, TIMESTAMPTZOID}, \
+                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);        \
     return st
 
 // Planning these statements takes longer than running them; their generic plans are the ones

@@ -49,6 +49,14 @@ void require(spi::Connection& conn, const std::string& queue) {
     if (conn.exec(st, {spi::arg_text(queue)}).empty()) no_such_queue(queue);
 }
 
+bool exists(const std::string& queue) {
+    static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
+    spi::Connection conn;
+    bool found = !conn.exec(st, {spi::arg_text(queue)}).empty();
+    conn.finish();
+    return found;
+}
+
 void ensure(spi::Connection& conn, const std::string& queue) {
     if (!guc::auto_create_queues) return require(conn, queue);
     // Looked up first: an INSERT ... ON CONFLICT evaluates the table's CHECK constraints (parsing

@@ -1,7 +1,8 @@
 # The server keeps claim positions for 256 queues at a time. Once every slot is taken, a new queue
 # gets none while all are in use, and takes the one idle longest once it has been idle for 10 s:
 # queues and databases that come and go do not use the slots up for the life of the server. A
-# position lent anew starts at the front and follows pushes like any other.
+# position lent anew starts at the front and follows pushes like any other. A name that is no
+# queue gets none: a worker pulling from many such names must not push the queues out.
 use strict;
 use warnings;
 
@@ -17,6 +18,15 @@ $node->init;
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION hopper');
 my $sql = sub { $node->safe_psql('postgres', "SET hopper.notify = off; $_[0]") };
+
+# A worker pulls from 300 names that are no queue (a typo, a loop over names), one of them
+# waiting: none takes a slot, so the 256 are still there for the queues below. q0 is not a queue
+# yet either.
+my $nowhere = "pg_catalog.generate_series(1, 300) g, LATERAL hopper.queue_pull('nosuch' || g, 1)";
+is($sql->("SELECT count(*) FROM $nowhere"), '0', 'nothing pulled from 300 names that are no queue');
+is($sql->("SELECT count(*) FROM hopper.queue_pull('q0', 1, wait => '0.2 s')"),
+	'0', 'nor from q0, waiting');
+is($sql->('SELECT count(*) FROM hopper.claim_positions()'), '0', 'and none of them took a slot');
 
 # 256 queues, each pushed to and pulled from: every slot taken.
 $sql->("SELECT count(*) FROM pg_catalog.generate_series(0, 255) g,
@@ -34,8 +44,13 @@ is($sql->("SELECT payload->>'n' FROM hopper.queue_pull('late', 1)"), '1', 'a 257
 is($sql->("SELECT count(*) FROM hopper.claim_positions() WHERE queue = 'late'"),
 	'0', 'but gets no slot while all are in use');
 
-# Ten seconds later they are idle: the next use takes the one idle longest.
+# Ten seconds later they are idle. Pulls from names that are no queue still take none of them.
 sleep 11;
+is($sql->("SELECT count(*) FROM $nowhere"), '0', 'the 300 names pulled from again');
+is($sql->("SELECT count(*) FROM hopper.claim_positions() WHERE queue ~ '^q[0-9]+\$'"),
+	'256', 'every queue keeps its idle slot');
+
+# The next use of a queue takes the one idle longest.
 $sql->("SELECT hopper.queue_push('late', '{\"n\": 2}'), hopper.queue_push('late', '{\"n\": 3}')");
 is($sql->("SELECT payload->>'n' FROM hopper.queue_pull('late', 1)"), '2', 'pulls in order');
 is($sql->("SELECT resumes FROM hopper.claim_positions() WHERE queue = 'late'"),

@@ -25,8 +25,9 @@
 // The hints live in a dynamic shared memory segment made on first use and pinned for the life of
 // the server (no preloading needed; without one to spare, claims start at the front), in a fixed
 // number of slots lent to queues: a queue that finds none free takes the one idle longest, once
-// it has been idle for some seconds. With hopper.claim_resume = off every claim starts at the
-// front.
+// it has been idle for some seconds. A claim or a waiting pull lends one only to a queue of
+// hopper.queues (looked up when a slot could be lent): names that are no queue would push the
+// queues in use out. With hopper.claim_resume = off every claim starts at the front.
 #pragma once
 
 #include <cstdint>

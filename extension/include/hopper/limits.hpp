@@ -76,9 +76,10 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
 #define HOPPER_CLAIM_PARAM_TYPES \
     { HOPPER_CLAIM_PARAM_OIDS }
 
-// claim()'s statements (extension/src/limited_claim_sql.cpp), with the claim's parameters and
-// in-flight jobs as $10; `rated`: with the queue's rate limits. The window statement answers one
-// row of NULLs, having claimed nothing, when the keys statement must claim instead.
+// claim()'s statements (extension/src/limited_claim_sql.cpp), with the claim's parameters,
+// in-flight jobs as $10 and the rate buckets' clock as $11; `rated`: with the queue's rate limits.
+// The window statement answers one row of NULLs, having claimed nothing, when the keys statement
+// must claim instead.
 spi::Statement& window_statement(bool rated);
 spi::Statement& keys_statement(bool rated);
 

@@ -14,6 +14,10 @@ void ensure(spi::Connection& conn, const std::string& queue);
 // Raises P0002 unless `queue` exists.
 void require(spi::Connection& conn, const std::string& queue);
 
+// Whether `queue` exists, as a statement of the caller's would see it (its policies and
+// privileges apply). Connects to SPI itself: callable inside another connection.
+bool exists(const std::string& queue);
+
 // A job written into a queue by a transaction still in flight is invisible to queue_drop's
 // deletes, and would outlive the queue once both commit. So everything that adds jobs to a queue
 // (pushes, retries, queue_fail_taken's put-back) holds the queue's lock shared to the end of its
