@@ -434,6 +434,51 @@ TEST(Worker, JobsFinishingWhileThePullWaitsAreCompletedAtOnce) {
     EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
 }
 
+// A login role of the hopper_worker group, made for one test: `limit(0)` keeps it from opening
+// more sessions, as a connection limit on a role or database would. Dropped at the end.
+class LimitedRole {
+  public:
+    LimitedRole(Client& c, const std::string& prefix)
+        : c_(c), name_(fmt::format("{}_{}", prefix, ::getpid())) {
+        c_.exec("DROP ROLE IF EXISTS " + name_);
+        c_.exec("CREATE ROLE " + name_ + " LOGIN IN ROLE hopper_worker");
+    }
+    ~LimitedRole() {
+        try {
+            limit(-1);
+            c_.exec(
+                "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+                "WHERE usename = $1",
+                name_);
+            eventually([&] {
+                return c_.exec(
+                             "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE usename = $1",
+                             name_)
+                           .int64(0, 0) == 0;
+            });
+            c_.exec("DROP ROLE IF EXISTS " + name_);
+        } catch (const std::exception&) {
+            // Dropped by the next run's DROP ROLE IF EXISTS.
+        }
+    }
+    const std::string& name() const { return name_; }
+    void limit(int connections) {
+        c_.exec(fmt::format("ALTER ROLE {} CONNECTION LIMIT {}", name_, connections));
+    }
+
+  private:
+    Client& c_;
+    std::string name_;
+};
+
+// Ends the waiting pull of the worker whose sessions carry `queue`'s name.
+void terminate_waiting_pull(Client& c, const std::string& queue) {
+    c.exec(
+        "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+        "WHERE application_name = $1 AND state = 'active' AND query LIKE '%queue_pull%'",
+        queue);
+}
+
 // A waiting pull whose connection cannot come back (here: its role may open no more sessions)
 // while the fetch loop's own connection works: the loop still pulls and completes jobs, and the
 // waiting pull is retried with a back-off of its own that grows. The loop's successful pulls
@@ -442,35 +487,10 @@ TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
     Client c(conninfo());
     std::string q = unique_queue("w");
     c.queue_create(q);
-    const std::string role = fmt::format("hopper_test_backoff_{}", ::getpid());
-    c.exec("DROP ROLE IF EXISTS " + role);
-    c.exec("CREATE ROLE " + role + " LOGIN IN ROLE hopper_worker");
-    struct DropRole {
-        Client& c;
-        const std::string& role;
-        ~DropRole() {
-            try {
-                c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
-                c.exec(
-                    "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
-                    "WHERE usename = $1",
-                    role);
-                eventually([&] {
-                    return c.exec(
-                                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
-                                "usename = $1",
-                                role)
-                               .int64(0, 0) == 0;
-                });
-                c.exec("DROP ROLE IF EXISTS " + role);
-            } catch (const std::exception&) {
-                // Dropped by the next run's DROP ROLE IF EXISTS.
-            }
-        }
-    } drop_role{c, role};
+    LimitedRole role(c, "hopper_test_backoff");
 
     WorkerOptions o = slow_polling(q);
-    o.conninfo += " user=" + role;
+    o.conninfo += " user=" + role.name();
     o.concurrency = 1;
     std::mutex mu;
     std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines;
@@ -486,12 +506,9 @@ TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
         int64_t first = c.push(q, "{}");
         ASSERT_TRUE(eventually([&] { return state_is(c, first, JobState::Completed); }, 10s));
         ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
-        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT 0");
+        role.limit(0);
         auto cut = std::chrono::steady_clock::now();
-        c.exec(
-            "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
-            "WHERE application_name = $1 AND state = 'active' AND query LIKE '%queue_pull%'",
-            q);
+        terminate_waiting_pull(c, q);
         int64_t second = c.push(q, "{}");
         EXPECT_TRUE(eventually([&] { return state_is(c, second, JobState::Completed); }, 10s))
             << "the fetch loop's own connection still pulls";
@@ -508,9 +525,62 @@ TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
         EXPECT_GE(failures, 2);
         EXPECT_LE(failures, 10);
         // The connection back: the worker waits in the server again.
-        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
+        role.limit(-1);
         EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 20s));
     }
+}
+
+// A waiting pull that cannot reconnect must not stall the fetch loop for its back-off: a job that
+// finishes meanwhile is completed (in the batch of the loop's own connection) at once, not when
+// the waiting pull is next tried. The loop paused for the back-off, up to max_backoff, each time
+// the queue ran dry, and the finished job waited unheartbeated.
+TEST(Worker, AWaitingPullThatCannotReconnectDoesNotHoldUpCompletions) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    LimitedRole role(c, "hopper_test_stall");
+    WorkerOptions o = slow_polling(q);
+    o.conninfo += " user=" + role.name();
+    o.concurrency = 2;
+    o.prefetch = 0;
+    o.min_backoff = 8s;
+    o.max_backoff = 8s;
+    std::atomic<int> waiter_failures{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("waiting pull on") != std::string::npos) ++waiter_failures;
+    };
+    Worker w(o);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool go = false;
+    w.on("slow", [&](JobContext& job) {
+        job.progress(0.5);  // the heartbeat's connection is open before the limit
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go; });
+    });
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    PushOptions slow;
+    slow.kind = "slow";
+    int64_t held = c.push(q, "{}", slow);
+    ASSERT_TRUE(eventually([&] { return c.job_status(held).progress == 0.5; }, 10s));
+    ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+    role.limit(0);
+    terminate_waiting_pull(c, q);
+    ASSERT_TRUE(eventually([&] { return waiter_failures.load() >= 1; }, 5s));
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        go = true;
+    }
+    cv.notify_all();
+    EXPECT_TRUE(eventually([&] { return state_is(c, held, JobState::Completed); }, 3s))
+        << "completed only after the waiting pull's back-off";
+    EXPECT_EQ(waiter_failures.load(), 1) << "the waiting pull is not retried before its back-off";
+    // The waiting pull comes back at its retry.
+    role.limit(-1);
+    EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 15s));
+    int64_t next = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
 }
 
 TEST(Worker, StopEndsAWaitingPullAtOnce) {
