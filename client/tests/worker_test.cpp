@@ -893,7 +893,9 @@ TEST(Worker, CancelStopsTheHandler) {
     ASSERT_TRUE(c.cancel(id));
     ASSERT_TRUE(eventually([&] { return reason.load() != -1; }, 60s));
     EXPECT_EQ(reason.load(), static_cast<int>(StopReason::Cancelled));
-    EXPECT_EQ(callback_reason.load(), static_cast<int>(StopReason::Cancelled));
+    // The callback runs on a thread of its own, just after the flag is raised.
+    EXPECT_TRUE(eventually(
+        [&] { return callback_reason.load() == static_cast<int>(StopReason::Cancelled); }, 10s));
     EXPECT_EQ(c.job_status(id).state, JobState::Cancelled)
         << "the handler's return changed nothing";
 }
@@ -901,6 +903,112 @@ TEST(Worker, CancelStopsTheHandler) {
 // A job cancelled while its handler runs, the handler returning before the next heartbeat tells
 // it: the completion is refused, and the log says the job was cancelled, not that its lease was
 // lost (which points at a stalled or cut-off worker). Both ways a completion is reported.
+// An on_stop callback is the user's code: it may run long (waiting for a child process to exit)
+// or wait for something the worker must do. It ran on the heartbeat thread, holding the lock every
+// pull, start and end of a job takes: while it ran, no job was handed out, started or finished,
+// and no lease was extended, so a long one lost every other running job.
+TEST(Worker, AnOnStopCallbackThatRunsLongHoldsUpNoOtherJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 3);
+    o.prefetch = 0;
+    Worker w(o);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool callback_entered = false, callback_may_end = false, long_may_end = false;
+    auto wait_for = [&](bool& flag) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, 30s, [&] { return flag; });
+    };
+    auto set = [&](bool& flag) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            flag = true;
+        }
+        cv.notify_all();
+    };
+    std::atomic<bool> started_stuck{false}, started_long{false}, long_stopped{false};
+    w.on("stuck", [&](JobContext& job) {
+        job.on_stop([&](StopReason) {
+            set(callback_entered);
+            wait_for(callback_may_end);
+        });
+        started_stuck = true;
+        job.wait_for_stop(60s);
+    });
+    w.on("long", [&](JobContext& job) {
+        started_long = true;
+        job.on_stop([&](StopReason) { long_stopped = true; });
+        wait_for(long_may_end);
+    });
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    PushOptions stuck, long_one;
+    stuck.kind = "stuck";
+    long_one.kind = "long";
+    int64_t a = c.push(q, "{}", stuck);
+    int64_t l = c.push(q, "{}", long_one);
+    ASSERT_TRUE(eventually([&] { return started_stuck.load() && started_long.load(); }, 10s));
+    ASSERT_TRUE(c.cancel(a));
+    ASSERT_TRUE(eventually(
+        [&] {
+            std::lock_guard<std::mutex> lock(mu);
+            return callback_entered;
+        },
+        10s));
+    auto entered = std::chrono::steady_clock::now();
+    // While the callback runs, a new job is pulled, run and completed.
+    int64_t quick = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, quick, JobState::Completed); }, 5s))
+        << "the callback held up the next job";
+    // And the running job's lease is still extended: 3 s would have run out by now.
+    std::this_thread::sleep_for(entered + 4500ms - std::chrono::steady_clock::now());
+    EXPECT_TRUE(
+        c.exec("SELECT lease_until > now() FROM hopper.jobs WHERE id = $1", l).boolean(0, 0))
+        << "the running job's heartbeats stopped";
+    EXPECT_FALSE(long_stopped.load());
+    set(callback_may_end);
+    set(long_may_end);
+    EXPECT_TRUE(eventually([&] { return state_is(c, l, JobState::Completed); }, 10s));
+    EXPECT_EQ(c.job_status(a).state, JobState::Cancelled);
+}
+
+// A callback that throws is logged; thrown on the heartbeat thread, it ended the process.
+TEST(Worker, AnOnStopCallbackThatThrowsIsLogged) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q);
+    std::atomic<int> logged{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("on_stop callback of job") != std::string::npos &&
+            line.find("threw: no child to kill") != std::string::npos)
+            ++logged;
+    };
+    Worker w(o);
+    std::atomic<bool> started{false};
+    w.on("throwing", [&](JobContext& job) {
+        job.on_stop([](StopReason) { throw std::runtime_error("no child to kill"); });
+        started = true;
+        job.wait_for_stop(60s);
+    });
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    PushOptions throwing;
+    throwing.kind = "throwing";
+    int64_t id = c.push(q, "{}", throwing);
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+    ASSERT_TRUE(c.cancel(id));
+    EXPECT_TRUE(eventually([&] { return logged.load() == 1; }, 10s));
+    int64_t next = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 10s));
+}
+
 TEST(Worker, AJobCancelledWhileItsHandlerRanIsLoggedAsCancelled) {
     for (bool batched : {true, false}) {
         SCOPED_TRACE(batched ? "batched completions" : "completions one by one");
