@@ -20,8 +20,15 @@ Heartbeat::Heartbeat(std::string conninfo, std::optional<Duration> lease, Durati
     : conninfo_(std::move(conninfo)),
       lease_(lease),
       log_(std::move(log)),
-      backoff_(min_backoff, max_backoff),
-      thread_([this] { loop(); }) {}
+      backoff_(min_backoff, max_backoff) {
+    stopper_ = std::thread([this] { run_stops(); });
+    try {
+        thread_ = std::thread([this] { loop(); });
+    } catch (...) {
+        end_stops();  // a joinable thread destroyed would end the process
+        throw;
+    }
+}
 
 Heartbeat::~Heartbeat() {
     {
@@ -30,6 +37,36 @@ Heartbeat::~Heartbeat() {
     }
     cv_.notify_all();
     thread_.join();
+    end_stops();
+}
+
+void Heartbeat::end_stops() {
+    // The callbacks queued until now still run: a handler may be waiting for one.
+    {
+        std::lock_guard<std::mutex> lock(stops_m_);
+        stops_end_ = true;
+    }
+    stops_cv_.notify_all();
+    stopper_.join();
+}
+
+void Heartbeat::run_stops() {
+    std::unique_lock<std::mutex> lock(stops_m_);
+    while (true) {
+        stops_cv_.wait(lock, [&] { return stops_end_ || !stops_.empty(); });
+        if (stops_.empty()) return;
+        Stop stop = std::move(stops_.front());
+        stops_.pop_front();
+        lock.unlock();
+        try {
+            stop.fn();
+        } catch (const std::exception& ex) {
+            log_(fmt::format("on_stop callback of job {} threw: {}", stop.id, ex.what()));
+        } catch (...) {
+            log_(fmt::format("on_stop callback of job {} threw", stop.id));
+        }
+        lock.lock();
+    }
 }
 
 Client& Heartbeat::control() {
@@ -78,10 +115,20 @@ void Heartbeat::remove(const Job& job) {
 }
 
 void Heartbeat::drop(std::map<Run, Entry>::iterator it, StopReason reason) {
-    if (it->second.ctx)
-        it->second.ctx->request_stop(reason);
-    else
+    if (it->second.ctx) {
+        // The flag now; the callbacks (the user's code) on the stopper thread, since m_ is held
+        // here and this is the thread that beats for every job.
+        auto callbacks = it->second.ctx->raise_stop(reason);
+        if (!callbacks.empty()) {
+            {
+                std::lock_guard<std::mutex> lock(stops_m_);
+                for (auto& fn : callbacks) stops_.push_back({it->first.first, std::move(fn)});
+            }
+            stops_cv_.notify_one();
+        }
+    } else {
         gone_[it->first] = reason;
+    }
     entries_.erase(it);
 }
 

@@ -3,10 +3,13 @@
 // return; the thread extends each lease every lease/3 and, when the server says the job is no
 // longer ours, raises a running job's stop flag or marks a held one not to be started. Progress
 // reports and releases share the connection, so they never interfere with what a handler does on
-// its own connection.
+// its own connection. The jobs' on_stop callbacks run on a second thread, holding no lock of this
+// class: user code that runs long, or calls back into the worker, holds up no heartbeat, nor the
+// pulls and handlers that register their jobs here.
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,6 +56,20 @@ class Heartbeat {
     Client& control();  // call with control_m_ held
     Duration interval_for(const Job& job) const;
     void drop(std::map<Run, Entry>::iterator it, StopReason reason);  // call with m_ held
+    void run_stops();
+    void end_stops();  // runs the queued callbacks, then ends the stopper thread
+
+    // The on_stop callbacks to run, in order. The lock is taken last (after m_) and held only to
+    // queue or take one; the callbacks run outside it.
+    struct Stop {
+        int64_t id;
+        std::function<void()> fn;
+    };
+    std::mutex stops_m_;
+    std::condition_variable stops_cv_;
+    std::deque<Stop> stops_;
+    bool stops_end_ = false;
+    std::thread stopper_;
 
     std::string conninfo_;
     std::optional<Duration> lease_;

@@ -65,16 +65,23 @@ void JobContext::on_stop(std::function<void(StopReason)> fn) {
 }
 
 void JobContext::request_stop(StopReason reason) {
+    // Outside the lock, so a callback may look at the context.
+    for (auto& fn : raise_stop(reason)) fn();
+}
+
+std::vector<std::function<void()>> JobContext::raise_stop(StopReason reason) {
     std::vector<std::function<void(StopReason)>> callbacks;
     {
         std::lock_guard<std::mutex> lock(state_->m);
-        if (state_->reason != StopReason::None || reason == StopReason::None) return;
+        if (state_->reason != StopReason::None || reason == StopReason::None) return {};
         state_->reason = reason;
         callbacks.swap(state_->on_stop);
     }
     state_->cv.notify_all();
-    // Outside the lock, so a callback may look at the context.
-    for (auto& fn : callbacks) fn(reason);
+    std::vector<std::function<void()>> bound;
+    bound.reserve(callbacks.size());
+    for (auto& fn : callbacks) bound.emplace_back([fn = std::move(fn), reason] { fn(reason); });
+    return bound;
 }
 
 bool JobContext::complete_with(const std::function<void(Client&)>& in_transaction,

@@ -243,6 +243,10 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     // reset the shared one.
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     Backoff waiter_backoff(opt.min_backoff, opt.max_backoff);
+    // When the waiting pull failed, it is not tried again before this; meanwhile the loop waits on
+    // its own connection, which completes the jobs that finish and pulls at the retry. (Pausing
+    // the loop for the back-off held those completions, unheartbeated, for up to max_backoff.)
+    Steady::time_point waiter_retry_at{};
     std::unique_ptr<Client> conn;
     internal::WaitingPull waiter(opt.queue);
     bool listening = !opt.waiting_pulls;  // LISTEN + poll instead of waiting pulls
@@ -316,11 +320,11 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             } else if (!unreported.empty()) {
                 complete_and_pull(*conn, nullptr);
             }
-            if (!listening) {
+            if (!listening && Steady::now() >= waiter_retry_at) {
                 if (int n = slots_free(); n > 0) {
                     // Nothing left to pull: wait in the server until a job is made available.
-                    // One attempt per turn: while it fails, the pulls above still find jobs and
-                    // this connection's back-off spaces the attempts.
+                    // While it fails, the pulls above still find jobs and waiter_retry_at spaces
+                    // the attempts.
                     on_waiter = true;
                     if (!waiter.connected()) waiter.attach(internal::worker_client(opt.conninfo));
                     PullOptions po = pull_options(n);
@@ -335,9 +339,14 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 if (free_slots > 0) continue;
             }
             // Wait for a NOTIFY, a freed slot, stop() or a signal; poll anyway now and then.
-            Duration wait = internal::listen_poll(opt.poll_interval, opt.poll_jitter);
-            bool woke = conn->connection().wait(
-                std::chrono::duration_cast<std::chrono::milliseconds>(wait), wake.fd());
+            // Rounded up: a wait that ended just short of the waiting pull's retry would
+            // otherwise come back with 0 ms to go and pull in a loop until it is due.
+            auto wait = std::chrono::ceil<std::chrono::milliseconds>(
+                internal::listen_poll(opt.poll_interval, opt.poll_jitter));
+            if (auto now = Steady::now(); !listening && waiter_retry_at > now)
+                wait = std::min(
+                    wait, std::chrono::ceil<std::chrono::milliseconds>(waiter_retry_at - now));
+            bool woke = conn->connection().wait(wait, wake.fd());
             wake.drain();
             bool notified = !conn->connection().notifications().empty();
             // A freed slot only matters when the queue was deep; a poll tick or NOTIFY always does.
@@ -358,8 +367,11 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             log(fmt::format("{} queue {} failed (retrying in {} ms): {}",
                             on_waiter ? "waiting pull on" : "pull from", opt.queue,
                             d.count() / 1000, ex.what()));
-            pause(d);
             deep = true;
+            if (on_waiter)
+                waiter_retry_at = internal::deadline_after(d);
+            else
+                pause(d);
         }
     }
     // A pull still waiting is ended; what it claimed meanwhile goes back with the unstarted jobs.

@@ -1,6 +1,9 @@
 // A worker survives a server restart: it backs off, reconnects, listens again and carries on.
 // Needs HOPPER_TEST_CLUSTER (the cluster script the test runner exports) to restart the server.
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -86,6 +89,92 @@ TEST(Reconnect, WorkerCarriesOnAfterServerRestart) {
     w.stop();
     t.join();
     EXPECT_EQ(w.stats().completed, 2u);
+}
+
+// Shutdown with the server down: a handler that returns during the shutdown cannot report its
+// job, and retrying the report must end by shutdown_timeout, not after its own minute; a handler
+// still running at the deadline is told to stop, though its job cannot be released. The jobs are
+// left to their leases (or, their sessions gone, to the reaper once the server is back).
+TEST(Reconnect, ShutdownEndsByItsDeadlineWhileTheServerIsDown) {
+    const char* cluster = std::getenv("HOPPER_TEST_CLUSTER");
+    if (cluster == nullptr || *cluster == '\0')
+        GTEST_SKIP() << "HOPPER_TEST_CLUSTER is not set (run through make test)";
+    const std::string stop_cmd = fmt::format("\"{}\" stop >/dev/null 2>&1", cluster);
+    const std::string start_cmd = fmt::format("\"{}\" start >/dev/null 2>&1", cluster);
+    std::string q = unique_queue("down");
+    WorkerOptions o;
+    o.conninfo = conninfo();
+    o.queue = q;
+    o.concurrency = 2;
+    o.handle_signals = false;
+    o.min_backoff = 100ms;
+    o.max_backoff = 1s;
+    o.shutdown_timeout = 3s;
+    o.log = [](const std::string&) {};
+    Worker w(o);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool go = false;
+    std::atomic<int> started{0};
+    w.on("returns", [&](JobContext&) {
+        ++started;
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go; });
+    });
+    std::atomic<int> stopped_as{-1};
+    w.on("runs_on", [&](JobContext& job) {
+        ++started;
+        job.wait_for_stop(60s);
+        stopped_as = static_cast<int>(job.stop_reason());
+    });
+    std::thread t([&] { w.run(); });
+    struct Release {  // however the test ends, the handler returns and run() ends
+        std::mutex& mu;
+        std::condition_variable& cv;
+        bool& go;
+        Worker& w;
+        std::thread& t;
+        ~Release() {
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                go = true;
+            }
+            cv.notify_all();
+            w.stop();
+            if (t.joinable()) t.join();
+        }
+    } release{mu, cv, go, w, t};
+    struct ServerBack {  // the later tests and the database's teardown need it
+        const std::string& cmd;
+        ~ServerBack() {
+            if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "could not start the server";
+        }
+    } server_back{start_cmd};
+
+    {
+        Client c(conninfo());
+        PushOptions returns, runs_on;
+        returns.kind = "returns";
+        runs_on.kind = "runs_on";
+        c.push(q, "{}", returns);
+        c.push(q, "{}", runs_on);
+    }
+    ASSERT_TRUE(eventually([&] { return started.load() == 2; }, 60s));
+    ASSERT_EQ(std::system(stop_cmd.c_str()), 0) << stop_cmd;
+    auto stopping = std::chrono::steady_clock::now();
+    w.stop();
+    std::this_thread::sleep_for(500ms);
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        go = true;  // its report fails: no server
+    }
+    cv.notify_all();
+    t.join();
+    auto took = std::chrono::steady_clock::now() - stopping;
+    EXPECT_LT(took, 3s + 2s) << "run() returned "
+                             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                             << " ms after stop(), past its shutdown_timeout of 3 s";
+    EXPECT_EQ(stopped_as.load(), static_cast<int>(StopReason::Shutdown));
 }
 
 }  // namespace

@@ -142,6 +142,108 @@ TEST(WorkerLimits, TakeWorkerRecordsFailuresTheServerWouldRefuse) {
     EXPECT_GT(f.run_at, Clock::now() + std::chrono::hours(24 * 365));
 }
 
+// Has the server refuse, once, the first failure recorded for a job of `queue` (its update of
+// hopper.jobs, from queue_fail or queue_fail_taken) with `sqlstate`, as a serialization failure or
+// a lock timeout would. Removed at the end.
+class RefuseOneFailure {
+  public:
+    RefuseOneFailure(Client& c, const std::string& queue, const std::string& sqlstate)
+        : c_(c), seq_(c.connection().escape_identifier("hopper_test_refuse_" + queue)) {
+        c_.exec(
+            "CREATE TABLE IF NOT EXISTS public.hopper_test_refusals "
+            "(queue text PRIMARY KEY, sqlstate text NOT NULL, seq text NOT NULL)");
+        c_.exec("CREATE SEQUENCE " + seq_);
+        c_.exec("INSERT INTO public.hopper_test_refusals VALUES ($1, $2, $3)", queue, sqlstate,
+                seq_);
+        c_.exec(R"(CREATE OR REPLACE FUNCTION public.hopper_test_refuse() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            DECLARE r public.hopper_test_refusals;
+            BEGIN
+                SELECT * INTO r FROM public.hopper_test_refusals WHERE queue = NEW.queue;
+                IF FOUND AND NEW.last_error IS DISTINCT FROM OLD.last_error
+                        AND pg_catalog.nextval(r.seq) = 1 THEN
+                    RAISE EXCEPTION 'refused once by the test' USING ERRCODE = r.sqlstate;
+                END IF;
+                RETURN NEW;
+            END $$)");
+        c_.exec(
+            "CREATE OR REPLACE TRIGGER hopper_test_refuse BEFORE UPDATE ON hopper.jobs "
+            "FOR EACH ROW EXECUTE FUNCTION public.hopper_test_refuse()");
+    }
+    ~RefuseOneFailure() {
+        try {
+            c_.exec("DROP TRIGGER IF EXISTS hopper_test_refuse ON hopper.jobs");
+            c_.exec("DELETE FROM public.hopper_test_refusals WHERE seq = $1", seq_);
+            c_.exec("DROP SEQUENCE IF EXISTS " + seq_);
+        } catch (const std::exception&) {
+            // The database goes with the test program.
+        }
+    }
+
+  private:
+    Client& c_;
+    std::string seq_;
+};
+
+// The plainer-failure fallback is for failures the server refuses for their data (class 22),
+// which would be refused again. A serialization failure (40001) says nothing about the handler's
+// error: falling back would have recorded the job with the queue's backoff instead of the
+// handler's RetryIn. Worker: the report is given up, and the job left to its lease.
+TEST(WorkerLimits, AFailureRefusedForAnotherReasonDoesNotTakeTheFallback) {
+    Client c(conninfo());
+    std::string q = unique_queue("not_data");
+    c.queue_create(q);
+    RefuseOneFailure refuse(c, q, "40001");
+    WorkerOptions o = quiet(WorkerOptions{}, q);
+    std::atomic<int> fallbacks{0}, given_up{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("its failure was refused") != std::string::npos) ++fallbacks;
+        if (line.find("could not report job") != std::string::npos &&
+            line.find("refused once by the test") != std::string::npos)
+            ++given_up;
+    };
+    Worker w(o);
+    w.on("later", [](JobContext&) { throw RetryIn(std::chrono::hours(1), "try again later"); });
+    int64_t id = push_kind(c, q, "later");
+    test::Running<Worker> r(w);
+    ASSERT_TRUE(eventually([&] { return given_up.load() + fallbacks.load() > 0; }, 20s));
+    r.stop();
+    EXPECT_EQ(fallbacks.load(), 0);
+    EXPECT_EQ(given_up.load(), 1);
+    JobInfo j = c.job_status(id);
+    EXPECT_EQ(to_string(j.state), to_string(JobState::Running))
+        << "recorded with the queue's backoff";
+    EXPECT_EQ(j.last_error, std::nullopt);
+}
+
+// TakeWorker: the take rolls back, the job is taken again, and its failure is recorded with the
+// handler's own delay.
+TEST(WorkerLimits, TakeWorkerKeepsTheDelayOfAFailureRefusedForAnotherReason) {
+    Client c(conninfo());
+    std::string q = unique_queue("take_not_data");
+    QueueOptions qo;
+    qo.backoff_base = 1s;
+    c.queue_create(q, qo);
+    RefuseOneFailure refuse(c, q, "40001");
+    TakeWorkerOptions o = quiet(TakeWorkerOptions{}, q);
+    std::atomic<int> fallbacks{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("its failure was refused") != std::string::npos) ++fallbacks;
+    };
+    TakeWorker w(o);
+    w.on("later",
+         [](const Job&, Client&) { throw RetryIn(std::chrono::hours(1), "try again later"); });
+    int64_t id = push_kind(c, q, "later");
+    test::Running<TakeWorker> r(w);
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Scheduled); }, 20s));
+    r.stop();
+    EXPECT_EQ(fallbacks.load(), 0);
+    JobInfo j = c.job_status(id);
+    EXPECT_EQ(j.attempt, 1);
+    EXPECT_EQ(j.last_error, "try again later");
+    EXPECT_GT(j.run_at, Clock::now() + 50min) << "recorded with the queue's backoff";
+}
+
 // Duration::max() as shutdown_timeout means "wait for the handlers": now + max overflowed, and
 // the running job was released at once.
 TEST(WorkerLimits, TheLongestShutdownTimeoutWaitsForRunningJobs) {

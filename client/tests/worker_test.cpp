@@ -434,6 +434,51 @@ TEST(Worker, JobsFinishingWhileThePullWaitsAreCompletedAtOnce) {
     EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
 }
 
+// A login role of the hopper_worker group, made for one test: `limit(0)` keeps it from opening
+// more sessions, as a connection limit on a role or database would. Dropped at the end.
+class LimitedRole {
+  public:
+    LimitedRole(Client& c, const std::string& prefix)
+        : c_(c), name_(fmt::format("{}_{}", prefix, ::getpid())) {
+        c_.exec("DROP ROLE IF EXISTS " + name_);
+        c_.exec("CREATE ROLE " + name_ + " LOGIN IN ROLE hopper_worker");
+    }
+    ~LimitedRole() {
+        try {
+            limit(-1);
+            c_.exec(
+                "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+                "WHERE usename = $1",
+                name_);
+            eventually([&] {
+                return c_.exec(
+                             "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE usename = $1",
+                             name_)
+                           .int64(0, 0) == 0;
+            });
+            c_.exec("DROP ROLE IF EXISTS " + name_);
+        } catch (const std::exception&) {
+            // Dropped by the next run's DROP ROLE IF EXISTS.
+        }
+    }
+    const std::string& name() const { return name_; }
+    void limit(int connections) {
+        c_.exec(fmt::format("ALTER ROLE {} CONNECTION LIMIT {}", name_, connections));
+    }
+
+  private:
+    Client& c_;
+    std::string name_;
+};
+
+// Ends the waiting pull of the worker whose sessions carry `queue`'s name.
+void terminate_waiting_pull(Client& c, const std::string& queue) {
+    c.exec(
+        "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+        "WHERE application_name = $1 AND state = 'active' AND query LIKE '%queue_pull%'",
+        queue);
+}
+
 // A waiting pull whose connection cannot come back (here: its role may open no more sessions)
 // while the fetch loop's own connection works: the loop still pulls and completes jobs, and the
 // waiting pull is retried with a back-off of its own that grows. The loop's successful pulls
@@ -442,35 +487,10 @@ TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
     Client c(conninfo());
     std::string q = unique_queue("w");
     c.queue_create(q);
-    const std::string role = fmt::format("hopper_test_backoff_{}", ::getpid());
-    c.exec("DROP ROLE IF EXISTS " + role);
-    c.exec("CREATE ROLE " + role + " LOGIN IN ROLE hopper_worker");
-    struct DropRole {
-        Client& c;
-        const std::string& role;
-        ~DropRole() {
-            try {
-                c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
-                c.exec(
-                    "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
-                    "WHERE usename = $1",
-                    role);
-                eventually([&] {
-                    return c.exec(
-                                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
-                                "usename = $1",
-                                role)
-                               .int64(0, 0) == 0;
-                });
-                c.exec("DROP ROLE IF EXISTS " + role);
-            } catch (const std::exception&) {
-                // Dropped by the next run's DROP ROLE IF EXISTS.
-            }
-        }
-    } drop_role{c, role};
+    LimitedRole role(c, "hopper_test_backoff");
 
     WorkerOptions o = slow_polling(q);
-    o.conninfo += " user=" + role;
+    o.conninfo += " user=" + role.name();
     o.concurrency = 1;
     std::mutex mu;
     std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines;
@@ -486,12 +506,9 @@ TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
         int64_t first = c.push(q, "{}");
         ASSERT_TRUE(eventually([&] { return state_is(c, first, JobState::Completed); }, 10s));
         ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
-        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT 0");
+        role.limit(0);
         auto cut = std::chrono::steady_clock::now();
-        c.exec(
-            "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
-            "WHERE application_name = $1 AND state = 'active' AND query LIKE '%queue_pull%'",
-            q);
+        terminate_waiting_pull(c, q);
         int64_t second = c.push(q, "{}");
         EXPECT_TRUE(eventually([&] { return state_is(c, second, JobState::Completed); }, 10s))
             << "the fetch loop's own connection still pulls";
@@ -508,9 +525,62 @@ TEST(Worker, AWaitingPullThatCannotReconnectBacksOffWhileTheOthersWork) {
         EXPECT_GE(failures, 2);
         EXPECT_LE(failures, 10);
         // The connection back: the worker waits in the server again.
-        c.exec("ALTER ROLE " + role + " CONNECTION LIMIT -1");
+        role.limit(-1);
         EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 20s));
     }
+}
+
+// A waiting pull that cannot reconnect must not stall the fetch loop for its back-off: a job that
+// finishes meanwhile is completed (in the batch of the loop's own connection) at once, not when
+// the waiting pull is next tried. The loop paused for the back-off, up to max_backoff, each time
+// the queue ran dry, and the finished job waited unheartbeated.
+TEST(Worker, AWaitingPullThatCannotReconnectDoesNotHoldUpCompletions) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    LimitedRole role(c, "hopper_test_stall");
+    WorkerOptions o = slow_polling(q);
+    o.conninfo += " user=" + role.name();
+    o.concurrency = 2;
+    o.prefetch = 0;
+    o.min_backoff = 8s;
+    o.max_backoff = 8s;
+    std::atomic<int> waiter_failures{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("waiting pull on") != std::string::npos) ++waiter_failures;
+    };
+    Worker w(o);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool go = false;
+    w.on("slow", [&](JobContext& job) {
+        job.progress(0.5);  // the heartbeat's connection is open before the limit
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go; });
+    });
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    PushOptions slow;
+    slow.kind = "slow";
+    int64_t held = c.push(q, "{}", slow);
+    ASSERT_TRUE(eventually([&] { return c.job_status(held).progress == 0.5; }, 10s));
+    ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 10s));
+    role.limit(0);
+    terminate_waiting_pull(c, q);
+    ASSERT_TRUE(eventually([&] { return waiter_failures.load() >= 1; }, 5s));
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        go = true;
+    }
+    cv.notify_all();
+    EXPECT_TRUE(eventually([&] { return state_is(c, held, JobState::Completed); }, 3s))
+        << "completed only after the waiting pull's back-off";
+    EXPECT_EQ(waiter_failures.load(), 1) << "the waiting pull is not retried before its back-off";
+    // The waiting pull comes back at its retry.
+    role.limit(-1);
+    EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 15s));
+    int64_t next = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
 }
 
 TEST(Worker, StopEndsAWaitingPullAtOnce) {
@@ -823,7 +893,9 @@ TEST(Worker, CancelStopsTheHandler) {
     ASSERT_TRUE(c.cancel(id));
     ASSERT_TRUE(eventually([&] { return reason.load() != -1; }, 60s));
     EXPECT_EQ(reason.load(), static_cast<int>(StopReason::Cancelled));
-    EXPECT_EQ(callback_reason.load(), static_cast<int>(StopReason::Cancelled));
+    // The callback runs on a thread of its own, just after the flag is raised.
+    EXPECT_TRUE(eventually(
+        [&] { return callback_reason.load() == static_cast<int>(StopReason::Cancelled); }, 10s));
     EXPECT_EQ(c.job_status(id).state, JobState::Cancelled)
         << "the handler's return changed nothing";
 }
@@ -831,6 +903,112 @@ TEST(Worker, CancelStopsTheHandler) {
 // A job cancelled while its handler runs, the handler returning before the next heartbeat tells
 // it: the completion is refused, and the log says the job was cancelled, not that its lease was
 // lost (which points at a stalled or cut-off worker). Both ways a completion is reported.
+// An on_stop callback is the user's code: it may run long (waiting for a child process to exit)
+// or wait for something the worker must do. It ran on the heartbeat thread, holding the lock every
+// pull, start and end of a job takes: while it ran, no job was handed out, started or finished,
+// and no lease was extended, so a long one lost every other running job.
+TEST(Worker, AnOnStopCallbackThatRunsLongHoldsUpNoOtherJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 3);
+    o.prefetch = 0;
+    Worker w(o);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool callback_entered = false, callback_may_end = false, long_may_end = false;
+    auto wait_for = [&](bool& flag) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, 30s, [&] { return flag; });
+    };
+    auto set = [&](bool& flag) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            flag = true;
+        }
+        cv.notify_all();
+    };
+    std::atomic<bool> started_stuck{false}, started_long{false}, long_stopped{false};
+    w.on("stuck", [&](JobContext& job) {
+        job.on_stop([&](StopReason) {
+            set(callback_entered);
+            wait_for(callback_may_end);
+        });
+        started_stuck = true;
+        job.wait_for_stop(60s);
+    });
+    w.on("long", [&](JobContext& job) {
+        started_long = true;
+        job.on_stop([&](StopReason) { long_stopped = true; });
+        wait_for(long_may_end);
+    });
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    PushOptions stuck, long_one;
+    stuck.kind = "stuck";
+    long_one.kind = "long";
+    int64_t a = c.push(q, "{}", stuck);
+    int64_t l = c.push(q, "{}", long_one);
+    ASSERT_TRUE(eventually([&] { return started_stuck.load() && started_long.load(); }, 10s));
+    ASSERT_TRUE(c.cancel(a));
+    ASSERT_TRUE(eventually(
+        [&] {
+            std::lock_guard<std::mutex> lock(mu);
+            return callback_entered;
+        },
+        10s));
+    auto entered = std::chrono::steady_clock::now();
+    // While the callback runs, a new job is pulled, run and completed.
+    int64_t quick = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, quick, JobState::Completed); }, 5s))
+        << "the callback held up the next job";
+    // And the running job's lease is still extended: 3 s would have run out by now.
+    std::this_thread::sleep_for(entered + 4500ms - std::chrono::steady_clock::now());
+    EXPECT_TRUE(
+        c.exec("SELECT lease_until > now() FROM hopper.jobs WHERE id = $1", l).boolean(0, 0))
+        << "the running job's heartbeats stopped";
+    EXPECT_FALSE(long_stopped.load());
+    set(callback_may_end);
+    set(long_may_end);
+    EXPECT_TRUE(eventually([&] { return state_is(c, l, JobState::Completed); }, 10s));
+    EXPECT_EQ(c.job_status(a).state, JobState::Cancelled);
+}
+
+// A callback that throws is logged; thrown on the heartbeat thread, it ended the process.
+TEST(Worker, AnOnStopCallbackThatThrowsIsLogged) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q);
+    std::atomic<int> logged{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("on_stop callback of job") != std::string::npos &&
+            line.find("threw: no child to kill") != std::string::npos)
+            ++logged;
+    };
+    Worker w(o);
+    std::atomic<bool> started{false};
+    w.on("throwing", [&](JobContext& job) {
+        job.on_stop([](StopReason) { throw std::runtime_error("no child to kill"); });
+        started = true;
+        job.wait_for_stop(60s);
+    });
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    PushOptions throwing;
+    throwing.kind = "throwing";
+    int64_t id = c.push(q, "{}", throwing);
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+    ASSERT_TRUE(c.cancel(id));
+    EXPECT_TRUE(eventually([&] { return logged.load() == 1; }, 10s));
+    int64_t next = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 10s));
+}
+
 TEST(Worker, AJobCancelledWhileItsHandlerRanIsLoggedAsCancelled) {
     for (bool batched : {true, false}) {
         SCOPED_TRACE(batched ? "batched completions" : "completions one by one");

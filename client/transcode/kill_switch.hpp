@@ -1,5 +1,6 @@
-// Lets the heartbeat thread kill whichever child a job is running right now. A job's stop callback
-// can fire at any moment, before, during or after a child runs, so it never holds the child itself.
+// Lets a job's stop callback kill whichever child the job is running right now. A job's stop
+// callback can fire at any moment, before, during or after a child runs, so it never holds the
+// child itself.
 #pragma once
 
 #include <mutex>

@@ -15,8 +15,8 @@
 // Running jobs, and jobs claimed ahead and held locally (WorkerOptions::prefetch), are heartbeated
 // every lease/3; when a heartbeat says the job is no longer ours (lease lost, or cancelled by an
 // operator) a held job is dropped unstarted, and a running job's stop flag is raised and its
-// on_stop callback runs, and the handler should return soon: whatever it then reports is ignored
-// by the server.
+// on_stop callbacks run (on a thread of their own), and the handler should return soon: whatever
+// it then reports is ignored by the server.
 #pragma once
 
 #include <atomic>
@@ -26,6 +26,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "hopper/client.hpp"
 #include "hopper/types.hpp"
@@ -87,8 +88,13 @@ class JobContext {
     StopReason stop_reason() const;
     // Sleeps up to `timeout`, waking early when a stop is requested; true if stopped.
     bool wait_for_stop(Duration timeout);
-    // Runs `fn` once when a stop is requested (on the heartbeat thread), or right away if it
-    // already was. Use it to kill a child process; keep it short.
+    // Runs `fn` once when a stop is requested, or right away (on the caller's thread) if it
+    // already was. Use it to kill a child process. The worker runs the callbacks of all its jobs
+    // in turn on a thread of their own, holding none of its locks: one that runs long delays the
+    // next job's callbacks, but no heartbeat, pull or report, and it may call back into the
+    // worker. It runs just after the stop flag is raised, so it may run after the handler has
+    // returned: capture what it needs by value (a shared_ptr), not the handler's locals by
+    // reference. An exception it throws is logged.
     void on_stop(std::function<void(StopReason)> fn);
 
     // JSON stored as the job's result when the handler returns normally.
@@ -119,7 +125,11 @@ class JobContext {
 
     // Runtime side: raising the stop flag, and whether the handler already finished the job.
     enum class Finished { No, Completed, Failed, Released };
+    // Raises the stop flag and runs the on_stop callbacks.
     void request_stop(StopReason reason);
+    // Raises the stop flag and returns the on_stop callbacks, bound to `reason`, for the caller to
+    // run outside its own locks: none if the flag was raised already.
+    std::vector<std::function<void()>> raise_stop(StopReason reason);
     bool finished() const { return finished_ != Finished::No; }
     Finished finished_as() const { return finished_; }
     const std::optional<std::string>& result() const { return result_; }
