@@ -78,6 +78,19 @@ push_and_show)
     expect_rc 1 "--run-at +N days past 10 years"
     run push emails '{"n": 4}' --dedup-key k4 --dedup-window 213503983d
     expect_rc 1 "--dedup-window past 10 years"
+    # Times the server refuses, or no time at all: the option named, exit 1 as any bad option,
+    # never the server's wording for its function's argument.
+    for bad in infinity -infinity 2100-01-01 1990-01-01 epoch; do
+        run push emails '{"n": 5}' --run-at "$bad"
+        expect_rc 1 "--run-at $bad"
+        expect_err "^hopper push: --run-at (\"$bad\" is more than|must be a finite time)" "--run-at $bad named"
+        expect_err "see hopper push --help" "--run-at $bad as a usage error"
+        grep -qE "run_at|bigint" <<<"$err" && fail "--run-at $bad: the server's raw wording"
+    done
+    run push emails '{"n": 5}' --run-at 'next tuesday'
+    expect_rc 1 "--run-at that is no time"
+    expect_err "^hopper push: --run-at must be a timestamp .* got \"next tuesday\"" "--run-at syntax"
+    [ "$(sql "SELECT count(*) FROM hopper.queue_jobs('emails', NULL, 100) WHERE payload->>'n' = '5'")" = 0 ] || fail "a refused --run-at pushes nothing"
     run push emails '{"n": 3}' --run-at '2030-01-02 03:04:05+00'
     expect_rc 0 "absolute --run-at"
     [ "$(sql "SELECT run_at = '2030-01-02 03:04:05+00' FROM hopper.job_status($out)")" = t ] || fail "absolute --run-at stored"

@@ -81,19 +81,29 @@ TimePoint run_at_arg(Client& c, const std::string& s) {
             parse_integer("--run-at", s.substr(1, s.size() - 2), 0, kMaxAheadSeconds / mult);
         return Clock::now() + std::chrono::seconds(n * mult);
     }
-    int64_t us = 0;
+    std::optional<std::string> us_text;
     try {
-        auto r = c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8", s);
-        us = r.int64(0, 0);
+        // NULL for infinity and -infinity, which are valid timestamps but no time to run at.
+        auto r = c.exec(
+            "SELECT CASE WHEN pg_catalog.isfinite(t) THEN (EXTRACT(epoch FROM t) * 1000000)::int8 "
+            "END::text FROM (SELECT $1::timestamptz AS t) AS s",
+            s);
+        us_text = r.opt_text(0, 0);
     } catch (const Error& e) {
-        throw UsageError(fmt::format("--run-at: {}", e.what()));
+        // Text the server cannot read as a time (class 22: bad syntax, a field out of range).
+        if (e.sqlstate().rfind("22", 0) != 0) throw;
+        throw UsageError(fmt::format(
+            "--run-at must be a timestamp (e.g. '2030-01-01 09:00+00') or +N[s|m|h|d], got \"{}\"",
+            s));
     }
+    if (!us_text) throw UsageError(fmt::format("--run-at must be a finite time, got \"{}\"", s));
+    int64_t us = std::stoll(*us_text);
     // The clock counts nanoseconds from 1970 and ends in 2262; past it the time would wrap. The
     // server refuses anything more than about 10 years ahead anyway.
     const auto limit = std::chrono::duration_cast<std::chrono::microseconds>(
         Clock::duration::max() - std::chrono::hours(24));
     if (us > limit.count() || us < -limit.count())
-        throw UsageError(fmt::format("--run-at: {} is too far from now", s));
+        throw UsageError(fmt::format("--run-at \"{}\" is too far from now", s));
     return TimePoint(std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us)));
 }
 
@@ -142,7 +152,18 @@ int cmd_push(const Argv& argv, Io io) {
     if (auto w = a.option("dedup-window")) o.dedup_window = duration_arg("--dedup-window", *w);
     Client c = connect(a);
     if (auto r = a.option("run-at")) o.run_at = run_at_arg(c, *r);
-    int64_t id = c.push(a.positional[0], a.positional[1], o);
+    int64_t id = 0;
+    try {
+        id = c.push(a.positional[0], a.positional[1], o);
+    } catch (const Error& e) {
+        // The server's own range for run_at (about 10 years ahead, 1 year behind, measured from
+        // its clock): name the option it came from, not the function's argument.
+        const std::string msg = e.what();
+        if (!o.run_at || e.sqlstate() != sqlstate::kInvalidParameter ||
+            msg.rfind("run_at ", 0) != 0)
+            throw;
+        throw UsageError(fmt::format("--run-at \"{}\" {}", *a.option("run-at"), msg.substr(7)));
+    }
     if (a.flag("json"))
         io.out << fmt::format("{{\"id\": {}, \"queue\": {}}}\n", id, json::quote(a.positional[0]));
     else
