@@ -2,10 +2,13 @@
 #include "video_store.hpp"
 
 #include <regex>
+#include <string_view>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <libpq-fe.h>
 #include <hopper/json.hpp>
+#include <hopper/utf8.hpp>
 
 namespace transcode {
 
@@ -56,19 +59,29 @@ void ensure_schema(hopper::Client& client) {
     tx.commit();
 }
 
+bool utf8_session(hopper::Client& client) {
+    // Reported by the server on connecting and on every change: no round trip.
+    const char* encoding = PQparameterStatus(client.connection().raw(), "client_encoding");
+    return encoding && std::string_view(encoding) == "UTF8";
+}
+
 bool valid_video_id(const std::string& id) {
     static const std::regex re("^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$");
     return std::regex_match(id, re);
 }
 
-Submitted submit_video(hopper::Client& client, const std::string& queue,
-                       const std::optional<std::string>& id, const std::string& raw_path,
-                       std::optional<int> max_attempts) {
-    if (id && !valid_video_id(*id))
+void require_video_id(const std::string& id) {
+    if (!valid_video_id(id))
         throw std::invalid_argument(fmt::format(
             "invalid video id \"{}\": use 1-128 letters, digits, '.', '_' or '-', starting with a "
             "letter or digit",
-            *id));
+            hopper::escaped_utf8(id)));
+}
+
+Submitted submit_video(hopper::Client& client, const std::string& queue,
+                       const std::optional<std::string>& id, const std::string& raw_path,
+                       std::optional<int> max_attempts) {
+    if (id) require_video_id(*id);
     hopper::Transaction tx(client);
     // A row whose job ended unseen is failed, and so may be submitted again.
     if (id) settle_ended_jobs(client, id);
@@ -281,7 +294,10 @@ bool mark_failed(hopper::Client& client, const std::string& video_id, int64_t jo
                                      "WHERE id = $1 AND job_id = $2 "
                                      "  AND processing_status <> 'processed'") +
                              kStillOurs,
-                         video_id, job_id, lease_token, error, final ? "failed" : "pending");
+                         video_id, job_id, lease_token,
+                         // Any text may reach here (a program's path in a spawn error, say): a
+                         // report the server refused would leave the row as it was.
+                         hopper::valid_utf8(error), final ? "failed" : "pending");
     return r.affected_rows() == 1;
 }
 

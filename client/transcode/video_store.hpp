@@ -19,8 +19,15 @@ inline constexpr const char* kJobKind = "process_raw_video";
 // Creates the schema and table if absent (safe to run from several processes at once).
 void ensure_schema(hopper::Client& client);
 
+// The session's client_encoding is UTF8 (as it is for a UTF8 database unless PGCLIENTENCODING
+// says otherwise): the text it sends must be valid UTF-8. In a session of another encoding the
+// server converts from that one, and a Latin-1 file name, say, is fine.
+bool utf8_session(hopper::Client& client);
+
 // Video ids name output directories, so they are restricted to a safe file name.
 bool valid_video_id(const std::string& id);
+// Throws std::invalid_argument, saying what an id may hold, for one that is not valid.
+void require_video_id(const std::string& id);
 
 struct Submitted {
     std::string video_id;
@@ -85,6 +92,7 @@ void mark_processed(hopper::Client& client, const std::string& video_id, int64_t
 
 // `final`: no attempt will follow (failed); otherwise back to pending for the retry. Only while
 // the job still runs under `lease_token`: false (nothing written) once another worker may own it.
+// Bytes of `error` that are not UTF-8 are stored as U+FFFD.
 bool mark_failed(hopper::Client& client, const std::string& video_id, int64_t job_id,
                  int64_t lease_token, const std::string& error, bool final);
 
