@@ -272,6 +272,29 @@ far_times)
     expect_rc 0 "watch of a job started at -infinity"
     expect_out "^$started +fq +- +1/5 +- +- " "no running time counted from -infinity"
     ;;
+nonfinite_progress)
+    # A progress set by hand to NaN or infinity (queue_progress refuses both): every --json output
+    # that carries the job stays JSON, with null for it, and the text shows no percentage.
+    nan=$("$hopper" push pq '{}')
+    inf=$("$hopper" push pq '{}')
+    sql "SELECT hopper.queue_pull('pq', 2)" >/dev/null
+    sql "UPDATE hopper.jobs SET progress = 'NaN' WHERE id = $nan" >/dev/null
+    sql "UPDATE hopper.jobs SET progress = '-Infinity' WHERE id = $inf" >/dev/null
+    for args in "show $nan" "show $inf" "jobs pq" "wait $nan --timeout 0" "watch pq --once"; do
+        # shellcheck disable=SC2086
+        run $args --json
+        [ "$rc" -eq 0 ] || [ "$rc" -eq 4 ] || fail "exit $rc from $args --json"
+        python3 -c 'import json, sys; json.loads(sys.argv[1], parse_constant=lambda c: sys.exit("bare " + c))' "$out" ||
+            fail "$args --json is not JSON"
+    done
+    run show "$nan" --json
+    [ "$(sql "SELECT jsonb_typeof(('$out'::jsonb)->'progress')")" = null ] || fail "NaN progress not null"
+    run show "$nan"
+    expect_rc 0 "show of a NaN progress"
+    grep -qi nan <<<"$out" && fail "show prints NaN as a percentage"
+    run watch pq --once
+    expect_out "^$nan +pq +- +1/5 +- " "no percentage in watch"
+    ;;
 reaper)
     run reaper status
     if psql -X -A -t -q -c "SELECT to_regprocedure('hopper.reaper_status()') IS NOT NULL" | grep -q t; then

@@ -269,7 +269,7 @@ int cmd_show(const Argv& argv, Io io) {
     if (j.started_at) row("started", time_text(*j.started_at));
     if (j.finished_at) row("finished", time_text(*j.finished_at));
     if (j.worker) row("worker", *j.worker);
-    if (j.progress)
+    if (progress_known(j))
         row("progress", fmt::format("{:.0f}%{}", *j.progress * 100,
                                     j.progress_detail ? " " + *j.progress_detail : ""));
     if (j.last_error) row("last error", *j.last_error);

@@ -2,6 +2,7 @@
 #include "format.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include <fmt/chrono.h>
@@ -57,6 +58,12 @@ std::string opt_string_json(const std::optional<std::string>& text) {
     return text ? json::quote(*text) : "null";
 }
 
+// A progress set by hand to NaN or infinity (queue_progress refuses them) is no number JSON has:
+// printed, it made the whole document unreadable.
+bool progress_known(const JobInfo& j) {
+    return j.progress && std::isfinite(*j.progress);
+}
+
 std::string job_json(const JobInfo& j) {
     return fmt::format(
         "{{\"id\": {}, \"queue\": {}, \"kind\": {}, \"state\": \"{}\", \"attempt\": {}, "
@@ -68,7 +75,7 @@ std::string job_json(const JobInfo& j) {
         j.max_attempts, j.priority, time_json(j.run_at), time_json(j.created_at),
         time_json(j.started_at), time_json(j.finished_at), opt_string_json(j.worker),
         opt_string_json(j.last_error), opt_json(j.errors), opt_json(j.result),
-        j.progress ? fmt::format("{}", *j.progress) : "null", opt_json(j.progress_detail),
+        progress_known(j) ? fmt::format("{}", *j.progress) : "null", opt_json(j.progress_detail),
         j.payload);
 }
 

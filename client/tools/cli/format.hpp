@@ -17,6 +17,7 @@ std::string age_text(Duration d);  // 850ms, 12s, 3m05s, 2h03m, 4d02h
 std::string opt_json(const std::optional<std::string>& raw_json);     // raw JSON or null
 std::string opt_string_json(const std::optional<std::string>& text);  // quoted or null
 
+bool progress_known(const JobInfo& j);  // a progress that is a finite number
 std::string job_json(const JobInfo& j);
 std::string stat_json(const QueueStat& s);
 
