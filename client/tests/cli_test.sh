@@ -295,6 +295,35 @@ nonfinite_progress)
     run watch pq --once
     expect_out "^$nan +pq +- +1/5 +- " "no percentage in watch"
     ;;
+control_chars)
+    # Text a job carries (kind, worker, error, a dedup key quoted by the server) may hold control
+    # characters: on a terminal, ESC [ 2 J clears the screen, ESC ] retitles the window, a C1 CSI
+    # (U+009B) acts as ESC [. The tool shows them as escapes instead of sending them.
+    id=$("$hopper" push cq '{}' --kind $'k\e]0;owned\a' --dedup-key $'key\e[2J')
+    sql "SELECT hopper.queue_fail(id, lease_token, E'boom\\x1b[31m red\\r\\nline 2 \\u009b1m', permanent => true) FROM hopper.queue_pull('cq', 1, worker => E'w\\x1b[H')" >/dev/null
+    # bad: stdout and stderr hold no raw ESC, BEL, CR or C1 CSI.
+    bad() { LC_ALL=C grep -q $'[\e\a\r]\|\xc2\x9b' <<<"$out$err"; }
+    for args in "jobs cq" "show $id" "wait $id --timeout 1" "watch cq --once"; do
+        # shellcheck disable=SC2086
+        run $args
+        bad && fail "$args sent control characters: $(od -c <<<"$out$err" | head -5)"
+    done
+    run jobs cq
+    expect_out "^$id"' +dead +k\\x1B\]0;owned\\x07 .* boom\\x1B\[31m red +line 2 \\u009B1m$' "escaped in the table, on one line"
+    run show "$id"
+    expect_out '^  kind +k\\x1B\]0;owned\\x07$' "kind escaped"
+    expect_out '^  worker +w\\x1B\[H$' "worker escaped"
+    expect_out '^  last error +boom\\x1B\[31m red\\x0D$' "error escaped, its first line"
+    expect_out '^ {15}line 2 \\u009B1m$' "the error's second line, under the first"
+    run wait "$id" --timeout 1
+    expect_rc 6 "wait for a dead job"
+    # A server message quoting a dedup key: the retry is refused while another job holds it.
+    "$hopper" push cq '{}' --dedup-key $'key\e[2J' >/dev/null
+    run retry "$id"
+    expect_rc 5 "retry while the key is held"
+    bad && fail "the refusal sent control characters: $(od -c <<<"$err" | head -5)"
+    expect_err 'key\\x1B\[2J' "the key escaped in the message"
+    ;;
 reaper)
     run reaper status
     if psql -X -A -t -q -c "SELECT to_regprocedure('hopper.reaper_status()') IS NOT NULL" | grep -q t; then

@@ -256,7 +256,11 @@ int cmd_show(const Argv& argv, Io io) {
         return kOk;
     }
     auto row = [&](const char* k, const std::string& v) {
-        io.out << fmt::format("  {:<12} {}\n", k, v);
+        // A value of several lines (an error with a stack trace) continues under its first line.
+        std::string text = terminal_text(v, true);
+        for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
+            text.insert(at + 1, 15, ' ');
+        io.out << fmt::format("  {:<12} {}\n", k, text);
     };
     io.out << "job " << j.id << '\n';
     row("queue", j.queue);
@@ -304,8 +308,8 @@ int run_job_action(const Argv& argv, Io io, const JobAction& action) {
         // dedup key held by another job (23505) does not allow it: the same answer, with a reason.
         if (e.sqlstate() != "55000" && e.sqlstate() != "23505") throw;
         reason = e.what();
-        io.err << fmt::format("hopper: {}\n", e.what());
-        if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", e.hint());
+        io.err << fmt::format("hopper: {}\n", terminal_text(e.what(), true));
+        if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", terminal_text(e.hint(), true));
     }
     if (a.flag("json"))
         io.out << fmt::format("{{\"id\": {}, \"{}\": {}{}}}\n", id, action.json_key,
@@ -362,8 +366,9 @@ int cmd_wait(const Argv& argv, Io io) {
     if (a.flag("json"))
         io.out << job_json(*info) << '\n';
     else
-        io.out << fmt::format("job {} {}{}\n", id, to_string(info->state),
-                              info->last_error ? ": " + *info->last_error : "");
+        io.out << fmt::format(
+            "job {} {}{}\n", id, to_string(info->state),
+            info->last_error ? ": " + terminal_text(*info->last_error, true) : "");
     return info->state == JobState::Completed ? kOk : kJobFailed;
 }
 
