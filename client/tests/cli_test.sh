@@ -126,6 +126,15 @@ jobs)
     expect_rc 0 "jobs --json"
     [ "$(sql "SELECT jsonb_array_length('$out'::jsonb)")" = 1 ] || fail "--state dead filters"
     [ "$(sql "SELECT ('$out'::jsonb)->0->>'last_error' = E'exploded\\nin two lines'")" = t ] || fail "--json last_error"
+    # Columns line up by characters: "é" is two bytes but one column.
+    "$hopper" push accents '{}' --kind 'vidéo-éèà' >/dev/null
+    "$hopper" push accents '{}' --kind plain >/dev/null
+    run jobs accents
+    python3 -c '
+import sys
+lines = sys.stdin.buffer.read().decode().splitlines()
+at = {lines[0].index("ATTEMPT")} | {l.index("0/5") for l in lines[1:]}
+sys.exit(len(lines) != 3 or len(at) != 1)' <<<"$out" || fail "ATTEMPT column not aligned with a non-ASCII kind"
     run jobs work --limit 1
     [ "$(grep -c . <<<"$out")" -eq 2 ] || fail "--limit 1"
     run jobs work --state finished

@@ -114,11 +114,22 @@ std::string terminal_text(std::string_view text, bool lines) {
     return out;
 }
 
+namespace {
+// Columns line up by characters, not bytes: "é" takes two bytes and one column. (Wide characters,
+// such as CJK or emoji, still take two columns each.)
+size_t columns(const std::string& s) {
+    size_t n = 0;
+    for (char ch : s)
+        if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) ++n;
+    return n;
+}
+}  // namespace
+
 void Table::print(std::ostream& out) const {
     std::vector<size_t> width(header_.size(), 0);
     auto measure = [&](const std::vector<std::string>& row) {
         for (size_t i = 0; i < row.size() && i < width.size(); ++i)
-            width[i] = std::max(width[i], row[i].size());
+            width[i] = std::max(width[i], columns(row[i]));
     };
     measure(header_);
     for (const auto& r : rows_) measure(r);
@@ -129,7 +140,7 @@ void Table::print(std::ostream& out) const {
                 s += row[i];
             } else {
                 s += row[i];
-                s.append(width[i] - row[i].size() + 2, ' ');
+                s.append(width[i] - columns(row[i]) + 2, ' ');
             }
         }
         out << s << '\n';
