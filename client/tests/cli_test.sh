@@ -70,6 +70,20 @@ push_and_show)
     expect_err "dedup-window needs a unit" "--dedup-window unit message"
     run push emails '{"n": 2}' --dedup-key k1
     [ "$out" != "$id2" ] || fail "without a window a finished job frees its key"
+    # What the server would refuse in terms of its arguments and NULL: said of the option.
+    for opt in kind dedup-key concurrency-key; do
+        run push emails '{"n": 6}' --$opt ''
+        expect_rc 1 "empty --$opt"
+        expect_err "^hopper push: --$opt must not be empty \(leave the option out for none\)" "empty --$opt"
+    done
+    run push emails '{"n": 6}' --dedup-window 10m
+    expect_rc 1 "--dedup-window without a key"
+    expect_err "^hopper push: --dedup-window needs --dedup-key" "--dedup-window without a key"
+    run push emails '{"n": 6}' --dedup-key k6 --dedup-window 0s
+    expect_rc 1 "--dedup-window 0s"
+    expect_err "^hopper push: --dedup-window must be a whole number from 1 " "--dedup-window 0s"
+    grep -qE "NULL|dedup_window" <<<"$err" && fail "the server's wording: $err"
+    [ "$(sql "SELECT count(*) FROM hopper.queue_jobs('emails', NULL, 100) WHERE payload->>'n' = '6'")" = 0 ] || fail "a refused push pushed"
     # Past the clock's range, or past what a push accepts: refused, never wrapped to another time.
     run push emails '{"n": 4}' --run-at '2611-09-01 00:00+00'
     expect_rc 1 "--run-at past the year 2262"

@@ -63,7 +63,7 @@ std::chrono::seconds duration_arg(const char* option, const std::string& s) {
         throw UsageError(fmt::format("{} needs a unit: s, m, h or d (e.g. 90s)", option));
     // The bound applies to the product: a count of days within 3660 * 86400 overflowed the
     // clock's nanoseconds once multiplied, and wrapped to a short window.
-    long long n = parse_integer(option, s.substr(0, s.size() - 1), 0, kMaxAheadSeconds / mult);
+    long long n = parse_integer(option, s.substr(0, s.size() - 1), 1, kMaxAheadSeconds / mult);
     return std::chrono::seconds(n * mult);
 }
 
@@ -144,12 +144,25 @@ int cmd_push(const Argv& argv, Io io) {
         return kOk;
     want_positional(a, 2, 2, "QUEUE and JSON");
     PushOptions o;
-    o.kind = a.option("kind");
+    // The server's refusals speak of the function's arguments and of NULL ("pass NULL for
+    // none"), which means nothing here: these say which option and what to do instead.
+    auto text_option = [&](const char* name) {
+        auto v = a.option(name);
+        if (v && v->empty())
+            throw UsageError(
+                fmt::format("--{} must not be empty (leave the option out for none)", name));
+        return v;
+    };
+    o.kind = text_option("kind");
     if (auto p = a.integer("priority", -32768, 32767)) o.priority = static_cast<int>(*p);
     if (auto m = a.integer("max-attempts", 1, 1000)) o.max_attempts = static_cast<int>(*m);
-    o.dedup_key = a.option("dedup-key");
-    o.concurrency_key = a.option("concurrency-key");
-    if (auto w = a.option("dedup-window")) o.dedup_window = duration_arg("--dedup-window", *w);
+    o.dedup_key = text_option("dedup-key");
+    o.concurrency_key = text_option("concurrency-key");
+    if (auto w = a.option("dedup-window")) {
+        if (!o.dedup_key)
+            throw UsageError("--dedup-window needs --dedup-key: the key it applies to");
+        o.dedup_window = duration_arg("--dedup-window", *w);
+    }
     Client c = connect(a);
     if (auto r = a.option("run-at")) o.run_at = run_at_arg(c, *r);
     int64_t id = 0;
