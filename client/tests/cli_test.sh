@@ -216,6 +216,16 @@ exit_codes)
     run push q '[1, 2]'
     expect_rc 1 "payload not an object"
     expect_err "payload must be a JSON object" "server message"
+    # JSON that is not: which argument, and where the server found it wrong.
+    run push q '{"a": tru}'
+    expect_rc 1 "invalid JSON"
+    expect_err '^hopper push: JSON is not valid JSON: Token "tru" is invalid' "invalid JSON named"
+    run push q '{"a":'
+    expect_rc 1 "JSON cut short"
+    expect_err "^hopper push: JSON is not valid JSON: The input string ended unexpectedly" "JSON cut short"
+    run push q '{"a": "\u0000"}'
+    expect_rc 1 "a JSON NUL"
+    expect_err '^detail: \\u0000 cannot be converted to text' "the server's detail"
     run push q '{}' --priority abc
     expect_rc 1 "bad priority"
     run show notanumber

@@ -169,9 +169,14 @@ int cmd_push(const Argv& argv, Io io) {
     try {
         id = c.push(a.positional[0], a.positional[1], o);
     } catch (const Error& e) {
+        const std::string msg = e.what();
+        // Text that is no JSON: of all a push sends, only the payload is parsed from text the
+        // user wrote (22P02 invalid_text_representation); the server's detail says where.
+        if (e.sqlstate() == "22P02")
+            throw UsageError(fmt::format("JSON is not valid JSON: {}",
+                                         terminal_text(e.detail().empty() ? msg : e.detail())));
         // The server's own range for run_at (about 10 years ahead, 1 year behind, measured from
         // its clock): name the option it came from, not the function's argument.
-        const std::string msg = e.what();
         if (!o.run_at || e.sqlstate() != sqlstate::kInvalidParameter ||
             msg.rfind("run_at ", 0) != 0)
             throw;

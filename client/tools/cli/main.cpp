@@ -83,6 +83,10 @@ int run(const std::vector<std::string>& args, Io io) {
         // A server message may quote data (a dedup key, a queue name given): printed as text.
         const std::string& st = e.sqlstate();
         io.err << fmt::format("hopper: {}\n", terminal_text(e.what(), true));
+        // What was wrong in particular (which JSON token, say), when the server says it apart
+        // from its message.
+        if (!e.detail().empty())
+            io.err << fmt::format("detail: {}\n", terminal_text(e.detail(), true));
         if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", terminal_text(e.hint(), true));
         if (st == "P0002") return kNotFound;
         if (st == "55000") return kRefused;
