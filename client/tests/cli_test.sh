@@ -357,6 +357,29 @@ control_chars)
     bad && fail "the refusal sent control characters: $(od -c <<<"$err" | head -5)"
     expect_err 'key\\x1B\[2J' "the key escaped in the message"
     ;;
+not_utf8)
+    # In a UTF-8 session the server refuses text that is not UTF-8 without naming it ("invalid
+    # byte sequence for encoding"): the tool names the argument, its stray bytes shown as \xNN.
+    q=$(printf 'q\xff')
+    for args in "push $q {}" "stats $q" "jobs $q" "watch $q --once"; do
+        # shellcheck disable=SC2086
+        run $args
+        expect_rc 1 "${args%% *} with a queue name that is not UTF-8"
+        expect_err '^hopper [a-z]+: argument "q\\xFF" is not valid UTF-8' "${args%% *}: the argument named"
+        grep -q "invalid byte sequence" <<<"$err" && fail "${args%% *}: the server's wording"
+    done
+    run push uq '{}' --kind "$(printf 'caf\xe9')"
+    expect_rc 1 "--kind not UTF-8"
+    expect_err '^hopper push: --kind "caf\\xE9" is not valid UTF-8' "--kind named"
+    run push uq "$(printf '{"a": "\xff"}')"
+    expect_rc 1 "a payload not UTF-8"
+    expect_err '^hopper push: argument "\{"a": "\\xFF"\}" is not valid UTF-8' "the payload named"
+    [ "$(sql "SELECT count(*) FROM hopper.jobs WHERE queue = 'uq'")" = 0 ] || fail "a refused push pushed"
+    # In a Latin-1 session the same bytes are Latin-1 text, converted by the server.
+    PGCLIENTENCODING=LATIN1 run push uq '{}' --kind "$(printf 'caf\xe9')"
+    expect_rc 0 "a Latin-1 kind in a Latin-1 session"
+    [ "$(sql "SELECT kind FROM hopper.job_status($out)")" = "café" ] || fail "the Latin-1 kind stored as café"
+    ;;
 reaper)
     run reaper status
     if psql -X -A -t -q -c "SELECT to_regprocedure('hopper.reaper_status()') IS NOT NULL" | grep -q t; then

@@ -7,11 +7,13 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <libpq-fe.h>
 
 #include "args.hpp"
 #include "format.hpp"
 #include "hopper/client.hpp"
 #include "hopper/json.hpp"
+#include "hopper/utf8.hpp"
 
 namespace hopper::cli {
 
@@ -38,10 +40,6 @@ void want_positional(const Args& a, size_t min, size_t max, const char* what) {
         throw UsageError(
             fmt::format("unexpected argument \"{}\" (expected {})", a.positional[max], what));
     if (a.positional.size() < min) throw UsageError(fmt::format("expected {}", what));
-}
-
-Client connect(const Args& a) {
-    return Client(a.option("db").value_or(""));
 }
 
 int64_t job_id_arg(const std::string& s) {
@@ -122,6 +120,27 @@ std::string iso_text(const std::string& iso) {
 }
 
 }  // namespace
+
+Client connect(const Args& a) {
+    Client c(a.option("db").value_or(""));
+    // In a UTF-8 session (client_encoding, which the server reports on connecting) the server
+    // refuses text that is not UTF-8 as "invalid byte sequence", naming no argument. A session
+    // of another encoding has the server convert from that one instead.
+    const char* encoding = PQparameterStatus(c.connection().raw(), "client_encoding");
+    if (encoding && std::string_view(encoding) == "UTF8") {
+        auto check = [](const std::string& what, const std::string& value) {
+            if (valid_utf8(value) != value)
+                throw UsageError(
+                    fmt::format("{} \"{}\" is not valid UTF-8, as the database's text "
+                                "must be (client_encoding UTF8)",
+                                what, escaped_utf8(value)));
+        };
+        for (const auto& p : a.positional) check("argument", p);
+        for (const auto& [name, value] : a.options)
+            if (name != "db") check("--" + name, value);
+    }
+    return c;
+}
 
 int cmd_push(const Argv& argv, Io io) {
     static const char* help =

@@ -60,7 +60,7 @@ int cmd_watch(const Argv& argv, Io io) {
     std::optional<std::string> queue;
     if (!a.positional.empty()) queue = a.positional[0];
 
-    Client c(a.option("db").value_or(""));
+    Client c = connect(a);
     std::map<std::string, Sample> previous;
     for (long long n = 1; count == 0 || n <= count; ++n) {
         if (n > 1)
