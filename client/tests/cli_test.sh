@@ -202,6 +202,11 @@ wait)
     expect_out "job $id2 cancelled" "cancelled message"
     run wait 999999 --timeout 1
     expect_rc 2 "unknown job"
+    for t in 1e9 -1 nan ''; do
+        run wait "$id" --timeout "$t"
+        expect_rc 1 "--timeout $t"
+        expect_err "^hopper wait: --timeout must be a number of seconds from 0 to 31622400 \\(366 days\\), got \"$t\"" "--timeout $t: the range said"
+    done
     ;;
 exit_codes)
     run
