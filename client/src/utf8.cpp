@@ -55,4 +55,23 @@ std::string valid_utf8(std::string_view bytes, size_t max_bytes) {
     return out;
 }
 
+std::string escaped_utf8(std::string_view bytes) {
+    static const char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    while (!bytes.empty()) {
+        size_t n = char_length(bytes);
+        if (n) {
+            out += bytes.substr(0, n);
+            bytes.remove_prefix(n);
+            continue;
+        }
+        auto c = static_cast<unsigned char>(bytes[0]);
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 0xF];
+        bytes.remove_prefix(1);
+    }
+    return out;
+}
+
 }  // namespace hopper

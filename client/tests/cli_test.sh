@@ -70,6 +70,20 @@ push_and_show)
     expect_err "dedup-window needs a unit" "--dedup-window unit message"
     run push emails '{"n": 2}' --dedup-key k1
     [ "$out" != "$id2" ] || fail "without a window a finished job frees its key"
+    # What the server would refuse in terms of its arguments and NULL: said of the option.
+    for opt in kind dedup-key concurrency-key; do
+        run push emails '{"n": 6}' --$opt ''
+        expect_rc 1 "empty --$opt"
+        expect_err "^hopper push: --$opt must not be empty \(leave the option out for none\)" "empty --$opt"
+    done
+    run push emails '{"n": 6}' --dedup-window 10m
+    expect_rc 1 "--dedup-window without a key"
+    expect_err "^hopper push: --dedup-window needs --dedup-key" "--dedup-window without a key"
+    run push emails '{"n": 6}' --dedup-key k6 --dedup-window 0s
+    expect_rc 1 "--dedup-window 0s"
+    expect_err "^hopper push: --dedup-window must be a whole number from 1 " "--dedup-window 0s"
+    grep -qE "NULL|dedup_window" <<<"$err" && fail "the server's wording: $err"
+    [ "$(sql "SELECT count(*) FROM hopper.queue_jobs('emails', NULL, 100) WHERE payload->>'n' = '6'")" = 0 ] || fail "a refused push pushed"
     # Past the clock's range, or past what a push accepts: refused, never wrapped to another time.
     run push emails '{"n": 4}' --run-at '2611-09-01 00:00+00'
     expect_rc 1 "--run-at past the year 2262"
@@ -78,6 +92,19 @@ push_and_show)
     expect_rc 1 "--run-at +N days past 10 years"
     run push emails '{"n": 4}' --dedup-key k4 --dedup-window 213503983d
     expect_rc 1 "--dedup-window past 10 years"
+    # Times the server refuses, or no time at all: the option named, exit 1 as any bad option,
+    # never the server's wording for its function's argument.
+    for bad in infinity -infinity 2100-01-01 1990-01-01 epoch; do
+        run push emails '{"n": 5}' --run-at "$bad"
+        expect_rc 1 "--run-at $bad"
+        expect_err "^hopper push: --run-at (\"$bad\" is more than|must be a finite time)" "--run-at $bad named"
+        expect_err "see hopper push --help" "--run-at $bad as a usage error"
+        grep -qE "run_at|bigint" <<<"$err" && fail "--run-at $bad: the server's raw wording"
+    done
+    run push emails '{"n": 5}' --run-at 'next tuesday'
+    expect_rc 1 "--run-at that is no time"
+    expect_err "^hopper push: --run-at must be a timestamp .* got \"next tuesday\"" "--run-at syntax"
+    [ "$(sql "SELECT count(*) FROM hopper.queue_jobs('emails', NULL, 100) WHERE payload->>'n' = '5'")" = 0 ] || fail "a refused --run-at pushes nothing"
     run push emails '{"n": 3}' --run-at '2030-01-02 03:04:05+00'
     expect_rc 0 "absolute --run-at"
     [ "$(sql "SELECT run_at = '2030-01-02 03:04:05+00' FROM hopper.job_status($out)")" = t ] || fail "absolute --run-at stored"
@@ -113,6 +140,15 @@ jobs)
     expect_rc 0 "jobs --json"
     [ "$(sql "SELECT jsonb_array_length('$out'::jsonb)")" = 1 ] || fail "--state dead filters"
     [ "$(sql "SELECT ('$out'::jsonb)->0->>'last_error' = E'exploded\\nin two lines'")" = t ] || fail "--json last_error"
+    # Columns line up by characters: "é" is two bytes but one column.
+    "$hopper" push accents '{}' --kind 'vidéo-éèà' >/dev/null
+    "$hopper" push accents '{}' --kind plain >/dev/null
+    run jobs accents
+    python3 -c '
+import sys
+lines = sys.stdin.buffer.read().decode().splitlines()
+at = {lines[0].index("ATTEMPT")} | {l.index("0/5") for l in lines[1:]}
+sys.exit(len(lines) != 3 or len(at) != 1)' <<<"$out" || fail "ATTEMPT column not aligned with a non-ASCII kind"
     run jobs work --limit 1
     [ "$(grep -c . <<<"$out")" -eq 2 ] || fail "--limit 1"
     run jobs work --state finished
@@ -166,6 +202,11 @@ wait)
     expect_out "job $id2 cancelled" "cancelled message"
     run wait 999999 --timeout 1
     expect_rc 2 "unknown job"
+    for t in 1e9 -1 nan ''; do
+        run wait "$id" --timeout "$t"
+        expect_rc 1 "--timeout $t"
+        expect_err "^hopper wait: --timeout must be a number of seconds from 0 to 31622400 \\(366 days\\), got \"$t\"" "--timeout $t: the range said"
+    done
     ;;
 exit_codes)
     run
@@ -180,6 +221,16 @@ exit_codes)
     run push q '[1, 2]'
     expect_rc 1 "payload not an object"
     expect_err "payload must be a JSON object" "server message"
+    # JSON that is not: which argument, and where the server found it wrong.
+    run push q '{"a": tru}'
+    expect_rc 1 "invalid JSON"
+    expect_err '^hopper push: JSON is not valid JSON: Token "tru" is invalid' "invalid JSON named"
+    run push q '{"a":'
+    expect_rc 1 "JSON cut short"
+    expect_err "^hopper push: JSON is not valid JSON: The input string ended unexpectedly" "JSON cut short"
+    run push q '{"a": "\u0000"}'
+    expect_rc 1 "a JSON NUL"
+    expect_err '^detail: \\u0000 cannot be converted to text' "the server's detail"
     run push q '{}' --priority abc
     expect_rc 1 "bad priority"
     run show notanumber
@@ -258,6 +309,81 @@ far_times)
     run watch fq --once
     expect_rc 0 "watch of a job started at -infinity"
     expect_out "^$started +fq +- +1/5 +- +- " "no running time counted from -infinity"
+    ;;
+nonfinite_progress)
+    # A progress set by hand to NaN or infinity (queue_progress refuses both): every --json output
+    # that carries the job stays JSON, with null for it, and the text shows no percentage.
+    nan=$("$hopper" push pq '{}')
+    inf=$("$hopper" push pq '{}')
+    sql "SELECT hopper.queue_pull('pq', 2)" >/dev/null
+    sql "UPDATE hopper.jobs SET progress = 'NaN' WHERE id = $nan" >/dev/null
+    sql "UPDATE hopper.jobs SET progress = '-Infinity' WHERE id = $inf" >/dev/null
+    for args in "show $nan" "show $inf" "jobs pq" "wait $nan --timeout 0" "watch pq --once"; do
+        # shellcheck disable=SC2086
+        run $args --json
+        [ "$rc" -eq 0 ] || [ "$rc" -eq 4 ] || fail "exit $rc from $args --json"
+        python3 -c 'import json, sys; json.loads(sys.argv[1], parse_constant=lambda c: sys.exit("bare " + c))' "$out" ||
+            fail "$args --json is not JSON"
+    done
+    run show "$nan" --json
+    [ "$(sql "SELECT jsonb_typeof(('$out'::jsonb)->'progress')")" = null ] || fail "NaN progress not null"
+    run show "$nan"
+    expect_rc 0 "show of a NaN progress"
+    grep -qi nan <<<"$out" && fail "show prints NaN as a percentage"
+    run watch pq --once
+    expect_out "^$nan +pq +- +1/5 +- " "no percentage in watch"
+    ;;
+control_chars)
+    # Text a job carries (kind, worker, error, a dedup key quoted by the server) may hold control
+    # characters: on a terminal, ESC [ 2 J clears the screen, ESC ] retitles the window, a C1 CSI
+    # (U+009B) acts as ESC [. The tool shows them as escapes instead of sending them.
+    id=$("$hopper" push cq '{}' --kind $'k\e]0;owned\a' --dedup-key $'key\e[2J')
+    sql "SELECT hopper.queue_fail(id, lease_token, E'boom\\x1b[31m red\\r\\nline 2 \\u009b1m', permanent => true) FROM hopper.queue_pull('cq', 1, worker => E'w\\x1b[H')" >/dev/null
+    # bad: stdout and stderr hold no raw ESC, BEL, CR or C1 CSI.
+    bad() { LC_ALL=C grep -q $'[\e\a\r]\|\xc2\x9b' <<<"$out$err"; }
+    for args in "jobs cq" "show $id" "wait $id --timeout 1" "watch cq --once"; do
+        # shellcheck disable=SC2086
+        run $args
+        bad && fail "$args sent control characters: $(od -c <<<"$out$err" | head -5)"
+    done
+    run jobs cq
+    expect_out "^$id"' +dead +k\\x1B\]0;owned\\x07 .* boom\\x1B\[31m red +line 2 \\u009B1m$' "escaped in the table, on one line"
+    run show "$id"
+    expect_out '^  kind +k\\x1B\]0;owned\\x07$' "kind escaped"
+    expect_out '^  worker +w\\x1B\[H$' "worker escaped"
+    expect_out '^  last error +boom\\x1B\[31m red\\x0D$' "error escaped, its first line"
+    expect_out '^ {15}line 2 \\u009B1m$' "the error's second line, under the first"
+    run wait "$id" --timeout 1
+    expect_rc 6 "wait for a dead job"
+    # A server message quoting a dedup key: the retry is refused while another job holds it.
+    "$hopper" push cq '{}' --dedup-key $'key\e[2J' >/dev/null
+    run retry "$id"
+    expect_rc 5 "retry while the key is held"
+    bad && fail "the refusal sent control characters: $(od -c <<<"$err" | head -5)"
+    expect_err 'key\\x1B\[2J' "the key escaped in the message"
+    ;;
+not_utf8)
+    # In a UTF-8 session the server refuses text that is not UTF-8 without naming it ("invalid
+    # byte sequence for encoding"): the tool names the argument, its stray bytes shown as \xNN.
+    q=$(printf 'q\xff')
+    for args in "push $q {}" "stats $q" "jobs $q" "watch $q --once"; do
+        # shellcheck disable=SC2086
+        run $args
+        expect_rc 1 "${args%% *} with a queue name that is not UTF-8"
+        expect_err '^hopper [a-z]+: argument "q\\xFF" is not valid UTF-8' "${args%% *}: the argument named"
+        grep -q "invalid byte sequence" <<<"$err" && fail "${args%% *}: the server's wording"
+    done
+    run push uq '{}' --kind "$(printf 'caf\xe9')"
+    expect_rc 1 "--kind not UTF-8"
+    expect_err '^hopper push: --kind "caf\\xE9" is not valid UTF-8' "--kind named"
+    run push uq "$(printf '{"a": "\xff"}')"
+    expect_rc 1 "a payload not UTF-8"
+    expect_err '^hopper push: argument "\{"a": "\\xFF"\}" is not valid UTF-8' "the payload named"
+    [ "$(sql "SELECT count(*) FROM hopper.jobs WHERE queue = 'uq'")" = 0 ] || fail "a refused push pushed"
+    # In a Latin-1 session the same bytes are Latin-1 text, converted by the server.
+    PGCLIENTENCODING=LATIN1 run push uq '{}' --kind "$(printf 'caf\xe9')"
+    expect_rc 0 "a Latin-1 kind in a Latin-1 session"
+    [ "$(sql "SELECT kind FROM hopper.job_status($out)")" = "café" ] || fail "the Latin-1 kind stored as café"
     ;;
 reaper)
     run reaper status

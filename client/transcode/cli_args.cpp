@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <hopper/utf8.hpp>
 
 namespace transcode {
 
@@ -93,6 +94,12 @@ class Cursor {
 };
 
 }  // namespace
+
+void require_utf8(const std::string& what, const std::string& value, const std::string& why) {
+    if (hopper::valid_utf8(value) == value) return;
+    throw UsageError(
+        fmt::format("{} \"{}\" is not valid UTF-8: {}", what, hopper::escaped_utf8(value), why));
+}
 
 Micros parse_duration(std::string_view text) {
     std::string s(text);

@@ -21,6 +21,9 @@ int status_command(const Args& args) {
     hopper::Client client(args.conninfo);
     ensure_schema(client);
     const std::string& id = args.status.id;
+    // No row can hold any other id (the table's CHECK): saying so beats the server's refusal of
+    // bytes that are not UTF-8.
+    require_video_id(id);
     try {
         // A job that ended without a worker leaves its row pending or processing until settled.
         settle_ended_jobs(client, id);

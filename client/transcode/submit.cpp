@@ -16,6 +16,13 @@ int submit_command(const Args& args) {
     std::string path = std::filesystem::absolute(args.submit.file).lexically_normal().string();
     hopper::Client client(args.conninfo);
     ensure_schema(client);
+    if (utf8_session(client)) {
+        require_utf8("--queue", args.queue, "a queue's name is text in the database");
+        // Checked whole: the working directory's name is part of it.
+        require_utf8("FILE", path,
+                     "the video row and its job hold the path as text in the database; rename "
+                     "the file (convmv can) and submit it again");
+    }
     Submitted s = submit_video(client, args.queue, args.submit.id, path, args.submit.max_attempts);
     std::cerr << fmt::format("video {} submitted: {} (queue {})\n", s.video_id, path, args.queue);
     std::cout << s.job_id << std::endl;

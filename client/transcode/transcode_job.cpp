@@ -58,6 +58,17 @@ class StopState {
 
 struct JobStopped {};
 
+// job_status, or nullopt once the server no longer knows the job: its id was issued, so it ended
+// in a queue that keeps no history (retention 0), or went with its dropped queue.
+std::optional<hopper::JobInfo> status_of(hopper::Client& db, int64_t id) {
+    try {
+        return db.job_status(id);
+    } catch (const hopper::Error& e) {
+        if (e.sqlstate() != hopper::sqlstate::kNoData) throw;
+        return std::nullopt;
+    }
+}
+
 std::string seconds(double s) {
     return fmt::format("{:.1f}s", s);
 }
@@ -78,6 +89,7 @@ class Transcode {
         if (stop_.stopped()) throw JobStopped{};
     }
     void report(const ProgressUpdate& u, double duration);
+    hopper::StopReason why_not_ours();
     void on_stopped();
     void encode_and_publish(const MediaInfo& info);
 
@@ -89,6 +101,8 @@ class Transcode {
     Payload p_;
     std::shared_ptr<KillSwitch> kill_switch_ = std::make_shared<KillSwitch>();
     std::optional<Steady::time_point> deadline_;
+    bool last_attempt_ = false;
+    std::optional<RowStamp> row_stamp_;  // as this run last wrote the row
     Steady::time_point started_ = Steady::now();
     Steady::time_point last_report_{};
     int last_logged_decile_ = -1;
@@ -112,11 +126,16 @@ void Transcode::report(const ProgressUpdate& u, double duration) {
                     u.speed ? fmt::format(R"(, "speed": {:.2f})", *u.speed) : "");
     if (!job_.progress(f, detail) && !stop_.stopped()) {
         // The server refused: cancelled or taken over. Stop now rather than at the next heartbeat.
-        auto state = db_.job_status(job_.id()).state;
-        stop_.set(state == hopper::JobState::Cancelled ? hopper::StopReason::Cancelled
-                                                       : hopper::StopReason::Lost);
+        stop_.set(why_not_ours());
         kill_switch_->fire();
     }
+}
+
+hopper::StopReason Transcode::why_not_ours() {
+    // A job gone altogether (its queue keeps no history) is sorted out by on_stopped().
+    auto info = status_of(db_, job_.id());
+    return info && info->state == hopper::JobState::Cancelled ? hopper::StopReason::Cancelled
+                                                              : hopper::StopReason::Lost;
 }
 
 void Transcode::encode_and_publish(const MediaInfo& info) {
@@ -183,9 +202,7 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
     } catch (const NotOurs&) {
     }
     if (!ours) {
-        auto state = db_.job_status(job_.id()).state;
-        stop_.set(state == hopper::JobState::Cancelled ? hopper::StopReason::Cancelled
-                                                       : hopper::StopReason::Lost);
+        stop_.set(why_not_ours());
         throw JobStopped{};
     }
     say(fmt::format("processed in {}: {}", seconds(took), playlist));
@@ -193,6 +210,7 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
 
 void Transcode::on_stopped() {
     auto reason = stop_.reason();
+    std::string why(hopper::to_string(reason));
     switch (reason) {
         case hopper::StopReason::Cancelled:
             mark_cancelled(db_, p_.video_id, job_.id());
@@ -203,18 +221,37 @@ void Transcode::on_stopped() {
             break;
         case hopper::StopReason::Lost:
         case hopper::StopReason::None:
-            // Whoever holds the job now owns the row too.
+            // Whoever holds the job now owns the row too. But a queue that keeps no history
+            // forgets a job as it ends, a cancel included: the server then knows nothing of it,
+            // nobody will run it again, and the row is this run's to settle. Before the last
+            // attempt a lease that ran out puts the job back rather than ending it, so then only
+            // a cancel (or its queue's drop) can have ended it.
+            if (!status_of(db_, job_.id())) {
+                auto error =
+                    mark_ended_unkept(db_, p_.video_id, job_.id(), row_stamp_, !last_attempt_);
+                why = error ? *error : "ended, and its video taken over";
+            }
             break;
     }
     log_.error(fmt::format("job {} video {}: stopped ({}), ffmpeg killed, nothing published",
-                           job_.id(), p_.video_id, hopper::to_string(reason)));
+                           job_.id(), p_.video_id, why));
 }
 
 void Transcode::run() {
     p_ = read_payload(db_, job_.payload());
     if (s_.timeout) deadline_ = started_ + *s_.timeout;
-    const bool last_attempt = job_.attempt() >= db_.job_status(job_.id()).max_attempts;
-    if (!claim_video(db_, p_.video_id, job_.id()))
+    auto status = status_of(db_, job_.id());
+    if (!status) {
+        // Ended between its pull and now in a queue that keeps no history (cancelled, most
+        // likely): its row is still pending and nobody else will settle it.
+        auto error = mark_ended_unkept(db_, p_.video_id, job_.id(), std::nullopt, false);
+        say(fmt::format("ended before it started: {}", error.value_or("row not settled")));
+        return;
+    }
+    last_attempt_ = job_.attempt() >= status->max_attempts;
+    const bool last_attempt = last_attempt_;
+    row_stamp_ = claim_video(db_, p_.video_id, job_.id());
+    if (!row_stamp_)
         throw hopper::PermanentFailure(fmt::format(
             "video {} has no row for job {} (deleted, finished or resubmitted under another job)",
             p_.video_id, job_.id()));
@@ -225,7 +262,8 @@ void Transcode::run() {
             if (stop_.stopped() || timed_out()) throw JobStopped{};
         });
         check();
-        record_probe(db_, p_.video_id, job_.id(), job_.job().lease_token, info);
+        if (auto stamp = record_probe(db_, p_.video_id, job_.id(), job_.job().lease_token, info))
+            row_stamp_ = stamp;
         say(fmt::format("{}x{}, {}, {}", info.width, info.height, seconds(info.duration),
                         info.has_audio ? "with audio" : "no audio"));
         encode_and_publish(info);

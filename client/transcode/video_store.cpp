@@ -2,10 +2,13 @@
 #include "video_store.hpp"
 
 #include <regex>
+#include <string_view>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <libpq-fe.h>
 #include <hopper/json.hpp>
+#include <hopper/utf8.hpp>
 
 namespace transcode {
 
@@ -56,19 +59,29 @@ void ensure_schema(hopper::Client& client) {
     tx.commit();
 }
 
+bool utf8_session(hopper::Client& client) {
+    // Reported by the server on connecting and on every change: no round trip.
+    const char* encoding = PQparameterStatus(client.connection().raw(), "client_encoding");
+    return encoding && std::string_view(encoding) == "UTF8";
+}
+
 bool valid_video_id(const std::string& id) {
     static const std::regex re("^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$");
     return std::regex_match(id, re);
 }
 
-Submitted submit_video(hopper::Client& client, const std::string& queue,
-                       const std::optional<std::string>& id, const std::string& raw_path,
-                       std::optional<int> max_attempts) {
-    if (id && !valid_video_id(*id))
+void require_video_id(const std::string& id) {
+    if (!valid_video_id(id))
         throw std::invalid_argument(fmt::format(
             "invalid video id \"{}\": use 1-128 letters, digits, '.', '_' or '-', starting with a "
             "letter or digit",
-            *id));
+            hopper::escaped_utf8(id)));
+}
+
+Submitted submit_video(hopper::Client& client, const std::string& queue,
+                       const std::optional<std::string>& id, const std::string& raw_path,
+                       std::optional<int> max_attempts) {
+    if (id) require_video_id(*id);
     hopper::Transaction tx(client);
     // A row whose job ended unseen is failed, and so may be submitted again.
     if (id) settle_ended_jobs(client, id);
@@ -105,14 +118,64 @@ Submitted submit_video(hopper::Client& client, const std::string& queue,
     return s;
 }
 
-bool claim_video(hopper::Client& client, const std::string& video_id, int64_t job_id) {
+// A row's stamp (RowStamp): updated_at in whole microseconds, which reads back exactly whatever
+// the session's DateStyle and TimeZone.
+#define TRANSCODE_STAMP "(EXTRACT(epoch FROM updated_at) * 1000000)::int8"
+
+std::optional<RowStamp> claim_video(hopper::Client& client, const std::string& video_id,
+                                    int64_t job_id) {
     auto r = client.exec(
         "UPDATE transcode.videos SET processing_status = 'processing', error = NULL, "
         "  updated_at = pg_catalog.now() "
         "WHERE id = $1 AND job_id = $2 AND processing_status IN ('pending', 'processing', "
-        "'failed')",
+        "'failed') RETURNING " TRANSCODE_STAMP "::text",
         video_id, job_id);
-    return r.affected_rows() == 1;
+    if (r.rows() != 1) return std::nullopt;
+    return std::string(r.text(0, 0));
+}
+
+bool job_gone(hopper::Client& client, int64_t job_id) {
+    // The savepoint's name is ours alone; nothing else in the transcoder nests one.
+    const bool in_tx = client.connection().in_transaction();
+    if (in_tx) client.exec("SAVEPOINT transcode_job_gone");
+    try {
+        client.job_status(job_id);
+    } catch (const hopper::Error& e) {
+        if (in_tx && e.sqlstate() != "08006")
+            client.exec("ROLLBACK TO SAVEPOINT transcode_job_gone");
+        if (e.sqlstate() != hopper::sqlstate::kNoData) throw;
+        return true;
+    }
+    if (in_tx) client.exec("RELEASE SAVEPOINT transcode_job_gone");
+    return false;
+}
+
+namespace {
+constexpr const char* kUnkeptEnd =
+    " ended with no worker finishing it, and its queue keeps no history to say how: cancelled, "
+    "or dead after its last attempt";
+}  // namespace
+
+std::string unkept_end_error(int64_t job_id) {
+    return fmt::format("job {}{}", job_id, kUnkeptEnd);
+}
+
+std::optional<std::string> mark_ended_unkept(hopper::Client& client, const std::string& video_id,
+                                             int64_t job_id, const std::optional<RowStamp>& stamp,
+                                             bool cancel_only_end) {
+    // Column references in SET read the row as it was before the update.
+    auto r = client.exec(
+        "UPDATE transcode.videos SET processing_status = 'failed', "
+        "  error = CASE WHEN $3 AND (processing_status = 'failed' "
+        "    OR " TRANSCODE_STAMP
+        " = $4::int8) THEN 'cancelled' ELSE $5 END, "
+        "  updated_at = pg_catalog.now() "
+        "WHERE id = $1 AND job_id = $2 AND (processing_status IN ('pending', 'processing') "
+        "  OR ($3 AND processing_status = 'failed' AND error = $5)) "
+        "RETURNING error",
+        video_id, job_id, cancel_only_end, stamp, unkept_end_error(job_id));
+    if (r.rows() != 1) return std::nullopt;
+    return std::string(r.text(0, 0));
 }
 
 std::vector<std::string> settle_ended_jobs(hopper::Client& client,
@@ -132,6 +195,40 @@ std::vector<std::string> settle_ended_jobs(hopper::Client& client,
         video_id);
     std::vector<std::string> ids;
     for (int i = 0; i < r.rows(); ++i) ids.emplace_back(r.text(i, 0));
+    // A queue that keeps no history (retention 0) forgets a job as it ends. A processing row's job
+    // was pulled, so it was in hopper.jobs; from there it only leaves for history or, ended in such
+    // a queue, for nowhere: found in neither (one snapshot), it has ended. Such a row was left
+    // processing for good, and refused a second submit.
+    r = client.exec(
+        "UPDATE transcode.videos v SET processing_status = 'failed', "
+        "  error = 'job ' || v.job_id || $2, updated_at = pg_catalog.now() "
+        "WHERE v.processing_status = 'processing' AND v.job_id IS NOT NULL "
+        "  AND ($1::text IS NULL OR v.id = $1) "
+        "  AND NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = v.job_id) "
+        "  AND NOT EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = v.job_id) "
+        "RETURNING v.id",
+        video_id, kUnkeptEnd);
+    for (int i = 0; i < r.rows(); ++i) ids.emplace_back(r.text(i, 0));
+    // A pending row's job may also wait in a packed row (queue_push_batch): job_status, which
+    // looks there too, decides. Ended, it never comes back, so the update needs no second look.
+    auto pending = client.exec(
+        "SELECT v.id, v.job_id FROM transcode.videos v "
+        "WHERE v.processing_status = 'pending' AND v.job_id IS NOT NULL "
+        "  AND ($1::text IS NULL OR v.id = $1) "
+        "  AND NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = v.job_id) "
+        "  AND NOT EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = v.job_id)",
+        video_id);
+    for (int i = 0; i < pending.rows(); ++i) {
+        std::string id(pending.text(i, 0));
+        int64_t job_id = pending.int64(i, 1);
+        if (!job_gone(client, job_id)) continue;
+        auto u = client.exec(
+            "UPDATE transcode.videos SET processing_status = 'failed', error = $3, "
+            "  updated_at = pg_catalog.now() "
+            "WHERE id = $1 AND job_id = $2 AND processing_status = 'pending'",
+            id, job_id, unkept_end_error(job_id));
+        if (u.affected_rows() == 1) ids.push_back(id);
+    }
     return ids;
 }
 
@@ -146,12 +243,15 @@ constexpr const char* kStillOurs =
     "AND j.state = 'running' FOR SHARE)";
 }  // namespace
 
-void record_probe(hopper::Client& client, const std::string& video_id, int64_t job_id,
-                  int64_t lease_token, const MediaInfo& info) {
-    client.exec(std::string("UPDATE transcode.videos SET duration = $4, width = $5, height = $6, "
-                            "  updated_at = pg_catalog.now() WHERE id = $1 AND job_id = $2") +
-                    kStillOurs,
-                video_id, job_id, lease_token, info.duration, info.width, info.height);
+std::optional<RowStamp> record_probe(hopper::Client& client, const std::string& video_id,
+                                     int64_t job_id, int64_t lease_token, const MediaInfo& info) {
+    auto r = client.exec(
+        std::string("UPDATE transcode.videos SET duration = $4, width = $5, height = $6, "
+                    "  updated_at = pg_catalog.now() WHERE id = $1 AND job_id = $2") +
+            kStillOurs + " RETURNING " TRANSCODE_STAMP "::text",
+        video_id, job_id, lease_token, info.duration, info.width, info.height);
+    if (r.rows() != 1) return std::nullopt;
+    return std::string(r.text(0, 0));
 }
 
 std::string renditions_json(const EncodePlan& plan) {
@@ -194,7 +294,10 @@ bool mark_failed(hopper::Client& client, const std::string& video_id, int64_t jo
                                      "WHERE id = $1 AND job_id = $2 "
                                      "  AND processing_status <> 'processed'") +
                              kStillOurs,
-                         video_id, job_id, lease_token, error, final ? "failed" : "pending");
+                         video_id, job_id, lease_token,
+                         // Any text may reach here (a program's path in a spawn error, say): a
+                         // report the server refused would leave the row as it was.
+                         hopper::valid_utf8(error), final ? "failed" : "pending");
     return r.affected_rows() == 1;
 }
 

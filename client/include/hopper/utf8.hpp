@@ -12,4 +12,8 @@ namespace hopper {
 // U+FFFD, and the text is cut before the first character that would not fit whole.
 std::string valid_utf8(std::string_view bytes, size_t max_bytes = std::string::npos);
 
+// `bytes` for a message that must name them exactly (a file name the database cannot hold): valid
+// characters as they are, each other byte (NUL included) as \xNN, e.g. "caf\xE9.mp4".
+std::string escaped_utf8(std::string_view bytes);
+
 }  // namespace hopper

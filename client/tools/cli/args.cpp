@@ -38,8 +38,11 @@ std::optional<double> Args::seconds(const std::string& name) const {
     if (!v) return std::nullopt;
     char* end = nullptr;
     double d = std::strtod(v->c_str(), &end);
+    // The range is in the message: "1e9" is a number of seconds, only too many.
     if (v->empty() || *end != '\0' || !std::isfinite(d) || d < 0 || d > 86400.0 * 366)
-        throw UsageError(fmt::format("--{} must be a number of seconds, got \"{}\"", name, *v));
+        throw UsageError(fmt::format(
+            "--{} must be a number of seconds from 0 to 31622400 (366 days), got \"{}\"", name,
+            *v));
     return d;
 }
 

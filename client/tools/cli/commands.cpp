@@ -7,11 +7,13 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <libpq-fe.h>
 
 #include "args.hpp"
 #include "format.hpp"
 #include "hopper/client.hpp"
 #include "hopper/json.hpp"
+#include "hopper/utf8.hpp"
 
 namespace hopper::cli {
 
@@ -40,10 +42,6 @@ void want_positional(const Args& a, size_t min, size_t max, const char* what) {
     if (a.positional.size() < min) throw UsageError(fmt::format("expected {}", what));
 }
 
-Client connect(const Args& a) {
-    return Client(a.option("db").value_or(""));
-}
-
 int64_t job_id_arg(const std::string& s) {
     return parse_integer("ID", s, 1, std::numeric_limits<int64_t>::max());
 }
@@ -63,7 +61,7 @@ std::chrono::seconds duration_arg(const char* option, const std::string& s) {
         throw UsageError(fmt::format("{} needs a unit: s, m, h or d (e.g. 90s)", option));
     // The bound applies to the product: a count of days within 3660 * 86400 overflowed the
     // clock's nanoseconds once multiplied, and wrapped to a short window.
-    long long n = parse_integer(option, s.substr(0, s.size() - 1), 0, kMaxAheadSeconds / mult);
+    long long n = parse_integer(option, s.substr(0, s.size() - 1), 1, kMaxAheadSeconds / mult);
     return std::chrono::seconds(n * mult);
 }
 
@@ -81,19 +79,29 @@ TimePoint run_at_arg(Client& c, const std::string& s) {
             parse_integer("--run-at", s.substr(1, s.size() - 2), 0, kMaxAheadSeconds / mult);
         return Clock::now() + std::chrono::seconds(n * mult);
     }
-    int64_t us = 0;
+    std::optional<std::string> us_text;
     try {
-        auto r = c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8", s);
-        us = r.int64(0, 0);
+        // NULL for infinity and -infinity, which are valid timestamps but no time to run at.
+        auto r = c.exec(
+            "SELECT CASE WHEN pg_catalog.isfinite(t) THEN (EXTRACT(epoch FROM t) * 1000000)::int8 "
+            "END::text FROM (SELECT $1::timestamptz AS t) AS s",
+            s);
+        us_text = r.opt_text(0, 0);
     } catch (const Error& e) {
-        throw UsageError(fmt::format("--run-at: {}", e.what()));
+        // Text the server cannot read as a time (class 22: bad syntax, a field out of range).
+        if (e.sqlstate().rfind("22", 0) != 0) throw;
+        throw UsageError(fmt::format(
+            "--run-at must be a timestamp (e.g. '2030-01-01 09:00+00') or +N[s|m|h|d], got \"{}\"",
+            s));
     }
+    if (!us_text) throw UsageError(fmt::format("--run-at must be a finite time, got \"{}\"", s));
+    int64_t us = std::stoll(*us_text);
     // The clock counts nanoseconds from 1970 and ends in 2262; past it the time would wrap. The
     // server refuses anything more than about 10 years ahead anyway.
     const auto limit = std::chrono::duration_cast<std::chrono::microseconds>(
         Clock::duration::max() - std::chrono::hours(24));
     if (us > limit.count() || us < -limit.count())
-        throw UsageError(fmt::format("--run-at: {} is too far from now", s));
+        throw UsageError(fmt::format("--run-at \"{}\" is too far from now", s));
     return TimePoint(std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us)));
 }
 
@@ -112,6 +120,27 @@ std::string iso_text(const std::string& iso) {
 }
 
 }  // namespace
+
+Client connect(const Args& a) {
+    Client c(a.option("db").value_or(""));
+    // In a UTF-8 session (client_encoding, which the server reports on connecting) the server
+    // refuses text that is not UTF-8 as "invalid byte sequence", naming no argument. A session
+    // of another encoding has the server convert from that one instead.
+    const char* encoding = PQparameterStatus(c.connection().raw(), "client_encoding");
+    if (encoding && std::string_view(encoding) == "UTF8") {
+        auto check = [](const std::string& what, const std::string& value) {
+            if (valid_utf8(value) != value)
+                throw UsageError(
+                    fmt::format("{} \"{}\" is not valid UTF-8, as the database's text "
+                                "must be (client_encoding UTF8)",
+                                what, escaped_utf8(value)));
+        };
+        for (const auto& p : a.positional) check("argument", p);
+        for (const auto& [name, value] : a.options)
+            if (name != "db") check("--" + name, value);
+    }
+    return c;
+}
 
 int cmd_push(const Argv& argv, Io io) {
     static const char* help =
@@ -134,15 +163,44 @@ int cmd_push(const Argv& argv, Io io) {
         return kOk;
     want_positional(a, 2, 2, "QUEUE and JSON");
     PushOptions o;
-    o.kind = a.option("kind");
+    // The server's refusals speak of the function's arguments and of NULL ("pass NULL for
+    // none"), which means nothing here: these say which option and what to do instead.
+    auto text_option = [&](const char* name) {
+        auto v = a.option(name);
+        if (v && v->empty())
+            throw UsageError(
+                fmt::format("--{} must not be empty (leave the option out for none)", name));
+        return v;
+    };
+    o.kind = text_option("kind");
     if (auto p = a.integer("priority", -32768, 32767)) o.priority = static_cast<int>(*p);
     if (auto m = a.integer("max-attempts", 1, 1000)) o.max_attempts = static_cast<int>(*m);
-    o.dedup_key = a.option("dedup-key");
-    o.concurrency_key = a.option("concurrency-key");
-    if (auto w = a.option("dedup-window")) o.dedup_window = duration_arg("--dedup-window", *w);
+    o.dedup_key = text_option("dedup-key");
+    o.concurrency_key = text_option("concurrency-key");
+    if (auto w = a.option("dedup-window")) {
+        if (!o.dedup_key)
+            throw UsageError("--dedup-window needs --dedup-key: the key it applies to");
+        o.dedup_window = duration_arg("--dedup-window", *w);
+    }
     Client c = connect(a);
     if (auto r = a.option("run-at")) o.run_at = run_at_arg(c, *r);
-    int64_t id = c.push(a.positional[0], a.positional[1], o);
+    int64_t id = 0;
+    try {
+        id = c.push(a.positional[0], a.positional[1], o);
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        // Text that is no JSON: of all a push sends, only the payload is parsed from text the
+        // user wrote (22P02 invalid_text_representation); the server's detail says where.
+        if (e.sqlstate() == "22P02")
+            throw UsageError(fmt::format("JSON is not valid JSON: {}",
+                                         terminal_text(e.detail().empty() ? msg : e.detail())));
+        // The server's own range for run_at (about 10 years ahead, 1 year behind, measured from
+        // its clock): name the option it came from, not the function's argument.
+        if (!o.run_at || e.sqlstate() != sqlstate::kInvalidParameter ||
+            msg.rfind("run_at ", 0) != 0)
+            throw;
+        throw UsageError(fmt::format("--run-at \"{}\" {}", *a.option("run-at"), msg.substr(7)));
+    }
     if (a.flag("json"))
         io.out << fmt::format("{{\"id\": {}, \"queue\": {}}}\n", id, json::quote(a.positional[0]));
     else
@@ -235,7 +293,11 @@ int cmd_show(const Argv& argv, Io io) {
         return kOk;
     }
     auto row = [&](const char* k, const std::string& v) {
-        io.out << fmt::format("  {:<12} {}\n", k, v);
+        // A value of several lines (an error with a stack trace) continues under its first line.
+        std::string text = terminal_text(v, true);
+        for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
+            text.insert(at + 1, 15, ' ');
+        io.out << fmt::format("  {:<12} {}\n", k, text);
     };
     io.out << "job " << j.id << '\n';
     row("queue", j.queue);
@@ -248,7 +310,7 @@ int cmd_show(const Argv& argv, Io io) {
     if (j.started_at) row("started", time_text(*j.started_at));
     if (j.finished_at) row("finished", time_text(*j.finished_at));
     if (j.worker) row("worker", *j.worker);
-    if (j.progress)
+    if (progress_known(j))
         row("progress", fmt::format("{:.0f}%{}", *j.progress * 100,
                                     j.progress_detail ? " " + *j.progress_detail : ""));
     if (j.last_error) row("last error", *j.last_error);
@@ -283,8 +345,8 @@ int run_job_action(const Argv& argv, Io io, const JobAction& action) {
         // dedup key held by another job (23505) does not allow it: the same answer, with a reason.
         if (e.sqlstate() != "55000" && e.sqlstate() != "23505") throw;
         reason = e.what();
-        io.err << fmt::format("hopper: {}\n", e.what());
-        if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", e.hint());
+        io.err << fmt::format("hopper: {}\n", terminal_text(e.what(), true));
+        if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", terminal_text(e.hint(), true));
     }
     if (a.flag("json"))
         io.out << fmt::format("{{\"id\": {}, \"{}\": {}{}}}\n", id, action.json_key,
@@ -341,8 +403,9 @@ int cmd_wait(const Argv& argv, Io io) {
     if (a.flag("json"))
         io.out << job_json(*info) << '\n';
     else
-        io.out << fmt::format("job {} {}{}\n", id, to_string(info->state),
-                              info->last_error ? ": " + *info->last_error : "");
+        io.out << fmt::format(
+            "job {} {}{}\n", id, to_string(info->state),
+            info->last_error ? ": " + terminal_text(*info->last_error, true) : "");
     return info->state == JobState::Completed ? kOk : kJobFailed;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "hopper/client.hpp"
+
 namespace hopper::cli {
 
 // Exit codes, documented in `hopper --help` and the README.
@@ -26,6 +28,11 @@ struct Io {
 };
 
 using Argv = std::vector<std::string>;
+
+struct Args;
+// The connection --db (or the PG* environment) names. Refuses, as a usage error, an argument the
+// server would refuse as text (not UTF-8 in a UTF-8 session), naming it.
+Client connect(const Args& a);
 
 int cmd_push(const Argv& argv, Io io);
 int cmd_stats(const Argv& argv, Io io);

@@ -2,6 +2,7 @@
 #include "format.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include <fmt/chrono.h>
@@ -57,6 +58,12 @@ std::string opt_string_json(const std::optional<std::string>& text) {
     return text ? json::quote(*text) : "null";
 }
 
+// A progress set by hand to NaN or infinity (queue_progress refuses them) is no number JSON has:
+// printed, it made the whole document unreadable.
+bool progress_known(const JobInfo& j) {
+    return j.progress && std::isfinite(*j.progress);
+}
+
 std::string job_json(const JobInfo& j) {
     return fmt::format(
         "{{\"id\": {}, \"queue\": {}, \"kind\": {}, \"state\": \"{}\", \"attempt\": {}, "
@@ -68,7 +75,7 @@ std::string job_json(const JobInfo& j) {
         j.max_attempts, j.priority, time_json(j.run_at), time_json(j.created_at),
         time_json(j.started_at), time_json(j.finished_at), opt_string_json(j.worker),
         opt_string_json(j.last_error), opt_json(j.errors), opt_json(j.result),
-        j.progress ? fmt::format("{}", *j.progress) : "null", opt_json(j.progress_detail),
+        progress_known(j) ? fmt::format("{}", *j.progress) : "null", opt_json(j.progress_detail),
         j.payload);
 }
 
@@ -84,11 +91,45 @@ std::string stat_json(const QueueStat& s) {
         age, s.paused ? "true" : "false");
 }
 
+std::string terminal_text(std::string_view text, bool lines) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        auto c = static_cast<unsigned char>(text[i]);
+        if (c == '\n' || c == '\t') {
+            out += lines ? static_cast<char>(c) : ' ';
+        } else if (c == '\r') {
+            out += lines ? "\\x0D" : " ";  // it would write the rest over the line's start
+        } else if (c < 0x20 || c == 0x7F) {
+            out += fmt::format("\\x{:02X}", c);
+        } else if (c == 0xC2 && i + 1 < text.size() &&
+                   static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                   static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+            // U+0080..U+009F, the C1 controls: U+009B starts an escape sequence as ESC [ does.
+            out += fmt::format("\\u{:04X}", static_cast<unsigned char>(text[++i]));
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
+namespace {
+// Columns line up by characters, not bytes: "é" takes two bytes and one column. (Wide characters,
+// such as CJK or emoji, still take two columns each.)
+size_t columns(const std::string& s) {
+    size_t n = 0;
+    for (char ch : s)
+        if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) ++n;
+    return n;
+}
+}  // namespace
+
 void Table::print(std::ostream& out) const {
     std::vector<size_t> width(header_.size(), 0);
     auto measure = [&](const std::vector<std::string>& row) {
         for (size_t i = 0; i < row.size() && i < width.size(); ++i)
-            width[i] = std::max(width[i], row[i].size());
+            width[i] = std::max(width[i], columns(row[i]));
     };
     measure(header_);
     for (const auto& r : rows_) measure(r);
@@ -99,7 +140,7 @@ void Table::print(std::ostream& out) const {
                 s += row[i];
             } else {
                 s += row[i];
-                s.append(width[i] - row[i].size() + 2, ' ');
+                s.append(width[i] - columns(row[i]) + 2, ' ');
             }
         }
         out << s << '\n';

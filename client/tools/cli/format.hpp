@@ -4,6 +4,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hopper/types.hpp"
@@ -17,7 +18,14 @@ std::string age_text(Duration d);  // 850ms, 12s, 3m05s, 2h03m, 4d02h
 std::string opt_json(const std::optional<std::string>& raw_json);     // raw JSON or null
 std::string opt_string_json(const std::optional<std::string>& text);  // quoted or null
 
+bool progress_known(const JobInfo& j);  // a progress that is a finite number
 std::string job_json(const JobInfo& j);
+
+// Text from the database (a job's kind, worker or error, a server message) fit for a terminal:
+// control characters, which would let that text move the cursor, clear the screen or retitle the
+// window, become visible escapes: \x1B for C0 and DEL, \u009B for C1. With `lines`, line breaks
+// stay; otherwise they, carriage returns and tabs become spaces, keeping the text on one line.
+std::string terminal_text(std::string_view text, bool lines = false);
 std::string stat_json(const QueueStat& s);
 
 // Columns padded to their widest cell; the last column is not padded.
@@ -25,11 +33,9 @@ class Table {
   public:
     explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
     // A cell is one line: line breaks in it (a two-line error) become spaces, so that columns
-    // stay aligned and each job stays on its own line.
+    // stay aligned and each job stays on its own line; other control characters are escaped.
     void add(std::vector<std::string> row) {
-        for (auto& cell : row)
-            for (char& ch : cell)
-                if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
+        for (auto& cell : row) cell = terminal_text(cell);
         rows_.push_back(std::move(row));
     }
     void print(std::ostream& out) const;

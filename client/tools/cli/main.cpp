@@ -8,6 +8,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "format.hpp"
 #include "hopper/error.hpp"
 
 using namespace hopper::cli;
@@ -76,12 +77,17 @@ int run(const std::vector<std::string>& args, Io io) {
                               args[at]);
         return kUsage;
     } catch (const hopper::ConnectionError& e) {
-        io.err << fmt::format("hopper: {}\n", e.what());
+        io.err << fmt::format("hopper: {}\n", terminal_text(e.what(), true));
         return kDbError;
     } catch (const hopper::Error& e) {
+        // A server message may quote data (a dedup key, a queue name given): printed as text.
         const std::string& st = e.sqlstate();
-        io.err << fmt::format("hopper: {}\n", e.what());
-        if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", e.hint());
+        io.err << fmt::format("hopper: {}\n", terminal_text(e.what(), true));
+        // What was wrong in particular (which JSON token, say), when the server says it apart
+        // from its message.
+        if (!e.detail().empty())
+            io.err << fmt::format("detail: {}\n", terminal_text(e.detail(), true));
+        if (!e.hint().empty()) io.err << fmt::format("hint: {}\n", terminal_text(e.hint(), true));
         if (st == "P0002") return kNotFound;
         if (st == "55000") return kRefused;
         if (st == "42883" || st == "3F000") {

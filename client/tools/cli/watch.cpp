@@ -60,7 +60,7 @@ int cmd_watch(const Argv& argv, Io io) {
     std::optional<std::string> queue;
     if (!a.positional.empty()) queue = a.positional[0];
 
-    Client c(a.option("db").value_or(""));
+    Client c = connect(a);
     std::map<std::string, Sample> previous;
     for (long long n = 1; count == 0 || n <= count; ++n) {
         if (n > 1)
@@ -124,7 +124,7 @@ int cmd_watch(const Argv& argv, Io io) {
             for (const auto& j : running)
                 rt.add({std::to_string(j.id), j.queue, j.kind.value_or("-"),
                         fmt::format("{}/{}", j.attempt, j.max_attempts),
-                        j.progress ? fmt::format("{:.0f}%", *j.progress * 100) : "-",
+                        progress_known(j) ? fmt::format("{:.0f}%", *j.progress * 100) : "-",
                         running_for(wall, j.started_at), j.worker.value_or("-")});
             rt.print(io.out);
         }

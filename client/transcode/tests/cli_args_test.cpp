@@ -67,6 +67,17 @@ TEST(CliArgs, Errors) {
     EXPECT_THROW(parse({"run", "--bogus"}), UsageError);
 }
 
+// What the database holds as text, checked in a UTF-8 session before anything is written.
+TEST(CliArgs, RequireUtf8NamesTheValueAndItsStrayBytes) {
+    EXPECT_NO_THROW(transcode::require_utf8("FILE", "vid\xC3\xA9o.mp4", "why"));
+    try {
+        transcode::require_utf8("--name", "w\xFF", "the reason");
+        ADD_FAILURE() << "not refused";
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "--name \"w\\xFF\" is not valid UTF-8: the reason");
+    }
+}
+
 TEST(CliArgs, Durations) {
     EXPECT_EQ(parse_duration("90"), std::chrono::seconds(90));
     EXPECT_EQ(parse_duration("1.5s"), std::chrono::milliseconds(1500));

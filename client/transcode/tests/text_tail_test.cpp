@@ -40,6 +40,13 @@ TEST(Utf8, CutsAtACharacterBoundary) {
     EXPECT_EQ(valid_utf8("a\xC3\xA9", 3), "a\xC3\xA9");
 }
 
+TEST(Utf8, EscapedShowsEachStrayByte) {
+    EXPECT_EQ(hopper::escaped_utf8("caf\xC3\xA9 ok"), "caf\xC3\xA9 ok");
+    EXPECT_EQ(hopper::escaped_utf8(std::string("v\xFF.mp4\0\xC0\xAF", 9)),
+              "v\\xFF.mp4\\x00\\xC0\\xAF");
+    EXPECT_EQ(hopper::escaped_utf8("ab\xE2\x82"), "ab\\xE2\\x82");
+}
+
 TEST(TextTail, LongLinesAreCutBetweenCharacters) {
     // 399 ASCII bytes then 'é' (2 bytes): a cut at byte 400 would split it.
     std::string line = std::string(399, 'x') + "\xC3\xA9" + std::string(50, 'y');

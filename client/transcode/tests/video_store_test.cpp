@@ -86,5 +86,44 @@ TEST_F(VideoStoreTest, ACancelledJobsRowFailsUntilTheJobIsRetried) {
     EXPECT_EQ(field(s.video_id, "processing_status"), "processing");
 }
 
+// A queue that keeps no history forgets a cancelled job: the run that held it says "cancelled"
+// only while its own row is as it left it, and corrects the settler's unknowing reason.
+TEST_F(VideoStoreTest, AJobGoneFromAQueueWithoutHistorySettlesItsRow) {
+    std::string q = unique_queue("unkept");
+    hopper::QueueOptions no_history;
+    no_history.retention = std::chrono::seconds(0);
+    c.queue_create(q, no_history);
+
+    Submitted s = submit_video(c, q, std::string("unkept"), "/in/c.mp4", std::nullopt);
+    c.pull(q).at(0);
+    auto stamp = claim_video(c, s.video_id, s.job_id);
+    ASSERT_TRUE(stamp);
+    EXPECT_FALSE(job_gone(c, s.job_id));
+    ASSERT_TRUE(c.cancel(s.job_id));
+    EXPECT_TRUE(job_gone(c, s.job_id));
+    // The settler (another worker's, say) gets there first and cannot tell how the job ended.
+    EXPECT_EQ(settle_ended_jobs(c, s.video_id), std::vector<std::string>{s.video_id});
+    EXPECT_EQ(field(s.video_id, "error"), unkept_end_error(s.job_id));
+    EXPECT_EQ(mark_ended_unkept(c, s.video_id, s.job_id, stamp, true), "cancelled");
+    EXPECT_EQ(field(s.video_id, "processing_status"), "failed");
+
+    // A later run claimed the row since (the job was rescued, then ended unseen): no "cancelled".
+    Submitted t = submit_video(c, q, std::string("unkept"), "/in/c.mp4", std::nullopt);
+    c.pull(q).at(0);
+    auto first = claim_video(c, t.video_id, t.job_id);
+    ASSERT_TRUE(first);
+    ASSERT_TRUE(claim_video(c, t.video_id, t.job_id));
+    ASSERT_TRUE(c.cancel(t.job_id));
+    EXPECT_EQ(mark_ended_unkept(c, t.video_id, t.job_id, first, true), unkept_end_error(t.job_id));
+    // A settled row is not the run's to write again.
+    EXPECT_EQ(mark_ended_unkept(c, t.video_id, t.job_id, first, false), std::nullopt);
+
+    // In a transaction (as submit asks), the probe leaves the transaction usable.
+    hopper::Transaction tx(c);
+    EXPECT_TRUE(job_gone(c, t.job_id));
+    EXPECT_EQ(c.exec("SELECT 1").rows(), 1);
+    tx.commit();
+}
+
 }  // namespace
 }  // namespace transcode
