@@ -202,6 +202,17 @@ wait)
     expect_out "job $id2 cancelled" "cancelled message"
     run wait 999999 --timeout 1
     expect_rc 2 "unknown job"
+    # A job that failed once and then completed: the old error is history, not the outcome; show
+    # lists every attempt's error.
+    id3=$("$hopper" push q '{}')
+    sql "SELECT hopper.queue_fail(id, lease_token, 'render failed', retry_in => '0') FROM hopper.queue_pull('q', 1)" >/dev/null
+    sql "SELECT hopper.queue_fail(id, lease_token, 'disk full', retry_in => '0') FROM hopper.queue_pull('q', 1)" >/dev/null
+    run show "$id3"
+    expect_out 'errors .*render failed.*disk full' "show lists every attempt's error"
+    sql "SELECT hopper.queue_complete(id, lease_token) FROM hopper.queue_pull('q', 1)" >/dev/null
+    run wait "$id3" --timeout 5
+    expect_rc 0 "wait for a job completed after failures"
+    [ "$out" = "job $id3 completed" ] || fail "wait: a completed job shows no earlier error"
     for t in 1e9 -1 nan ''; do
         run wait "$id" --timeout "$t"
         expect_rc 1 "--timeout $t"

@@ -14,8 +14,7 @@ namespace {
 // Fails for an invoice whose payload says "bad".
 void render_and_store(hopper::Client& db, const hopper::Job& job) {
     if (job.payload.find("bad") != std::string::npos) throw std::runtime_error("cannot render");
-    db.exec("UPDATE invoices SET sent = true WHERE id = ($1::jsonb->>'invoice')::int",
-            job.payload);
+    db.exec("UPDATE invoices SET sent = true WHERE id = ($1::jsonb->>'invoice')::int", job.payload);
 }
 
 void push_and_wait(const std::string& path) {

@@ -153,7 +153,8 @@ int cmd_push(const Argv& argv, Io io) {
         "  --dedup-key KEY          while a job with this key is unfinished, return its id\n"
         "  --dedup-window N[s|m|h|d]  with --dedup-key: also a job with the key that finished\n"
         "                           after being created within this window (e.g. 10m)\n"
-        "  --concurrency-key KEY    jobs sharing a key never run at the same time\n"
+        "  --concurrency-key KEY    what the job counts against for the queue's concurrency and\n"
+        "                           rate limits (a tenant, an account, an API)\n"
         "  --db CONNINFO  --json  --help\n";
     Args a;
     if (parse_or_help(argv,
@@ -314,6 +315,8 @@ int cmd_show(const Argv& argv, Io io) {
         row("progress", fmt::format("{:.0f}%{}", *j.progress * 100,
                                     j.progress_detail ? " " + *j.progress_detail : ""));
     if (j.last_error) row("last error", *j.last_error);
+    // Every attempt's error, not only the last: why a job that is retried keeps failing.
+    if (j.errors && *j.errors != "[]") row("errors", *j.errors);
     row("payload", j.payload);
     if (j.result) row("result", *j.result);
     return kOk;
@@ -405,7 +408,10 @@ int cmd_wait(const Argv& argv, Io io) {
     else
         io.out << fmt::format(
             "job {} {}{}\n", id, to_string(info->state),
-            info->last_error ? ": " + terminal_text(*info->last_error, true) : "");
+            // An error from an earlier attempt says nothing about a job that completed later.
+            info->state == JobState::Dead && info->last_error
+                ? ": " + terminal_text(*info->last_error, true)
+                : "");
     return info->state == JobState::Completed ? kOk : kJobFailed;
 }
 
