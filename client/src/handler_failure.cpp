@@ -16,6 +16,11 @@ bool refused_data(const Error& e) {
     return e.sqlstate().rfind("22", 0) == 0;
 }
 
+bool transient(const Error& e) {
+    const std::string& s = e.sqlstate();
+    return s.rfind("40", 0) == 0 || s.rfind("53", 0) == 0 || s == "55P03" || s == "57014";
+}
+
 void make_plainer(std::string& error, FailOptions& options) {
     error = valid_utf8(error);
     if (error.empty()) error = "handler failed";

@@ -31,6 +31,11 @@ FailOptions within_server_limits(FailOptions o);
 // refused again, where a timeout, deadlock or serialization failure may pass on a retry.
 bool refused_data(const Error& e);
 
+// Whether a call failed for the moment only and may pass if made again: a serialization failure
+// or deadlock (class 40), a lock or statement timeout, a cancel, or the server short of a
+// resource (class 53).
+bool transient(const Error& e);
+
 // A failure the server refused, made plainer to be recorded again: its text valid UTF-8 and not
 // empty, and no delay of its own (the queue's backoff applies).
 void make_plainer(std::string& error, FailOptions& options);

@@ -664,28 +664,40 @@ std::optional<JobState> Worker::Impl::fail_job(Client& client, const Job& job, s
 
 void Worker::Impl::report(Client& client, const Job& job, const std::function<void()>& run) {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
-    // Connection trouble (a server restart) is retried for a while; any other error is final.
-    // Past that, the lease runs out and the job is retried elsewhere.
+    // Connection trouble (a server restart) and errors of the moment (a deadlock, a lock
+    // timeout) are retried for a while; any other error is final. Past that, the lease runs out
+    // and the job is retried elsewhere, its handler's outcome lost.
     auto give_up_at = Steady::now() + std::chrono::seconds(60);
+    // false: give up.
+    auto pause = [&](const std::exception& ex) {
+        auto until =
+            std::min(give_up_at, Steady::time_point(Steady::duration(shutdown_deadline.load())));
+        if (Steady::now() >= until) {
+            log(fmt::format("could not report job {}: {}; its lease will expire", job.id,
+                            ex.what()));
+            return false;
+        }
+        std::this_thread::sleep_for(
+            std::min<Steady::duration>(backoff.next(), until - Steady::now()));
+        return true;
+    };
     while (true) {
         try {
             run();
             return;
         } catch (const ConnectionError& ex) {
-            auto until = std::min(give_up_at,
-                                  Steady::time_point(Steady::duration(shutdown_deadline.load())));
-            if (Steady::now() >= until) {
-                log(fmt::format("could not report job {}: {}; its lease will expire", job.id,
-                                ex.what()));
-                return;
-            }
-            std::this_thread::sleep_for(
-                std::min<Steady::duration>(backoff.next(), until - Steady::now()));
+            if (!pause(ex)) return;
             try {
                 client.reconnect();
             } catch (const std::exception&) {
                 // Retried on the next round.
             }
+        } catch (const Error& ex) {
+            if (!internal::transient(ex)) {
+                log(fmt::format("could not report job {}: {}", job.id, ex.what()));
+                return;
+            }
+            if (!pause(ex)) return;
         } catch (const std::exception& ex) {
             log(fmt::format("could not report job {}: {}", job.id, ex.what()));
             return;
