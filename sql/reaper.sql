@@ -17,7 +17,7 @@ SELECT a.backend_type, a.datname = current_database() AS here, l.mode AS lock_mo
 FROM pg_temp.my_reaper r
 JOIN pg_stat_activity a ON a.pid = r.pid
 JOIN pg_locks l ON l.pid = r.pid AND l.locktype = 'advisory' AND l.classid = x'686f7072'::int
-     AND l.objid = 1 AND l.objsubid = 2;
+     AND l.objid = 1 AND l.objsubid = 26736;
 -- Exactly one per database: starting another is refused while it runs.
 SELECT hopper.reaper_start() AS started_second;
 SELECT count(*) AS reapers FROM pg_temp.my_reaper;

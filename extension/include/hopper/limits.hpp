@@ -20,9 +20,9 @@
 
 namespace hopper::limits {
 
-// The advisory lock of a limited queue: two-int4 form (pg_locks objsubid 2), classid kLockKey1,
-// objid hashtext(queue). Its classid differs from the reaper's (reaper::kLockKey1), so the two
-// key spaces cannot clash; queues whose names hash alike merely share a lock.
+// The advisory lock of a limited queue (queue_lock.hpp): classid kLockKey1, objid hashtext(queue).
+// Its classid differs from the reaper's (reaper::kLockKey1), so the two key spaces cannot clash;
+// queues whose names hash alike merely share a lock.
 constexpr uint32_t kLockKey1 = 0x686f706c;  // "hopl"
 
 // Most running jobs (queue-wide or per key) and claims per period a limit may allow.
