@@ -34,6 +34,8 @@ std::string clip(const std::string& s, size_t max_bytes);
 // whose channel hopper:done carries finished jobs.
 std::string queue_name(FunctionCallInfo fcinfo, int n, const char* argname = "queue");
 void check_queue_name(const std::string& q, const char* argname = "queue");
+// The same test, answered rather than raised.
+bool is_queue_name(const std::string& q);
 
 // Optional text with a length limit; empty strings are rejected (NULL means "none").
 std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
