@@ -1,6 +1,7 @@
 // The claim of a queue with limits; see include/hopper/limits.hpp.
 #include <algorithm>
 
+#include "hopper/args.hpp"
 #include "hopper/direct_access.hpp"
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
@@ -130,8 +131,10 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
     });
     // A queue that had no rate limits when the lock was granted has none while it is held.
     bool rated = !early_release;
-    std::initializer_list<spi::Arg> args{a[0], a[1], a[2], a[3], a[4],
-                                         a[5], a[6], a[7], a[8], spi::arg_datum(ids)};
+    spi::Arg lease_at =
+        spi::arg_datum(TimestampTzGetDatum(args::lease_clock(DatumGetTimestampTz(a[1].value))));
+    std::initializer_list<spi::Arg> args{
+        a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], spi::arg_datum(ids), lease_at};
     spi::Result r = keys_only ? conn.exec(keys_statement(rated), args)
                               : conn.exec(window_statement(rated), args);
     if (!keys_only && !r.empty() && r.is_null(r.rows() - 1, 1))

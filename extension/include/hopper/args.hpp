@@ -66,6 +66,12 @@ std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* a
 // NULL -> the transaction's start; infinity -> 22023 naming argname.
 TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
 
+// The clock of the leases a claim at `at` (its `at`, a clock() above) hands out and of the leases
+// it finds run out: `at` for a superuser; anyone else's stops at the real time. A pull dated ahead
+// then neither takes over a live lease nor gets one that outlasts the cap on a lease ("at" is for
+// tests).
+TimestampTz lease_clock(TimestampTz at);
+
 // run_at: NULL -> nullopt (now); finite and within the allowed window around now.
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n);
 

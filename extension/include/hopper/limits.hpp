@@ -49,7 +49,7 @@ void lock(const std::string& queue);
 // run in a transaction whose earlier claim kept one to commit.
 bool held(const std::string& queue);
 
-// The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_TYPES).
+// The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_OIDS).
 using ClaimArgs = std::array<spi::Arg, 9>;
 
 // The serialized claim, with the same result columns as queue_pull's own; call holding the lock.
@@ -73,12 +73,11 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
 #define HOPPER_CLAIM_PARAM_OIDS                                                                    \
     TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID, TIMESTAMPTZOID, \
         BOOLOID
-#define HOPPER_CLAIM_PARAM_TYPES \
-    { HOPPER_CLAIM_PARAM_OIDS }
 
-// claim()'s statements (extension/src/limited_claim_sql.cpp), with the claim's parameters and
-// in-flight jobs as $10; `rated`: with the queue's rate limits. The window statement answers one
-// row of NULLs, having claimed nothing, when the keys statement must claim instead.
+// claim()'s statements (extension/src/limited_claim_sql.cpp), with the claim's parameters,
+// in-flight jobs as $10 and the lease clock as $11; `rated`: with the queue's rate limits. The
+// window statement answers one row of NULLs, having claimed nothing, when the keys statement must
+// claim instead.
 spi::Statement& window_statement(bool rated);
 spi::Statement& keys_statement(bool rated);
 
