@@ -17,7 +17,7 @@ SELECT a.backend_type, a.datname = current_database() AS here, l.mode AS lock_mo
 FROM pg_temp.my_reaper r
 JOIN pg_stat_activity a ON a.pid = r.pid
 JOIN pg_locks l ON l.pid = r.pid AND l.locktype = 'advisory' AND l.classid = x'686f7072'::int
-     AND l.objid = 1 AND l.objsubid = 2;
+     AND l.objid = 1 AND l.objsubid = 26736;
 -- Exactly one per database: starting another is refused while it runs.
 SELECT hopper.reaper_start() AS started_second;
 SELECT count(*) AS reapers FROM pg_temp.my_reaper;
@@ -119,6 +119,34 @@ SELECT format('ALTER DATABASE %I RESET search_path', current_database()) \gexec
 DROP OPERATOR public.= (text, text);
 DROP FUNCTION public.regress_planted_eq(text, text);
 DROP TABLE public.regress_planted_calls;
+
+-- Job rows written by hand (producers may insert into hopper.jobs) under names no queue may have:
+-- one too long for a NOTIFY channel, one that is hopper:done's. Both are session-bound jobs of a
+-- backend that is gone, as is a job of a real queue: the rescue of gone sessions' jobs, one
+-- statement for them all, puts the three back and announces the real queue alone (a NOTIFY on the
+-- long name failed the rescue on every pass, and the real job stayed running until its lease ran out).
+CREATE ROLE regress_reaper_app;
+GRANT hopper_producer TO regress_reaper_app;
+SET ROLE regress_reaper_app;
+INSERT INTO hopper.jobs (queue, state, run_at, max_attempts, created_at, payload, session_bound,
+                         lease_token, lease_until, claimed_pid, claimed_backend_start)
+SELECT q, 'running', now(), 5, now(), '{}', true, 1, now() + interval '1 day', 999999, now()
+FROM unnest(ARRAY[repeat('x', 80), 'done']) q;
+RESET ROLE;
+DROP ROLE regress_reaper_app;
+SELECT hopper.queue_push('reaped', '{"n": 3}') AS orphan \gset
+UPDATE hopper.jobs SET state = 'running', lease_token = 2, lease_until = now() + interval '1 day',
+    session_bound = true, claimed_pid = 999998, claimed_backend_start = now()
+WHERE id = :orphan;
+SELECT pg_temp.wait_for(format('(SELECT state <> %L FROM hopper.job_status(%s))', 'running', :orphan))
+    AS orphan_rescued;
+SELECT state, last_error FROM hopper.job_status(:orphan);
+SELECT pg_temp.wait_for($$NOT EXISTS (SELECT 1 FROM hopper.jobs WHERE state = 'running'
+                                      AND queue IN (repeat('x', 80), 'done'))$$)
+    AS hand_written_rescued;
+SELECT left(queue, 10) AS queue, state, last_error FROM hopper.jobs WHERE claimed_pid IS NULL
+    AND last_error LIKE 'worker backend gone%' ORDER BY queue;
+DELETE FROM hopper.jobs WHERE queue IN (repeat('x', 80), 'done') OR id = :orphan;
 
 -- Leave it stopped, so that the suites after this one run with no reaper acting behind their back.
 SELECT hopper.reaper_stop() AS stopped_at_end;

@@ -9,6 +9,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "access/xact.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/timestamp.h"
 }
 
@@ -37,6 +38,12 @@ bool queue_char_ok(char c, bool first) {
     return c == '_' || c == '.' || c == ':' || c == '-';
 }
 
+bool well_formed_queue_name(const std::string& q) {
+    bool ok = !q.empty() && q.size() <= static_cast<size_t>(kMaxQueueName);
+    for (size_t i = 0; ok && i < q.size(); ++i) ok = queue_char_ok(q[i], i == 0);
+    return ok;
+}
+
 }  // namespace
 
 bool is_null(FunctionCallInfo fcinfo, int n) {
@@ -51,10 +58,12 @@ std::string clip(const std::string& s, size_t max_bytes) {
     return s.substr(0, static_cast<size_t>(len));
 }
 
+bool is_queue_name(const std::string& q) {
+    return well_formed_queue_name(q) && q != "done";
+}
+
 void check_queue_name(const std::string& q, const char* argname) {
-    bool ok = !q.empty() && q.size() <= static_cast<size_t>(kMaxQueueName);
-    for (size_t i = 0; ok && i < q.size(); ++i) ok = queue_char_ok(q[i], i == 0);
-    if (!ok)
+    if (!well_formed_queue_name(q))
         invalid(std::string("invalid ") + argname + " name \"" + clip(q, 100) + "\"",
                 "A queue name is 1 to 48 characters from A-Z a-z 0-9 _ . : - and starts with a "
                 "letter or digit.");
@@ -159,6 +168,12 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname) {
     TimestampTz t = PG_GETARG_TIMESTAMPTZ(n);
     if (TIMESTAMP_NOT_FINITE(t)) invalid(std::string(argname) + " must be a finite timestamp");
     return t;
+}
+
+TimestampTz lease_clock(TimestampTz at) {
+    TimestampTz now = GetCurrentTimestamp();
+    if (at <= now) return at;  // every claim but one dated ahead: no role lookup
+    return pg_guard([] { return superuser(); }) ? at : now;
 }
 
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n) {

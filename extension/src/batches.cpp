@@ -118,9 +118,8 @@ std::vector<int64_t> returned_ids(const spi::Result& r, int64_t jobs) {
     return ids;
 }
 
-// The queue's mark lock (kMarkLockKey1), to the end of the transaction: the tag of
-// pg_advisory_xact_lock(kMarkLockKey1, hashtext(queue)) and its shared form. Whether it was granted
-// (always, unless dont_wait).
+// The queue's mark lock (kMarkLockKey1), to the end of the transaction, in `mode`. Whether it was
+// granted (always, unless dont_wait).
 bool take_mark_lock(const std::string& queue, LOCKMODE mode, bool dont_wait) {
     return queue_lock::acquire(queue_lock::tag(kMarkLockKey1, queue_lock::hash(queue)), mode,
                                dont_wait) != LOCKACQUIRE_NOT_AVAIL;

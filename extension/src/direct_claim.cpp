@@ -1,6 +1,7 @@
 // See include/hopper/direct_claim.hpp.
 #include <cstring>
 
+#include "hopper/args.hpp"
 #include "hopper/boundary.hpp"
 #include "hopper/direct_access.hpp"
 #include "hopper/direct_claim.hpp"
@@ -57,6 +58,7 @@ struct Request {
     const char* worker;  // nullptr: none
     int worker_len;
     const Interval* lease;  // nullptr: the queue's
+    TimestampTz lease_at;   // a lease's start: args::lease_clock(at)
     bool session_bound;
     // A lease on a queue with concurrency limits, under its lock: the window claim
     // (include/hopper/limited_window.hpp), with the jobs in flight, sorted.
@@ -586,7 +588,7 @@ void claim_rows(void* arg) {
                    : (Datum)0;
     if (!c.take)
         c.lease_until = DatumGetTimestampTz(
-            DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(r->at),
+            DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(r->lease_at),
                                 IntervalPGetDatum(r->lease != nullptr ? r->lease : &q.lease)));
     c.extras[kExtraStartedAt] = TimestampTzGetDatum(r->at);
     c.extras[kExtraWorker] = c.worker;
@@ -624,6 +626,7 @@ std::optional<Claimed> run(Request& r, const Claim& claim) {
     r.queue_len = static_cast<int>(claim.queue.size());
     r.n = claim.n;
     r.at = claim.at;
+    if (r.mode == Mode::kLease) r.lease_at = args::lease_clock(claim.at);
     r.start = claim.start;
     r.worker = claim.worker ? claim.worker->data() : nullptr;
     r.worker_len = claim.worker ? static_cast<int>(claim.worker->size()) : 0;

@@ -1,6 +1,7 @@
 // The claim of a queue with limits; see include/hopper/limits.hpp.
 #include <algorithm>
 
+#include "hopper/args.hpp"
 #include "hopper/direct_access.hpp"
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
@@ -132,18 +133,14 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
     });
     // A queue that had no rate limits when the lock was granted has none while it is held.
     bool rated = !early_release;
-    // The buckets are every puller's: as for leases (rescue::for_short_claim), only a
-    // superuser's `at` may run their clock ahead of now. A worker's pull dated a year ahead
-    // would otherwise refill the buckets for itself and move their clock there, and no other
-    // pull would see a token come back until then.
-    TimestampTz clock = DatumGetTimestampTz(a[1].value);
-    if (rated)
-        clock =
-            pg_guard([&] { return superuser() ? clock : std::min(clock, GetCurrentTimestamp()); });
-    spi::Arg ids_arg = spi::arg_datum(ids);
-    spi::Arg clock_arg = spi::arg_datum(TimestampTzGetDatum(clock));
-    std::initializer_list<spi::Arg> args{a[0], a[1], a[2], a[3],    a[4],     a[5],
-                                         a[6], a[7], a[8], ids_arg, clock_arg};
+    // Leases and the buckets are every puller's: only a superuser's `at` may run their clock
+    // ahead of now. A worker's pull dated a year ahead would otherwise hand out year-long leases,
+    // refill the buckets for itself and move their clock there, and no other pull would see a
+    // token come back until then.
+    spi::Arg clock =
+        spi::arg_datum(TimestampTzGetDatum(args::lease_clock(DatumGetTimestampTz(a[1].value))));
+    std::initializer_list<spi::Arg> args{
+        a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], spi::arg_datum(ids), clock};
     spi::Result r = keys_only ? conn.exec(keys_statement(rated), args)
                               : conn.exec(window_statement(rated), args);
     if (!keys_only && !r.empty() && r.is_null(r.rows() - 1, 1))

@@ -2,8 +2,8 @@
 //
 // Parameters: $1 queue, $2 the pull's clock, $3 n, $4 lease, $5 kinds, $6 worker, $7 claimer pid,
 // $8 claimer backend start, $9 session_bound, $10 the jobs other transactions' limited claims hold
-// (include/hopper/inflight_claims.hpp), $11 the rate buckets' clock (limits::claim: the pull's
-// clock, held back to now unless a superuser pulls).
+// (include/hopper/inflight_claims.hpp), $11 the clock leases and rate buckets run by
+// (args::lease_clock($2): the pull's clock, held back to now unless a superuser pulls).
 //
 // Two ways to find the jobs, both exact, each its own statement:
 //  - the window: the first jobs in pull order, each key's free count applied to its jobs among
@@ -163,7 +163,7 @@ namespace hopper::limits {
     "claimed AS ("                                                                               \
     "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
     "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
-    "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, " \
+    "    lease_until = $11 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6," \
     "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
     "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                     \
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
@@ -176,9 +176,11 @@ namespace hopper::limits {
     " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL " \
     "WHERE NOT (SELECT ok FROM settled)"
 
-#define HOPPER_LIMITED_STATEMENT(sql)                                                      \
-    static spi::Statement st(sql, {HOPPER_CLAIM_PARAM_OIDS, INT8ARRAYOID, TIMESTAMPTZOID}, \
-                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);        \
+#define HOPPER_LIMITED_PARAM_OIDS HOPPER_CLAIM_PARAM_OIDS, INT8ARRAYOID, TIMESTAMPTZOID
+
+#define HOPPER_LIMITED_STATEMENT(sql)                                                   \
+    static spi::Statement st(sql, {HOPPER_LIMITED_PARAM_OIDS}, CURSOR_OPT_GENERIC_PLAN, \
+                             spi::Planning::kWalkIndexes);                              \
     return st
 
 // Planning these statements takes longer than running them; their generic plans are the ones

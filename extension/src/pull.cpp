@@ -36,16 +36,17 @@ namespace {
     ") "                                                                                   \
     "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "
 
-// Leases the jobs of hopper.jobs whose ids the query `ids` gives (its column id).
-#define HOPPER_CLAIM_UPDATE(ids)                                                                 \
-    "claimed AS ("                                                                               \
-    "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
-    "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
-    "    lease_until = $2 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6, " \
-    "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
-    "  WHERE j.id = ANY (ARRAY(SELECT id FROM " ids                                              \
-    ")) "                                                                                        \
-    "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
+// Leases the jobs of hopper.jobs whose ids the query `ids` gives (its column id), from $10, the
+// lease clock (args::lease_clock($2)).
+#define HOPPER_CLAIM_UPDATE(ids)                                                              \
+    "claimed AS ("                                                                            \
+    "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                 \
+    "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                        \
+    "    lease_until = $10 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, "          \
+    "    worker = $6, claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "      \
+    "  WHERE j.id = ANY (ARRAY(SELECT id FROM " ids                                           \
+    ")) "                                                                                     \
+    "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, " \
     "    j.run_at, j.created_at, j.priority, false AS packed)"
 
 // hopper.jobs alone. A queue with limits, or one that has had packed jobs, claims nothing here and
@@ -71,7 +72,7 @@ namespace {
     "    created_at, started_at, kind, worker, payload) "                                          \
     "  SELECT k.id, $1, 'running', p.priority, p.run_at, 1, p.max_attempts, "                      \
     "    pg_catalog.nextval('hopper.lease_token_seq'), "                                           \
-    "    $2 + COALESCE($4, (SELECT lease FROM q)), $7, $8, $9, p.created_at, $2, p.kind, $6, "     \
+    "    $10 + COALESCE($4, (SELECT lease FROM q)), $7, $8, $9, p.created_at, $2, p.kind, $6, "    \
     "    k.payload "                                                                               \
     "  FROM picked k JOIN packed p ON p.first_id = k.batch ORDER BY k.id "                         \
     "  RETURNING id, queue, kind, payload, attempt, lease_token, lease_until, run_at, "            \
@@ -94,31 +95,32 @@ namespace {
 // cache judged it dearer than a custom one and planned every pull anew (two thirds of a pull's
 // CPU), though both plans walk jobs_pull_idx the same way.
 spi::Statement& claim_statement() {
-    static spi::Statement st(HOPPER_CLAIM_SQL(""), HOPPER_CLAIM_PARAM_TYPES,
+    static spi::Statement st(HOPPER_CLAIM_SQL(""), {HOPPER_CLAIM_PARAM_OIDS, TIMESTAMPTZOID},
                              CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
-// The same, starting at the queue's hint ($10, $11, $12; see include/hopper/claim_hint.hpp): the
+// The same, starting at the queue's hint ($11, $12, $13; see include/hopper/claim_hint.hpp): the
 // row comparison is an index condition, so the scan descends straight to the hint.
 spi::Statement& resumed_claim_statement() {
-    static spi::Statement st(HOPPER_CLAIM_SQL("AND (priority, run_at, id) >= ($10, $11, $12) "),
-                             {HOPPER_CLAIM_PARAM_OIDS, INT2OID, TIMESTAMPTZOID, INT8OID},
-                             CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    static spi::Statement st(
+        HOPPER_CLAIM_SQL("AND (priority, run_at, id) >= ($11, $12, $13) "),
+        {HOPPER_CLAIM_PARAM_OIDS, TIMESTAMPTZOID, INT2OID, TIMESTAMPTZOID, INT8OID},
+        CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
 spi::Statement& packed_claim_statement() {
-    static spi::Statement st(HOPPER_PACKED_CLAIM_SQL(""), HOPPER_CLAIM_PARAM_TYPES,
+    static spi::Statement st(HOPPER_PACKED_CLAIM_SQL(""), {HOPPER_CLAIM_PARAM_OIDS, TIMESTAMPTZOID},
                              CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
 spi::Statement& resumed_packed_claim_statement() {
     static spi::Statement st(
-        HOPPER_PACKED_CLAIM_SQL("AND (priority, run_at, id) >= ($10, $11, $12) "),
-        {HOPPER_CLAIM_PARAM_OIDS, INT2OID, TIMESTAMPTZOID, INT8OID}, CURSOR_OPT_GENERIC_PLAN,
-        spi::Planning::kWalkIndexes);
+        HOPPER_PACKED_CLAIM_SQL("AND (priority, run_at, id) >= ($11, $12, $13) "),
+        {HOPPER_CLAIM_PARAM_OIDS, TIMESTAMPTZOID, INT2OID, TIMESTAMPTZOID, INT8OID},
+        CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 
@@ -175,16 +177,18 @@ HOPPER_FUNCTION(hopper_queue_pull) {
                  spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)},
                 early_release, keys_only, &lock_released);
         }
+        spi::Arg lease_at_arg = spi::arg_datum(TimestampTzGetDatum(args::lease_clock(at)));
         if (resume)
             return conn.exec(
                 packed ? resumed_packed_claim_statement() : resumed_claim_statement(),
                 {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
-                 spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound),
+                 spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound), lease_at_arg,
                  spi::arg_datum(Int16GetDatum(hint.key.priority)),
                  spi::arg_datum(TimestampTzGetDatum(hint.key.run_at)), spi::arg(hint.key.id)});
-        return conn.exec(packed ? packed_claim_statement() : claim_statement(),
-                         {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
-                          spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)});
+        return conn.exec(
+            packed ? packed_claim_statement() : claim_statement(),
+            {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
+             spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound), lease_at_arg});
     };
 
     // Hands the claimed rows to the caller, leaving out the "queue has limits" marker, and tells

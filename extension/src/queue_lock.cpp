@@ -23,7 +23,7 @@ uint32 hash(const std::string& queue) {
 
 LOCKTAG tag(uint32 key1, uint32 hash) {
     LOCKTAG t;
-    SET_LOCKTAG_ADVISORY(t, MyDatabaseId, key1, hash, 2);
+    SET_LOCKTAG_ADVISORY(t, MyDatabaseId, key1, hash, kTagField4);
     return t;
 }
 

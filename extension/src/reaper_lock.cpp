@@ -1,5 +1,6 @@
 // The one-reaper-per-database advisory lock; see include/hopper/reaper.hpp.
 #include "hopper/reaper.hpp"
+#include "hopper/queue_lock.hpp"
 
 extern "C" {
 #include "catalog/pg_database_d.h"
@@ -12,9 +13,9 @@ namespace {
 
 LOCKTAG reaper_tag() {
     LOCKTAG tag;
-    // The same tag as pg_advisory_lock(kLockKey1, kLockKey2), so it is visible (and documented)
-    // as an ordinary advisory lock.
-    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockKey1, kLockKey2, 2);
+    // An advisory lock, visible (and documented) in pg_locks, whose objsubid no SQL function can
+    // take: otherwise any role allowed to connect could hold it and keep every reaper out.
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockKey1, kLockKey2, queue_lock::kTagField4);
     return tag;
 }
 

@@ -1,6 +1,5 @@
 // See include/hopper/rescue.hpp.
-#include <algorithm>
-
+#include "hopper/args.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/rescue.hpp"
@@ -76,9 +75,7 @@ Counts for_short_claim(spi::Connection& conn, const std::string& queue, Timestam
                        int64_t wanted, uint64_t claimed) {
     if (claimed >= static_cast<uint64_t>(wanted)) return {};
     int64_t missing = wanted - static_cast<int64_t>(claimed);
-    TimestampTz clock =
-        pg_guard([&] { return superuser() ? at : std::min(at, GetCurrentTimestamp()); });
-    return expired_leases(conn, queue, clock, missing, /*backoff=*/false);
+    return expired_leases(conn, queue, args::lease_clock(at), missing, /*backoff=*/false);
 }
 
 Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {

@@ -34,6 +34,8 @@ std::string clip(const std::string& s, size_t max_bytes);
 // whose channel hopper:done carries finished jobs.
 std::string queue_name(FunctionCallInfo fcinfo, int n, const char* argname = "queue");
 void check_queue_name(const std::string& q, const char* argname = "queue");
+// The same test, answered rather than raised.
+bool is_queue_name(const std::string& q);
 
 // Optional text with a length limit; empty strings are rejected (NULL means "none").
 std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
@@ -63,6 +65,12 @@ std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* a
 // A point in time a function acts at (pull's and schedule_run_due's `at`, cron_next's `after`):
 // NULL -> the transaction's start; infinity -> 22023 naming argname.
 TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
+
+// The clock of the leases a claim at `at` (its `at`, a clock() above) hands out and of the leases
+// it finds run out: `at` for a superuser; anyone else's stops at the real time. A pull dated ahead
+// then neither takes over a live lease nor gets one that outlasts the cap on a lease ("at" is for
+// tests).
+TimestampTz lease_clock(TimestampTz at);
 
 // run_at: NULL -> nullopt (now); finite and within the allowed window around now.
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n);

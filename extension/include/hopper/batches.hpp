@@ -41,7 +41,7 @@ bool packable(int64_t jobs, int64_t payload_bytes, bool any_key, std::optional<T
 // (unmark_if_drained), so that a queue drained of them claims as cheaply as one never packed.
 // A push that found the mark set writes nothing to hopper.queues, so a clear could otherwise
 // slip in between its read of the mark and its commit and leave its rows unseen by every claim:
-// packed pushes hold this advisory lock (two-int4 form: classid kMarkLockKey1, objid
+// packed pushes hold this advisory lock (queue_lock.hpp: classid kMarkLockKey1, objid
 // hashtext(queue)) shared from before they read the mark until they commit, and the clear takes
 // it exclusively, without waiting, before it looks for rows. A transaction snapshot taken before
 // the lock could still miss a push that committed in between: under REPEATABLE READ and

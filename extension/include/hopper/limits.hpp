@@ -20,9 +20,9 @@
 
 namespace hopper::limits {
 
-// The advisory lock of a limited queue: two-int4 form (pg_locks objsubid 2), classid kLockKey1,
-// objid hashtext(queue). Its classid differs from the reaper's (reaper::kLockKey1), so the two
-// key spaces cannot clash; queues whose names hash alike merely share a lock.
+// The advisory lock of a limited queue (queue_lock.hpp): classid kLockKey1, objid hashtext(queue).
+// Its classid differs from the reaper's (reaper::kLockKey1), so the two key spaces cannot clash;
+// queues whose names hash alike merely share a lock.
 constexpr uint32_t kLockKey1 = 0x686f706c;  // "hopl"
 
 // Most running jobs (queue-wide or per key) and claims per period a limit may allow.
@@ -49,7 +49,7 @@ void lock(const std::string& queue);
 // run in a transaction whose earlier claim kept one to commit.
 bool held(const std::string& queue);
 
-// The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_TYPES).
+// The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_OIDS).
 using ClaimArgs = std::array<spi::Arg, 9>;
 
 // The serialized claim, with the same result columns as queue_pull's own; call holding the lock.
@@ -73,11 +73,10 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
 #define HOPPER_CLAIM_PARAM_OIDS                                                                    \
     TEXTOID, TIMESTAMPTZOID, INT8OID, INTERVALOID, TEXTARRAYOID, TEXTOID, INT4OID, TIMESTAMPTZOID, \
         BOOLOID
-#define HOPPER_CLAIM_PARAM_TYPES \
-    { HOPPER_CLAIM_PARAM_OIDS }
 
 // claim()'s statements (extension/src/limited_claim_sql.cpp), with the claim's parameters,
-// in-flight jobs as $10 and the rate buckets' clock as $11; `rated`: with the queue's rate limits.
+// in-flight jobs as $10 and as $11 the clock that leases and rate buckets run by (the pull's, held
+// back to now unless a superuser pulls: args::lease_clock); `rated`: with the queue's rate limits.
 // The window statement answers one row of NULLs, having claimed nothing, when the keys statement
 // must claim instead.
 spi::Statement& window_statement(bool rated);

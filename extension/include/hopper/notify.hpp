@@ -27,6 +27,8 @@ namespace hopper::notify {
 void queue_ready(const std::string& queue);
 
 // The NOTIFY alone: the reaper's relay, whose pushes woke the waiting pulls at their own commit.
+// None for a name no queue may have (args::is_queue_name): job rows written by hand may carry
+// one, and the transactions that put such jobs back must not fail over it.
 void tell_listeners(const std::string& queue);
 
 // The wake-up for `jobs` jobs a push inserted into `queue`, the earliest due at run_at. Decided at

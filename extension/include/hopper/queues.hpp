@@ -23,8 +23,8 @@ bool exists(const std::string& queue);
 // (pushes, retries, queue_fail_taken's put-back) holds the queue's lock shared to the end of its
 // transaction, and queue_drop holds it exclusively: a drop waits for the pushes in flight, and a
 // push that waited for a drop finds the queue gone (and makes it again, if
-// hopper.auto_create_queues is on). The lock is the two-int4 advisory lock (kLockKey1,
-// hashtext(queue)); queues whose names hash alike share it.
+// hopper.auto_create_queues is on). The lock is an advisory lock (kLockKey1,
+// hashtext(queue); see queue_lock.hpp); queues whose names hash alike share it.
 constexpr uint32_t kLockKey1 = 0x686f7071;  // "hopq"
 
 // A transaction that pushes to many queues would hold a lock per queue, from the server's shared

@@ -79,7 +79,8 @@ Installed installed();
 void register_launcher();
 
 // The session advisory lock that keeps exactly one reaper per database: pg_locks shows it as
-// locktype advisory, classid kLockKey1, objid kLockKey2, objsubid 2 (the two-int4 key form).
+// locktype advisory, classid kLockKey1, objid kLockKey2, objsubid queue_lock::kTagField4, which no
+// SQL function can take (so no role can keep the reaper out).
 constexpr uint32_t kLockKey1 = 0x686f7072;  // "hopr"
 constexpr uint32_t kLockKey2 = 1;
 // Takes it for the life of the session; false if another session holds it.

@@ -1,0 +1,80 @@
+-- A pull's `at` is for tests: it claims as of that time. For any role but a superuser its leases
+-- still run from the real clock, so a pull dated a century ahead gets a lease within the cap of a
+-- day, not one that runs out in a century. Every way a lease is made: the direct claim (no kinds
+-- filter, a database of its own), the claim statement (a kinds filter), packed rows both ways, a
+-- limited queue both ways (the window claim and the statements), a rate-limited queue, and the
+-- pulls of queue_complete_pull and queue_complete_many_pull. A superuser's pull dated ahead still
+-- leases from its `at`.
+\set orig :DBNAME
+SET client_min_messages = warning;
+-- Left behind only by a run that stopped in the middle of this file.
+DROP DATABASE IF EXISTS hopper_lease_clock WITH (FORCE);
+DROP ROLE IF EXISTS regress_lease_worker;
+CREATE DATABASE hopper_lease_clock;
+\c hopper_lease_clock
+SET client_min_messages = warning;
+CREATE EXTENSION hopper;
+SET hopper.notify = off;
+CREATE ROLE regress_lease_worker IN ROLE hopper_worker;
+
+SELECT hopper.queue_create('lc_plain'), hopper.queue_create('lc_packed'),
+       hopper.queue_create('lc_limited'), hopper.queue_create('lc_rated');
+SELECT hopper.queue_set_concurrency('lc_limited', 100, NULL);
+SELECT hopper.queue_set_rate_limit('lc_rated', 100, '1 hour');
+SELECT count(hopper.queue_push(q, '{}', kind => 'k'))
+FROM unnest(ARRAY['lc_plain', 'lc_limited', 'lc_rated']) q, generate_series(1, 5);
+SET hopper.pack_batches = on;
+SELECT count(*) FROM hopper.queue_push_batch('lc_packed', array_fill('{}'::jsonb, ARRAY[5]), kind => 'k');
+RESET hopper.pack_batches;
+SELECT count(*) AS packed_rows FROM hopper.job_batches;
+
+-- Within a day of now (a lease of '1 day'), or of 30 s (the queue's lease), and not dated ahead.
+CREATE FUNCTION pg_temp.capped(lease_until timestamptz, lease interval) RETURNS text
+LANGUAGE sql AS $$
+    SELECT CASE WHEN lease_until IS NULL THEN 'no job'
+                WHEN lease_until <= clock_timestamp() + lease THEN 'capped'
+                ELSE 'runs until ' || extract(year FROM lease_until) END
+$$;
+GRANT EXECUTE ON FUNCTION pg_temp.capped(timestamptz, interval) TO regress_lease_worker;
+
+SET ROLE regress_lease_worker;
+SELECT pg_temp.capped(lease_until, '1 day') AS plain_direct
+FROM hopper.queue_pull('lc_plain', 1, lease => '1 day', at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS plain_statement
+FROM hopper.queue_pull('lc_plain', 1, lease => '1 day', kinds => ARRAY['k'],
+                       at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '30 seconds') AS queue_lease
+FROM hopper.queue_pull('lc_plain', 1, at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS packed_direct
+FROM hopper.queue_pull('lc_packed', 1, lease => '1 day', at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS packed_statement
+FROM hopper.queue_pull('lc_packed', 1, lease => '1 day', kinds => ARRAY['k'],
+                       at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS limited_direct
+FROM hopper.queue_pull('lc_limited', 1, lease => '1 day', at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS limited_statement
+FROM hopper.queue_pull('lc_limited', 1, lease => '1 day', kinds => ARRAY['k'],
+                       at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS rated
+FROM hopper.queue_pull('lc_rated', 1, lease => '1 day', at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS complete_pull
+FROM hopper.queue_complete_pull(NULL, NULL, NULL, 'lc_plain', 1, lease => '1 day',
+                                at => now() + interval '100 years');
+SELECT pg_temp.capped(lease_until, '1 day') AS complete_many_pull
+FROM hopper.queue_complete_many_pull('{}', '{}', NULL, 'lc_packed', 1, lease => '1 day',
+                                     at => now() + interval '100 years');
+RESET ROLE;
+
+-- What the table holds agrees.
+SELECT queue, count(*) AS running, bool_and(pg_temp.capped(lease_until, '1 day') = 'capped') AS capped
+FROM hopper.jobs WHERE state = 'running' GROUP BY queue ORDER BY queue;
+
+-- A superuser's pull dated ahead leases from its `at`, so that tests can travel in time.
+SELECT lease_until >= now() + interval '1 hour' AS from_at
+FROM hopper.queue_pull('lc_limited', 1, at => now() + interval '1 hour');
+SELECT lease_until >= now() + interval '1 hour' AS from_at
+FROM hopper.queue_pull('lc_plain', 1, at => now() + interval '1 hour');
+
+\c :orig
+DROP DATABASE hopper_lease_clock WITH (FORCE);
+DROP ROLE regress_lease_worker;
