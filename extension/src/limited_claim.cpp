@@ -26,7 +26,9 @@ void release(uint32 hash) {
 }
 
 // Records the claimed jobs as in flight and lets the lock go; false (the lock kept to commit)
-// if they do not fit.
+// if they do not fit. Not called when the claim took a job its own transaction wrote (pushed,
+// retried, unpacked): the next claimer's snapshot cannot see that row at all, so it could not
+// count it as in flight; it waits for the lock until this transaction ends instead.
 bool record_and_release(uint32 hash, const std::vector<int64_t>& claimed) {
     if (!claimed.empty() && !inflight_claims::add(hash, claimed)) return false;
     release(hash);
@@ -139,8 +141,15 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
     if (!early_release) return r;
     std::vector<int64_t> claimed;
     claimed.reserve(r.rows());
-    for (uint64_t i = 0; i < r.rows(); ++i) claimed.push_back(r.get_int64(i, 1));
-    *released = record_and_release(hash, claimed);
+    bool own_rows = false;
+    for (uint64_t i = 0; i < r.rows(); ++i) {
+        claimed.push_back(r.get_int64(i, 1));
+        bool isnull;
+        Datum xmin = r.datum(i, kOriginColumn, &isnull);
+        if (!isnull && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
+            own_rows = true;
+    }
+    if (!own_rows) *released = record_and_release(hash, claimed);
     return r;
 }
 
@@ -164,7 +173,7 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
     std::vector<int64_t> ids;
     ids.reserve(claimed->rows.size());
     for (const auto& row : claimed->rows) ids.push_back(DatumGetInt64(row.values[0]));
-    *released = record_and_release(hash, ids);
+    if (!claimed->own_rows) *released = record_and_release(hash, ids);
     return claimed;
 }
 

@@ -6,8 +6,9 @@
 // cancel and rescue free a slot just by changing the row, with no counter that could drift. A
 // claim's own jobs stay invisible to others until it commits: it records them as in flight
 // (include/hopper/inflight_claims.hpp), which the next claim counts, and lets the lock go; a queue
-// with rate limits, or a claim that cannot record its jobs, holds the lock until the puller's
-// transaction ends.
+// with rate limits, a claim that cannot record its jobs, and one that took a job its own
+// transaction wrote (which the next claim could not see at all, so not count) hold the lock until
+// the puller's transaction ends.
 #pragma once
 
 #include <array>
@@ -52,10 +53,14 @@ bool held(const std::string& queue);
 // The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_TYPES).
 using ClaimArgs = std::array<spi::Arg, 9>;
 
-// The serialized claim, with the same result columns as queue_pull's own; call holding the lock.
-// With early_release it records the claimed jobs as in flight (include/hopper/inflight_claims.hpp)
-// and lets the lock go (*released), unless they do not fit; otherwise the lock is held to the end
-// of the transaction. `keys_only`: claim_direct() found that the window does not settle the pull.
+// The serialized claim, with queue_pull's result columns, then false (the packed column of the
+// pull's other statements) and, at kOriginColumn, the xmin of each job's row as claimed; call
+// holding the lock. With early_release it records the claimed jobs as in flight
+// (include/hopper/inflight_claims.hpp) and lets the lock go (*released), unless they do not fit
+// or one of them was written by this transaction (pushed, retried or unpacked in it: another
+// claimer's snapshot has no row of it to count); otherwise the lock is held to the end of the
+// transaction. `keys_only`: claim_direct() found that the window does not settle the pull.
+constexpr int kOriginColumn = 12;
 spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& args,
                   bool early_release, bool keys_only, bool* released);
 
