@@ -259,6 +259,8 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         return add(claim(limit));
     };
 
+    // Packed jobs this attempt turned into rows: its transaction holds their packed rows.
+    bool unpacked = false;
     auto enter_limited = [&] {
         limits::Entered entered;
         if (!limits::enter(conn, queue, &entered)) return false;
@@ -266,7 +268,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         early_release = entered.early_release;
         // The limited claim counts rows of hopper.jobs: packed jobs pushed before the queue had
         // limits (or while it got them) become rows first.
-        if (entered.packed) batches::unpack_queue(conn, queue);
+        if (entered.packed && batches::unpack_queue(conn, queue) > 0) unpacked = true;
         return true;
     };
 
@@ -279,6 +281,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         early_release = false;
         lock_released = false;
         unsettled = false;
+        unpacked = false;
         // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
         hint = claim_hint::begin(queue);
         resume = hint.resume;
@@ -310,6 +313,9 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         // this transaction until it ends: a waiting pull must not sleep on them, or no one else
         // could take them, and their old holder's calls would wait, for the whole wait.
         if (rescued.retried + rescued.dead > 0) return true;
+        // So are the jobs it unpacked and did not claim: until it ends they are rows no one else
+        // sees, and a cancel of one waits for it.
+        if (unpacked) return true;
         // A limited claim that keeps its queue's lock to the end of the transaction (rate
         // limits, too many jobs in flight) must not wait with it: that would hold up every other
         // pull of the queue. Nor may one whose transaction kept it from an earlier pull. One that
