@@ -4,6 +4,7 @@
 #include "hopper/direct_access.hpp"
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
+#include "hopper/notify.hpp"
 #include "hopper/queue_lock.hpp"
 #include "hopper/queue_rows.hpp"
 
@@ -138,6 +139,7 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
                               : conn.exec(window_statement(rated), args);
     if (!keys_only && !r.empty() && r.is_null(r.rows() - 1, 1))
         r = conn.exec(keys_statement(rated), args);
+    inflight_claims::claimed(queue, static_cast<int64_t>(r.rows()));
     if (!early_release) return r;
     std::vector<int64_t> claimed;
     claimed.reserve(r.rows());
@@ -170,6 +172,7 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
         *unsettled = true;
         return std::nullopt;
     }
+    inflight_claims::claimed(c.queue, static_cast<int64_t>(claimed->rows.size()));
     std::vector<int64_t> ids;
     ids.reserve(claimed->rows.size());
     for (const auto& row : claimed->rows) ids.push_back(DatumGetInt64(row.values[0]));
@@ -203,6 +206,8 @@ void refresh_limited(spi::Connection& conn, const std::string& queue) {
         "WHERE q.name = $1",
         {TEXTOID});
     conn.exec(st, {spi::arg_text(queue)});
+    // A limit raised or removed frees slots: every pull waiting on the queue looks again.
+    notify::wake_pulls_at_commit(queue, 0);
 }
 
 }  // namespace hopper::limits

@@ -90,7 +90,8 @@ spi::Statement& keys_statement(bool rated);
 // For the functions that change limits: locks the queue's row (P0002 if it does not exist), so
 // that changes to one queue's limits are serialized and the next statements see each other's.
 void lock_queue(spi::Connection& conn, const std::string& queue);
-// Recomputes hopper.queues.limited from the queue's settings, overrides and buckets.
+// Recomputes hopper.queues.limited from the queue's settings, overrides and buckets, and wakes
+// the pulls waiting on the queue when the transaction commits (a limit may have been raised).
 void refresh_limited(spi::Connection& conn, const std::string& queue);
 
 }  // namespace hopper::limits
