@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "storage/proc.h"
 #include "catalog/pg_type.h"
 #include "storage/lock.h"
 #include "utils/array.h"
@@ -72,13 +73,34 @@ void probe_row(void* arg) {
 
 }  // namespace
 
+namespace {
+
+// The queues (their hashes) whose lock the transaction lxid took, for holds_any(); an entry whose
+// hold was let go, or went with a rolled-back subtransaction, is answered by the lock manager.
+std::vector<uint32> locked;
+LocalTransactionId locked_in = InvalidLocalTransactionId;
+
+}  // namespace
+
 void lock(const std::string& queue) {
-    queue_lock::acquire(queue_lock::tag(kLockKey1, queue_lock::hash(queue)), ExclusiveLock);
+    uint32 hash = queue_lock::hash(queue);
+    queue_lock::acquire(queue_lock::tag(kLockKey1, hash), ExclusiveLock);
+    if (MyProc->lxid != locked_in) {
+        locked.clear();
+        locked_in = MyProc->lxid;
+    }
+    if (std::find(locked.begin(), locked.end(), hash) == locked.end()) locked.push_back(hash);
 }
 
-bool held(const std::string& queue) {
-    LOCKTAG tag = queue_lock::tag(kLockKey1, queue_lock::hash(queue));
-    return pg_guard([&] { return LockHeldByMe(&tag, ExclusiveLock); });
+bool holds_any() {
+    if (locked.empty() || MyProc->lxid != locked_in) return false;
+    return pg_guard([] {
+        for (uint32 hash : locked) {
+            LOCKTAG tag = queue_lock::tag(kLockKey1, hash);
+            if (LockHeldByMe(&tag, ExclusiveLock)) return true;
+        }
+        return false;
+    });
 }
 
 bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {

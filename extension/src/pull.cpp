@@ -316,11 +316,10 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         // So are the jobs it unpacked and did not claim: until it ends they are rows no one else
         // sees, and a cancel of one waits for it.
         if (unpacked) return true;
-        // A limited claim that keeps its queue's lock to the end of the transaction (rate
-        // limits, too many jobs in flight) must not wait with it: that would hold up every other
-        // pull of the queue. Nor may one whose transaction kept it from an earlier pull. One that
-        // let it go waits like any other, woken by pushes and by completions that free a slot.
-        return got > 0 || (limited && (!lock_released || limits::held(queue)));
+        // A limited claim that keeps its queue's lock to the end of the transaction does not wait
+        // with it (pull_wait.cpp). One that let it go waits like any other, woken by pushes and by
+        // whatever frees a slot.
+        return got > 0;
     };
     pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);
     conn.finish();

@@ -2,7 +2,8 @@
 # made available on its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
 # hopper.notify; so do a release, the reaper's pass when a delayed job falls due, and on a queue
 # with a concurrency limit whatever frees a slot (a completion, a cancel, a failure, a claim rolled
-# back, a limit raised or removed). A pull that
+# back, a limit raised or removed). One whose transaction holds a limited queue's lock does not
+# wait at all. A pull that
 # nobody wakes would still find the job at its once-a-second recheck, so "woken" is asserted as
 # "returned within 0.3 s of the push", five times in a row.
 use strict;
@@ -359,6 +360,39 @@ like($w->{err}, qr/canceling statement due to user request/, 'cancelled');
 		note sprintf('%s: the pull returned %s s after', $name,
 			join(', ', map { sprintf '%.3f', $_ } @took));
 	}
+}
+
+# A transaction that holds a limited queue's lock to its end (a pull from a queue with a rate
+# limit, a limit it set) does not sleep in a wait on another queue, pull or take: every pull of
+# the locked queue would wait for the whole wait. Before, it slept the 4 s.
+{
+	my $a = start_session($node, 'postgres');
+	session_query($a,
+		"SELECT hopper.queue_create('pw_rated'); SELECT hopper.queue_set_rate_limit('pw_rated', 100, '1 s'); "
+		  . "SELECT hopper.queue_push('pw_rated', '{}'); SELECT hopper.queue_create('pw_elsewhere'); "
+		  . "SELECT hopper.queue_create('pw_limits_set')");
+	my $elapsed = sub {
+		my ($sql) = @_;
+		return session_query($a,
+			"SELECT count(*), extract(epoch FROM pg_catalog.clock_timestamp() - pg_catalog.statement_timestamp()) FROM $sql"
+		);
+	};
+	for my $case (
+		[ 'a pull from a queue with a rate limit', "SELECT count(*) FROM hopper.queue_pull('pw_rated', 1)" ],
+		[ 'a limit set', "SELECT hopper.queue_set_concurrency('pw_limits_set', 5, NULL)" ])
+	{
+		my ($name, $lock) = @$case;
+		session_query($a, "BEGIN; $lock");
+		my ($n, $took) = split /\|/,
+		  $elapsed->("hopper.queue_pull('pw_elsewhere', 1, wait => '4 s')");
+		ok($took < 1, "after $name: a waiting pull on another queue returns at once")
+		  or diag "took $took s";
+		($n, $took) = split /\|/, $elapsed->("hopper.queue_take('pw_elsewhere', 1, wait => '4 s')");
+		ok($took < 1, "after $name: so does a waiting take") or diag "took $took s";
+		session_query($a, 'COMMIT');
+	}
+	$a->{in} .= "\\q\n";
+	$a->{run}->finish;
 }
 
 $node->stop;

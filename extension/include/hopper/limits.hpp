@@ -46,9 +46,9 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered);
 // pull after claim() let it go.
 void lock(const std::string& queue);
 
-// Whether this transaction still holds the queue's lock: a claim that let its own hold go may
-// run in a transaction whose earlier claim kept one to commit.
-bool held(const std::string& queue);
+// Whether this transaction holds the lock of any limited queue (its claims' or a limit
+// function's): a waiting pull or take, on whatever queue, must not sleep with it (pull_wait.hpp).
+bool holds_any();
 
 // The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_TYPES).
 using ClaimArgs = std::array<spi::Arg, 9>;
