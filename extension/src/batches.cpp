@@ -58,9 +58,12 @@ spi::Statement& insert_statement() {
     "SELECT priority, run_at, id, pg_catalog.count(*) OVER (), queue FROM ins "                \
     "ORDER BY priority, run_at, id LIMIT 1"
 
+// Rows another transaction holds are passed over, not waited for: see the header.
 spi::Statement& unpack_queue_statement() {
-    static spi::Statement st(HOPPER_UNPACK_SQL("queue = $1"), {TEXTOID}, CURSOR_OPT_GENERIC_PLAN,
-                             spi::Planning::kWalkIndexes);
+    static spi::Statement st(
+        HOPPER_UNPACK_SQL("first_id = ANY (ARRAY(SELECT s.first_id FROM hopper.job_batches s "
+                          "WHERE s.queue = $1 FOR UPDATE SKIP LOCKED))"),
+        {TEXTOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return st;
 }
 

@@ -577,4 +577,8 @@ void apply_at_commit() noexcept {
     if (shared != nullptr) committed();
 }
 
+void apply_at_rollback() noexcept {
+    if (shared != nullptr) rolled_back();
+}
+
 }  // namespace hopper::claim_hint

@@ -73,6 +73,7 @@ struct Request {
     claim_hint::Key first_passed;
     bool notify_done;
     bool took_packed;
+    bool own_rows;  // the window claimed a job written by this transaction
     int claimed;
     int capacity;
     Row* rows;  // palloc'd in the caller's memory context
@@ -373,6 +374,14 @@ void claim_found(Claimer& c) {
     Datum* v = c.locked->tts_values;
     bool* isnull = c.locked->tts_isnull;
     int32 attempt = DatumGetInt32(v[c.col[kAttempt] - 1]);
+    // A job this transaction pushed, retried or unpacked is invisible to other claimers until
+    // it commits, so they could not count it as in flight (include/hopper/limits.hpp).
+    if (r->window) {
+        bool xmin_null;
+        Datum xmin = slot_getsysattr(c.locked, MinTransactionIdAttributeNumber, &xmin_null);
+        if (!xmin_null && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
+            r->own_rows = true;
+    }
     // A row written by hand may hold any count: the statements' attempt + 1 fails on it too.
     if (attempt == PG_INT32_MAX)
         ereport(ERROR,
@@ -519,6 +528,7 @@ void claim_rows(void* arg) {
     r->unsettled = false;
     r->passed = false;
     r->took_packed = false;
+    r->own_rows = false;
     r->claimed = 0;
     c.caller = CurrentMemoryContext;
     if (!find_tables(&c.t)) return;
@@ -644,6 +654,7 @@ std::optional<Claimed> run(Request& r, const Claim& claim) {
     if (r.passed) c.first_passed = r.first_passed;
     c.notify_done = r.notify_done;
     c.took_packed = r.took_packed;
+    c.own_rows = r.own_rows;
     c.rows.assign(r.rows, r.rows + r.claimed);
     return c;
 }

@@ -4,6 +4,7 @@
 #include "hopper/claim_hint.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/reaper.hpp"
 
 namespace hopper::failed_attempt {
 
@@ -19,10 +20,14 @@ const char* settle(spi::Connection& conn, int64_t id, const std::function<spi::R
         // one is announced by the reaper when it falls due after the commit; one that falls due
         // before (a transaction that outlasts the backoff) is announced at commit, as a push
         // whose run_at has come by then: the reaper looks only at times since its last pass.
-        if (!delayed)
+        // One that falls due while the commit is under way is announced at commit through the
+        // reaper (push_wakeup.cpp), which this session must know of, as a pushing one does.
+        if (!delayed) {
             notify::queue_ready(r.get_text(0, 2));
-        else
+        } else {
+            reaper::ensure_running(conn);
             notify::queue_pushed(r.get_text(0, 2), r.get_timestamptz(0, 4), 1);
+        }
         return delayed ? "scheduled" : "available";
     }
     spi::Result d = bury();

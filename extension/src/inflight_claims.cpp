@@ -1,10 +1,13 @@
 // See include/hopper/inflight_claims.hpp.
 #include "hopper/inflight_claims.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "hopper/boundary.hpp"
+#include "hopper/claim_hint.hpp"
 
 extern "C" {
 #include "miscadmin.h"
@@ -52,6 +55,33 @@ bool callbacks_registered = false;
 // The outermost subtransaction of this transaction that pulled from a limited queue, if any.
 SubTransactionId limited_pull_since = InvalidSubTransactionId;
 
+// The jobs this transaction claimed from limited queues, per queue and subtransaction: a rollback
+// of that subtransaction (or of the transaction) frees their slots, which must wake as many
+// pulls waiting on the queue as a completion of each would.
+struct Claims {
+    std::string queue;
+    SubTransactionId subxact;
+    int64_t jobs;
+};
+std::vector<Claims> claims;
+
+// Wakes the pulls waiting for the slots of the claims made in subtransaction `since` or in those
+// it contained (assigned later ids), and forgets those claims; every claim if `since` is invalid.
+// Called once the rollback is visible: the rows are available again, and the entries of the
+// in-flight list gone.
+void wake_for_rolled_back(SubTransactionId since) noexcept {
+    if (claims.empty()) return;
+    auto undone = [&](const Claims& c) {
+        return since == InvalidSubTransactionId || c.subxact >= since;
+    };
+    if (std::none_of(claims.begin(), claims.end(), undone)) return;
+    // The hints first: a pull woken before they come down would resume past the jobs.
+    claim_hint::apply_at_rollback();
+    for (const Claims& c : claims)
+        if (undone(c)) claim_hint::wake_waiting_pulls(c.queue, c.jobs);
+    claims.erase(std::remove_if(claims.begin(), claims.end(), undone), claims.end());
+}
+
 Entry* own_entry() {
     if (shared == nullptr || MyBackendId < 1 || MyBackendId > shared->entries) return nullptr;
     return &shared->entry[MyBackendId - 1];
@@ -75,10 +105,17 @@ void on_xact(XactEvent event, void*) {
     switch (event) {
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
-        case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
         case XACT_EVENT_PREPARE:
             clear_own();
+            claims.clear();
+            limited_pull_since = InvalidSubTransactionId;
+            break;
+        case XACT_EVENT_ABORT:
+            // PostgreSQL calls it after the transaction left the proc array: its claims are
+            // undone for everyone.
+            clear_own();
+            wake_for_rolled_back(InvalidSubTransactionId);
             limited_pull_since = InvalidSubTransactionId;
             break;
         case XACT_EVENT_PRE_PREPARE: {
@@ -101,18 +138,20 @@ void on_xact(XactEvent event, void*) {
 
 // A rolled-back subtransaction's claims are undone: so are their entries, and those of the
 // subtransactions it contained (assigned later ids).
+// PostgreSQL calls it after marking the subtransaction aborted: its claims are undone for everyone.
 void on_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId, void*) {
-    if (event == SUBXACT_EVENT_ABORT_SUB && limited_pull_since >= mine)
-        limited_pull_since = InvalidSubTransactionId;
+    if (event != SUBXACT_EVENT_ABORT_SUB) return;
+    if (limited_pull_since >= mine) limited_pull_since = InvalidSubTransactionId;
     Entry* e = own_entry();
-    if (event != SUBXACT_EVENT_ABORT_SUB || e == nullptr || pg_atomic_read_u32(&e->count) == 0)
-        return;
-    SpinLockAcquire(&e->mutex);
-    uint32 n = pg_atomic_read_u32(&e->count), kept = 0;
-    for (uint32 i = 0; i < n; ++i)
-        if (e->items[i].subxact < mine) e->items[kept++] = e->items[i];
-    pg_atomic_write_u32(&e->count, kept);
-    SpinLockRelease(&e->mutex);
+    if (e != nullptr && pg_atomic_read_u32(&e->count) > 0) {
+        SpinLockAcquire(&e->mutex);
+        uint32 n = pg_atomic_read_u32(&e->count), kept = 0;
+        for (uint32 i = 0; i < n; ++i)
+            if (e->items[i].subxact < mine) e->items[kept++] = e->items[i];
+        pg_atomic_write_u32(&e->count, kept);
+        SpinLockRelease(&e->mutex);
+    }
+    wake_for_rolled_back(mine);
 }
 
 size_t segment_size(int entries) {
@@ -197,6 +236,18 @@ void mark_limited_pull() {
     register_callbacks();
     if (limited_pull_since == InvalidSubTransactionId)
         limited_pull_since = pg_guard([] { return GetCurrentSubTransactionId(); });
+}
+
+void claimed(const std::string& queue, int64_t jobs) {
+    if (jobs <= 0) return;
+    register_callbacks();
+    SubTransactionId sub = GetCurrentSubTransactionId();
+    for (Claims& c : claims)
+        if (c.subxact == sub && c.queue == queue) {
+            c.jobs += jobs;
+            return;
+        }
+    claims.push_back({queue, sub, jobs});
 }
 
 bool add(uint32 queue_hash, const std::vector<int64_t>& ids) {

@@ -5,12 +5,14 @@
 #include "hopper/direct_access.hpp"
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
+#include "hopper/notify.hpp"
 #include "hopper/queue_lock.hpp"
 #include "hopper/queue_rows.hpp"
 
 extern "C" {
 #include "miscadmin.h"
 #include "access/xact.h"
+#include "storage/proc.h"
 #include "catalog/pg_type.h"
 #include "storage/lock.h"
 #include "utils/array.h"
@@ -29,7 +31,9 @@ void release(uint32 hash) {
 }
 
 // Records the claimed jobs as in flight and lets the lock go; false (the lock kept to commit)
-// if they do not fit.
+// if they do not fit. Not called when the claim took a job its own transaction wrote (pushed,
+// retried, unpacked): the next claimer's snapshot cannot see that row at all, so it could not
+// count it as in flight; it waits for the lock until this transaction ends instead.
 bool record_and_release(uint32 hash, const std::vector<int64_t>& claimed) {
     if (!claimed.empty() && !inflight_claims::add(hash, claimed)) return false;
     release(hash);
@@ -72,13 +76,34 @@ void probe_row(void* arg) {
 
 }  // namespace
 
+namespace {
+
+// The queues (their hashes) whose lock the transaction lxid took, for holds_any(); an entry whose
+// hold was let go, or went with a rolled-back subtransaction, is answered by the lock manager.
+std::vector<uint32> locked;
+LocalTransactionId locked_in = InvalidLocalTransactionId;
+
+}  // namespace
+
 void lock(const std::string& queue) {
-    queue_lock::acquire(queue_lock::tag(kLockKey1, queue_lock::hash(queue)), ExclusiveLock);
+    uint32 hash = queue_lock::hash(queue);
+    queue_lock::acquire(queue_lock::tag(kLockKey1, hash), ExclusiveLock);
+    if (MyProc->lxid != locked_in) {
+        locked.clear();
+        locked_in = MyProc->lxid;
+    }
+    if (std::find(locked.begin(), locked.end(), hash) == locked.end()) locked.push_back(hash);
 }
 
-bool held(const std::string& queue) {
-    LOCKTAG tag = queue_lock::tag(kLockKey1, queue_lock::hash(queue));
-    return pg_guard([&] { return LockHeldByMe(&tag, ExclusiveLock); });
+bool holds_any() {
+    if (locked.empty() || MyProc->lxid != locked_in) return false;
+    return pg_guard([] {
+        for (uint32 hash : locked) {
+            LOCKTAG tag = queue_lock::tag(kLockKey1, hash);
+            if (LockHeldByMe(&tag, ExclusiveLock)) return true;
+        }
+        return false;
+    });
 }
 
 bool enter(spi::Connection& conn, const std::string& queue, Entered* entered) {
@@ -145,11 +170,19 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
                               : conn.exec(window_statement(rated), args);
     if (!keys_only && !r.empty() && r.is_null(r.rows() - 1, 1))
         r = conn.exec(keys_statement(rated), args);
+    inflight_claims::claimed(queue, static_cast<int64_t>(r.rows()));
     if (!early_release) return r;
     std::vector<int64_t> claimed;
     claimed.reserve(r.rows());
-    for (uint64_t i = 0; i < r.rows(); ++i) claimed.push_back(r.get_int64(i, 1));
-    *released = record_and_release(hash, claimed);
+    bool own_rows = false;
+    for (uint64_t i = 0; i < r.rows(); ++i) {
+        claimed.push_back(r.get_int64(i, 1));
+        bool isnull;
+        Datum xmin = r.datum(i, kOriginColumn, &isnull);
+        if (!isnull && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin)))
+            own_rows = true;
+    }
+    if (!own_rows) *released = record_and_release(hash, claimed);
     return r;
 }
 
@@ -170,10 +203,11 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
         *unsettled = true;
         return std::nullopt;
     }
+    inflight_claims::claimed(c.queue, static_cast<int64_t>(claimed->rows.size()));
     std::vector<int64_t> ids;
     ids.reserve(claimed->rows.size());
     for (const auto& row : claimed->rows) ids.push_back(DatumGetInt64(row.values[0]));
-    *released = record_and_release(hash, ids);
+    if (!claimed->own_rows) *released = record_and_release(hash, ids);
     return claimed;
 }
 
@@ -203,6 +237,8 @@ void refresh_limited(spi::Connection& conn, const std::string& queue) {
         "WHERE q.name = $1",
         {TEXTOID});
     conn.exec(st, {spi::arg_text(queue)});
+    // A limit raised or removed frees slots: every pull waiting on the queue looks again.
+    notify::wake_pulls_at_commit(queue, 0);
 }
 
 }  // namespace hopper::limits

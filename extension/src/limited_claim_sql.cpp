@@ -158,7 +158,7 @@ namespace hopper::limits {
 
 #define HOPPER_CLAIM_PICKED(spend, marker)                                                       \
     "candidates AS MATERIALIZED ("                                                               \
-    "  SELECT j.id FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) "          \
+    "  SELECT j.id, j.xmin FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) "  \
     "    AND j.state = 'available' FOR UPDATE SKIP LOCKED), "                                    \
     "claimed AS ("                                                                               \
     "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
@@ -169,12 +169,13 @@ namespace hopper::limits {
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
     "    j.run_at, j.created_at, j.priority, j.concurrency_key)" spend                           \
     "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "   \
-    "  priority FROM claimed" marker " ORDER BY priority, run_at, id"
+    "  priority, false, (SELECT c.xmin FROM candidates c WHERE c.id = claimed.id) "              \
+    "FROM claimed" marker " ORDER BY priority, run_at, id"
 
 // The window statement's answer when the window did not settle it.
-#define HOPPER_UNSETTLED                                                            \
-    " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL " \
-    "WHERE NOT (SELECT ok FROM settled)"
+#define HOPPER_UNSETTLED                                                             \
+    " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, " \
+    "  NULL, NULL WHERE NOT (SELECT ok FROM settled)"
 
 #define HOPPER_LIMITED_PARAM_OIDS HOPPER_CLAIM_PARAM_OIDS, INT8ARRAYOID, TIMESTAMPTZOID
 

@@ -263,6 +263,8 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         return add(claim(limit));
     };
 
+    // Packed jobs this attempt turned into rows: its transaction holds their packed rows.
+    bool unpacked = false;
     auto enter_limited = [&] {
         limits::Entered entered;
         if (!limits::enter(conn, queue, &entered)) return false;
@@ -270,7 +272,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         early_release = entered.early_release;
         // The limited claim counts rows of hopper.jobs: packed jobs pushed before the queue had
         // limits (or while it got them) become rows first.
-        if (entered.packed) batches::unpack_queue(conn, queue);
+        if (entered.packed && batches::unpack_queue(conn, queue) > 0) unpacked = true;
         return true;
     };
 
@@ -283,6 +285,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         early_release = false;
         lock_released = false;
         unsettled = false;
+        unpacked = false;
         // Read before the claim statement takes its snapshot: see include/hopper/claim_hint.hpp.
         hint = claim_hint::begin(queue);
         resume = hint.resume;
@@ -314,11 +317,13 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         // this transaction until it ends: a waiting pull must not sleep on them, or no one else
         // could take them, and their old holder's calls would wait, for the whole wait.
         if (rescued.retried + rescued.dead > 0) return true;
-        // A limited claim that keeps its queue's lock to the end of the transaction (rate
-        // limits, too many jobs in flight) must not wait with it: that would hold up every other
-        // pull of the queue. Nor may one whose transaction kept it from an earlier pull. One that
-        // let it go waits like any other, woken by pushes and by completions that free a slot.
-        return got > 0 || (limited && (!lock_released || limits::held(queue)));
+        // So are the jobs it unpacked and did not claim: until it ends they are rows no one else
+        // sees, and a cancel of one waits for it.
+        if (unpacked) return true;
+        // A limited claim that keeps its queue's lock to the end of the transaction does not wait
+        // with it (pull_wait.cpp). One that let it go waits like any other, woken by pushes and by
+        // whatever frees a slot.
+        return got > 0;
     };
     pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);
     conn.finish();

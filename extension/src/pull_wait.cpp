@@ -8,6 +8,7 @@
 #include "hopper/args.hpp"
 #include "hopper/boundary.hpp"
 #include "hopper/claim_hint.hpp"
+#include "hopper/limits.hpp"
 
 extern "C" {
 #include "miscadmin.h"
@@ -77,6 +78,11 @@ void wait_loop(const std::string& queue, int64_t wait_us, bool filtered,
     for (;;) {
         waiter.arm();
         if (attempt()) return;
+        // A transaction that holds a limited queue's lock (claims that keep it to commit: rate
+        // limits, too many jobs in flight, a job it made available itself; or a limit it set),
+        // by this pull or an earlier statement, must not sleep with it, whatever the queue
+        // waited on: every other pull of that queue would wait for the whole wait.
+        if (limits::holds_any()) return;
         if (filtered && waiter.woken() && !passed) {
             waiter.pass_on();
             passed = true;

@@ -10,7 +10,12 @@
 //  - at commit (the jobs are visible; nothing may raise any more) it signals one waiting pull per
 //    job, counts the relayed wake-ups in their slots and sets the reaper's latch. The reaper then
 //    notifies the queues whose counts moved (reaper_relay.cpp), so a listener can never hear of a
-//    job before it is visible.
+//    job before it is visible;
+//  - and at commit it looks again at the jobs that were not due at pre-commit: one that fell due
+//    meanwhile (a commit that waited for a synchronous standby, say) may have been passed over by
+//    the reaper, whose look at that time did not see the commit yet and whose next looks start
+//    after it. Such a queue's waiting pulls are woken and its wake-up counted for the reaper to
+//    relay, whatever hopper.notify_relay says (no NOTIFY can be sent any more).
 // A slot only passes to another queue after ten idle seconds, and the pre-commit look marks it
 // used, so a count is lost only if the commit itself takes that long (a synchronous standby that
 // does not answer, say); workers poll anyway. A prepared transaction's pushes wake nobody: no
@@ -58,9 +63,15 @@ bool pending = false;
 std::vector<Pushed> pushed_queues;
 std::vector<std::string> relayed_queues;  // decided at pre-commit, counted at commit
 std::vector<Wake> pulls_to_wake;
+// When pre-commit judged due-ness (0: it did not run); the pushes not due then are looked at
+// again at commit.
+TimestampTz judged_at = 0;
+bool not_due_at_pre_commit = false;
 
 void reset() noexcept {
     pending = false;
+    judged_at = 0;
+    not_due_at_pre_commit = false;
     pushed_queues.clear();
     relayed_queues.clear();
     pulls_to_wake.clear();
@@ -71,9 +82,13 @@ void decide_at_pre_commit() {
     // they fall due (reaper_pass.cpp); judged now, not at the push, for a transaction that stays
     // open past its jobs' run_at.
     TimestampTz now = GetCurrentTimestamp();
+    judged_at = now;
     std::optional<bool> relay;  // asked once, and only if a job is due
     for (const Pushed& p : pushed_queues) {
-        if (p.run_at > now) continue;
+        if (p.run_at > now) {
+            not_due_at_pre_commit = true;
+            continue;
+        }
         wake_pulls_at_commit(p.queue, p.jobs);
         if (!p.notify) continue;
         if (!relay) relay = guc::notify_relay && reaper::still_running();
@@ -85,6 +100,20 @@ void decide_at_pre_commit() {
 }
 
 void on_transaction_event(XactEvent event, void*);
+
+// At commit (raises nothing): the wake-ups of the jobs not due at pre-commit that are due now.
+// Whether it counted a wake-up for the reaper to relay.
+bool fell_due_during_commit() noexcept {
+    TimestampTz now = GetCurrentTimestamp();
+    bool counted = false;
+    for (const Pushed& p : pushed_queues) {
+        if (p.run_at <= judged_at || p.run_at > now) continue;
+        claim_hint::wake_waiting_pulls(p.queue, p.jobs);
+        if (p.notify && reaper::known_alive())
+            counted = claim_hint::count_wakeup(p.queue) || counted;
+    }
+    return counted;
+}
 
 // A rolled-back subtransaction's entries go; a committed one's pass to its parent.
 void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
@@ -135,6 +164,7 @@ void on_transaction_event(XactEvent event, void*) {
             bool counted = false;
             for (const std::string& queue : relayed_queues)
                 counted = claim_hint::count_wakeup(queue) || counted;
+            if (not_due_at_pre_commit) counted = fell_due_during_commit() || counted;
             if (counted) reaper::wake_known();
             reset();
             return;

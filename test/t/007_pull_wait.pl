@@ -1,7 +1,9 @@
 # queue_pull(..., wait => ...) and queue_take's: a pull that found nothing sleeps until a job is
 # made available on its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
 # hopper.notify; so do a release, the reaper's pass when a delayed job falls due, and on a queue
-# with a concurrency limit whatever frees a slot (a completion, a cancel, a failure). A pull that
+# with a concurrency limit whatever frees a slot (a completion, a cancel, a failure, a claim rolled
+# back, a limit raised or removed). One whose transaction holds a limited queue's lock does not
+# wait at all. A pull that
 # nobody wakes would still find the job at its once-a-second recheck, so "woken" is asserted as
 # "returned within 0.3 s of the push", five times in a row.
 use strict;
@@ -295,6 +297,102 @@ like($w->{err}, qr/canceling statement due to user request/, 'cancelled');
 	}
 	$_->{in} .= "\\q\n" for ($holder, $wl);
 	$_->{run}->finish for ($holder, $wl);
+}
+
+# A limited queue's slots freed otherwise: by a claim rolled back (its transaction, a savepoint, or
+# its session ended) and by a limit raised or removed. Each wakes the pull waiting for the slot
+# (before, it found the job at its next look, up to a second later): three rounds each, each
+# within 0.3 s. Every round has a queue of its own with two jobs of key k; the first is held (or
+# claimed in the transaction that rolls back) and fills the key, the second waits for the slot.
+{
+	my @cases = (
+		[ 'a rolled-back claim', 'queue_set_concurrency(:q, NULL, 1)', 'BEGIN', 'ROLLBACK' ],
+		[ 'a claim rolled back to a savepoint', 'queue_set_concurrency(:q, NULL, 1)',
+			'BEGIN; SAVEPOINT s', 'ROLLBACK TO SAVEPOINT s; COMMIT' ],
+		[ 'a claim whose session ended', 'queue_set_concurrency(:q, NULL, 1)', 'BEGIN', undef ],
+		[ 'a key limit raised', 'queue_set_concurrency(:q, NULL, 1)', '',
+			"SELECT hopper.queue_set_concurrency(:q, NULL, 2)" ],
+		[ 'a key limit removed', "queue_set_key_limit(:q, 'k', 1)", '',
+			"SELECT hopper.queue_set_key_limit(:q, 'k', NULL)" ]);
+	my $n = 0;
+	for my $case (@cases)
+	{
+		my ($name, $limit, $begin, $end) = @$case;
+		my @took;
+		for my $round (1 .. 3)
+		{
+			my $q = "'pw_freed_" . ++$n . "'";
+			my $holder = start_session($node, 'postgres');
+			my $wl = start_session($node, 'postgres');
+			(my $set = $limit) =~ s/:q/$q/g;
+			session_query($holder,
+				"SELECT hopper.queue_create($q); SELECT hopper.$set; "
+				  . "SELECT count(*) FROM hopper.queue_push_batch($q, ARRAY['{}', '{}']::jsonb[], "
+				  . "concurrency_keys => ARRAY['k', 'k'])");
+			session_query($holder, $begin) if $begin ne '';
+			session_query($holder, "SELECT id FROM hopper.queue_pull($q)");
+			(my $pull_freed = $pull) =~ s/'pw'/$q/;
+			session_send($wl, $pull_freed);
+			ok(defined waiting(1), "$name, round $round: a pull waits while its key is full");
+			my $at;
+			if (defined $end)
+			{
+				(my $sql = $end) =~ s/:q/$q/g;
+				session_query($holder, $sql);
+				$at = session_query($holder, "SELECT extract(epoch FROM pg_catalog.clock_timestamp())");
+			}
+			else
+			{
+				my $pid = session_backend_pid($holder);
+				$at = $node->safe_psql('postgres',
+					"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) "
+					  . "FROM (SELECT pg_terminate_backend($pid)) t");
+			}
+			my ($got, $returned_at) = split /\|/, session_result($wl);
+			ok(defined $got && $got ne '', "$name, round $round: the waiting pull gets a job");
+			push @took, ($returned_at // 99) - $at;
+			$holder->{in} .= "\\q\n";
+			$wl->{in} .= "\\q\n";
+			$_->{run}->finish for ($holder, $wl);
+		}
+		ok((grep { $_ < 0.3 } @took) == 3, "$name wakes the waiting pull: within 0.3 s each round")
+		  or diag "took @took";
+		note sprintf('%s: the pull returned %s s after', $name,
+			join(', ', map { sprintf '%.3f', $_ } @took));
+	}
+}
+
+# A transaction that holds a limited queue's lock to its end (a pull from a queue with a rate
+# limit, a limit it set) does not sleep in a wait on another queue, pull or take: every pull of
+# the locked queue would wait for the whole wait. Before, it slept the 4 s.
+{
+	my $a = start_session($node, 'postgres');
+	session_query($a,
+		"SELECT hopper.queue_create('pw_rated'); SELECT hopper.queue_set_rate_limit('pw_rated', 100, '1 s'); "
+		  . "SELECT hopper.queue_push('pw_rated', '{}'); SELECT hopper.queue_create('pw_elsewhere'); "
+		  . "SELECT hopper.queue_create('pw_limits_set')");
+	my $elapsed = sub {
+		my ($sql) = @_;
+		return session_query($a,
+			"SELECT count(*), extract(epoch FROM pg_catalog.clock_timestamp() - pg_catalog.statement_timestamp()) FROM $sql"
+		);
+	};
+	for my $case (
+		[ 'a pull from a queue with a rate limit', "SELECT count(*) FROM hopper.queue_pull('pw_rated', 1)" ],
+		[ 'a limit set', "SELECT hopper.queue_set_concurrency('pw_limits_set', 5, NULL)" ])
+	{
+		my ($name, $lock) = @$case;
+		session_query($a, "BEGIN; $lock");
+		my ($n, $took) = split /\|/,
+		  $elapsed->("hopper.queue_pull('pw_elsewhere', 1, wait => '4 s')");
+		ok($took < 1, "after $name: a waiting pull on another queue returns at once")
+		  or diag "took $took s";
+		($n, $took) = split /\|/, $elapsed->("hopper.queue_take('pw_elsewhere', 1, wait => '4 s')");
+		ok($took < 1, "after $name: so does a waiting take") or diag "took $took s";
+		session_query($a, 'COMMIT');
+	}
+	$a->{in} .= "\\q\n";
+	$a->{run}->finish;
 }
 
 $node->stop;

@@ -65,8 +65,11 @@ bool seen_packed(const std::string& queue);
 // `col` true. Remembers the queue for seen_packed.
 bool marks_packed(const spi::Result& r, int col, const std::string& queue);
 
-// Moves every packed job of `queue` into hopper.jobs as an available row; returns how many.
-// Waits for claims that hold one of the queue's rows.
+// Moves the packed jobs of `queue` into hopper.jobs as available rows; returns how many. Rows
+// another transaction holds (a claim taking from one, another pull's unpack) are passed over,
+// not waited for: limited pulls unpack under their queue's lock, and one waiting there for an
+// unpack whose transaction then pulled again deadlocked with it. Their jobs stay out of reach
+// until that transaction ends, as a locked job row's would.
 int64_t unpack_queue(spi::Connection& conn, const std::string& queue);
 
 // Moves the packed row that holds waiting job `id`, if any, into hopper.jobs as available rows.

@@ -114,6 +114,11 @@ ConditionVariable* waiting_pulls(const std::string& queue);
 // At commit (raises nothing): wakes up to `jobs` pulls waiting on queue; every one if jobs <= 0.
 void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept;
 
+// What a rollback (of the transaction or of a subtransaction) does to the hints, done now rather
+// than in claim_hint's own rollback callback (which then does it again, to no effect): a pull
+// woken for the jobs a rolled-back claim put back must not resume past them (raises nothing).
+void apply_at_rollback() noexcept;
+
 // The committing transaction's hint changes, applied now rather than in claim_hint's own commit
 // callback (which then finds nothing left to do). For the wake-ups at commit: PostgreSQL runs the
 // callback registered last first, and a pull woken before the hint was lowered resumed past the

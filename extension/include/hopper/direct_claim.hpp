@@ -52,7 +52,10 @@ struct Claimed {
     std::optional<claim_hint::Key> first_passed;
     bool notify_done = false;  // the queue announces finished jobs
     bool took_packed = false;  // some of the jobs came from packed rows
-    std::vector<Row> rows;     // in pull order
+    // lease_window(): some of the jobs were written by this transaction (pushed, retried,
+    // unpacked in it), so other transactions cannot see them yet
+    bool own_rows = false;
+    std::vector<Row> rows;  // in pull order
 };
 
 // What both claims are given: up to n jobs of queue due at `at`, starting at `start` in pull order

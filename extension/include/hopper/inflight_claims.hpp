@@ -14,7 +14,8 @@
 //
 // Each backend owns one entry of a dynamic shared memory segment; a transaction whose claims do
 // not fit (kMaxIds), or a backend without the segment, keeps the lock to its commit as before.
-// A rolled-back subtransaction takes its claims out. PREPARE TRANSACTION is refused after any
+// A rolled-back subtransaction takes its claims out, and a rollback wakes pulls waiting for the
+// slots it freed. PREPARE TRANSACTION is refused after any
 // pull from a limited queue: an entry cannot outlive the backend's transaction, and a lock kept
 // to commit (rate limits, claims that did not fit) would pass to the prepared transaction and
 // hold every pull of the queue until someone ends it.
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -40,6 +42,11 @@ void read(uint32 queue_hash, std::vector<int64_t>* ids);
 
 // Marks this transaction as one that pulled from a limited queue, which cannot be prepared.
 void mark_limited_pull();
+
+// Notes that this transaction (in its current subtransaction) claimed `jobs` jobs of limited
+// `queue`, whether or not they are recorded in flight: if that rolls back, their slots are free
+// again and as many pulls waiting on the queue are woken (pull_wait.hpp).
+void claimed(const std::string& queue, int64_t jobs);
 
 // Records the jobs this transaction claimed; false (nothing recorded) if there is no room.
 bool add(uint32 queue_hash, const std::vector<int64_t>& ids);

@@ -6,8 +6,9 @@
 // cancel and rescue free a slot just by changing the row, with no counter that could drift. A
 // claim's own jobs stay invisible to others until it commits: it records them as in flight
 // (include/hopper/inflight_claims.hpp), which the next claim counts, and lets the lock go; a queue
-// with rate limits, or a claim that cannot record its jobs, holds the lock until the puller's
-// transaction ends.
+// with rate limits, a claim that cannot record its jobs, and one that took a job its own
+// transaction wrote (which the next claim could not see at all, so not count) hold the lock until
+// the puller's transaction ends.
 #pragma once
 
 #include <array>
@@ -45,17 +46,21 @@ bool enter(spi::Connection& conn, const std::string& queue, Entered* entered);
 // pull after claim() let it go.
 void lock(const std::string& queue);
 
-// Whether this transaction still holds the queue's lock: a claim that let its own hold go may
-// run in a transaction whose earlier claim kept one to commit.
-bool held(const std::string& queue);
+// Whether this transaction holds the lock of any limited queue (its claims' or a limit
+// function's): a waiting pull or take, on whatever queue, must not sleep with it (pull_wait.hpp).
+bool holds_any();
 
 // The claim statement's first nine parameters (HOPPER_CLAIM_PARAM_OIDS).
 using ClaimArgs = std::array<spi::Arg, 9>;
 
-// The serialized claim, with the same result columns as queue_pull's own; call holding the lock.
-// With early_release it records the claimed jobs as in flight (include/hopper/inflight_claims.hpp)
-// and lets the lock go (*released), unless they do not fit; otherwise the lock is held to the end
-// of the transaction. `keys_only`: claim_direct() found that the window does not settle the pull.
+// The serialized claim, with queue_pull's result columns, then false (the packed column of the
+// pull's other statements) and, at kOriginColumn, the xmin of each job's row as claimed; call
+// holding the lock. With early_release it records the claimed jobs as in flight
+// (include/hopper/inflight_claims.hpp) and lets the lock go (*released), unless they do not fit
+// or one of them was written by this transaction (pushed, retried or unpacked in it: another
+// claimer's snapshot has no row of it to count); otherwise the lock is held to the end of the
+// transaction. `keys_only`: claim_direct() found that the window does not settle the pull.
+constexpr int kOriginColumn = 12;
 spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& args,
                   bool early_release, bool keys_only, bool* released);
 
@@ -85,7 +90,8 @@ spi::Statement& keys_statement(bool rated);
 // For the functions that change limits: locks the queue's row (P0002 if it does not exist), so
 // that changes to one queue's limits are serialized and the next statements see each other's.
 void lock_queue(spi::Connection& conn, const std::string& queue);
-// Recomputes hopper.queues.limited from the queue's settings, overrides and buckets.
+// Recomputes hopper.queues.limited from the queue's settings, overrides and buckets, and wakes
+// the pulls waiting on the queue when the transaction commits (a limit may have been raised).
 void refresh_limited(spi::Connection& conn, const std::string& queue);
 
 }  // namespace hopper::limits

@@ -35,7 +35,9 @@ void tell_listeners(const std::string& queue);
 // commit, and only if one is due then (the reaper announces the others when they fall due): the
 // commit wakes one waiting pull per job, and the NOTIFY is relayed by this database's reaper with
 // hopper.notify_relay on if one is known to run (the commit sets its latch and takes no NOTIFY
-// lock), else sent directly. No NOTIFY when hopper.notify is off.
+// lock), else sent directly. One that falls due while the commit is under way is announced once
+// it is done (waiting pulls, and the NOTIFY relayed by a reaper known to run): the reaper may
+// have looked for it before the commit was visible. No NOTIFY when hopper.notify is off.
 void queue_pushed(const std::string& queue, TimestampTz run_at, int64_t jobs);
 
 // Wakes up to `jobs` pulls waiting on queue (every one if jobs <= 0) when the transaction commits.

@@ -30,8 +30,9 @@ namespace hopper::pull_wait {
 int64_t wait_us(FunctionCallInfo fcinfo, int n, const char* function);
 
 // With wait_us > 0: runs attempt until it returns true (it claimed jobs, or its queue may not
-// wait) or the wait runs out, sleeping between attempts until the queue is woken. `filtered`: the
-// pull takes only some kinds, so a wake-up it cannot use is passed on.
+// wait) or the wait runs out, sleeping between attempts until the queue is woken. It never
+// sleeps while the transaction holds a limited queue's lock (limits::holds_any()): it returns.
+// `filtered`: the pull takes only some kinds, so a wake-up it cannot use is passed on.
 void wait_loop(const std::string& queue, int64_t wait_us, bool filtered,
                const std::function<bool()>& attempt);
 
