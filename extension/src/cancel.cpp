@@ -26,7 +26,7 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, g.last_error, g.errors, g.progress_detail, g.payload, 'cancelled', "
         "pg_catalog.now(), NULL FROM gone g WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
-        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", g.state = 'running' AND "
+        "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", g.state OPERATOR(pg_catalog.=) 'running' AND "
         HOPPER_QUEUE_LIMITED("g") " FROM gone g",
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
@@ -55,7 +55,8 @@ HOPPER_FUNCTION(hopper_queue_retry) {
     // Back to the hot table as a fresh job: attempts start over, errors are kept for the record.
     static spi::Statement st(
         "WITH back AS (DELETE FROM hopper.job_history WHERE id = $1 "
-        "  AND state IN ('dead', 'cancelled') RETURNING *) "
+        "  AND state OPERATOR(pg_catalog.=) ANY ('{dead,cancelled}'::hopper.job_state[]) "
+        "    RETURNING *) "
         "INSERT INTO hopper.jobs (id, queue, state, priority, run_at, attempt, max_attempts, "
         "  created_at, kind, dedup_key, concurrency_key, last_error, errors, payload) "
         "SELECT id, queue, 'available', priority, pg_catalog.now(), 0, max_attempts, created_at, "
@@ -67,7 +68,8 @@ HOPPER_FUNCTION(hopper_queue_retry) {
     // The job goes back into its queue as a push would: under the queue's lock (queues::hold),
     // and only while the queue exists.
     static spi::Statement queue_of(
-        "SELECT queue, dedup_key, state IN ('dead', 'cancelled') FROM hopper.job_history "
+        "SELECT queue, dedup_key, state OPERATOR(pg_catalog.=) "
+        "  ANY ('{dead,cancelled}'::hopper.job_state[]) FROM hopper.job_history "
         "WHERE id = $1",
         {INT8OID}, spi::Planning::kWalkIndexes);
     // Its dedup key may have gone to a job pushed since: two unfinished jobs never share one.

@@ -35,8 +35,8 @@ HOPPER_FUNCTION(hopper_queue_complete) {
     // The fencing check is the WHERE clause: only the current lease's token matches.
     static spi::Statement st(
         "WITH done AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
-        "  AND state = 'running' RETURNING *), "
-        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
+        "  AND state OPERATOR(pg_catalog.=) 'running' "
+        "    RETURNING *), kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
         "pg_catalog.now(), $3 FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
         "SELECT d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") ", " HOPPER_QUEUE_LIMITED("d") " FROM done d",

@@ -142,9 +142,10 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
     "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[]), "     \
     "                  pg_catalog.unnest($3::jsonb[])) AS u(id, token, result), "              \
     "  LATERAL (SELECT 1 FROM hopper.jobs jj WHERE jj.id = u.id AND jj.lease_token = u.token " \
-    "           AND jj.state = 'running' OFFSET 0) x ORDER BY u.id), "                         \
+    "           AND jj.state OPERATOR(pg_catalog.=) 'running' OFFSET 0) x ORDER BY u.id), "    \
     "done AS (DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM held)) "        \
-    "  AND j.lease_token = ANY (ARRAY(SELECT token FROM held)) AND j.state = 'running' "       \
+    "  AND j.lease_token = ANY (ARRAY(SELECT token FROM held)) "                               \
+    "    AND j.state OPERATOR(pg_catalog.=) 'running' "                                        \
     "  RETURNING j.*), "
     static spi::Statement without_results(
         HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")

@@ -27,16 +27,16 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "  lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
         "  session_bound = false, last_error = $3, "
         "  errors = " HOPPER_ERRORS_APPEND("j", "$3", "pg_catalog.now()") " "
-        "FROM hopper.queues q "
-        "WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' AND q.name = j.queue "
+        "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 "
+        "  AND j.state OPERATOR(pg_catalog.=) 'running' AND q.name = j.queue "
         "  AND NOT $5 AND j.attempt < j.max_attempts "
         "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at, q.limited",
         {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID}, spi::Planning::kWalkIndexes);
     // Dead: to history, with the error.
     static spi::Statement bury(
         "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
-        "  AND state = 'running' RETURNING *), "
-        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
+        "  AND state OPERATOR(pg_catalog.=) 'running' "
+        "    RETURNING *), kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, $3, " HOPPER_ERRORS_APPEND("g", "$3", "pg_catalog.now()")
         ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "

@@ -37,7 +37,7 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
     // attempt leaves it: attempt counted, this worker recorded.
     static spi::Statement retry(
         "WITH f AS (SELECT j.id, j.queue, j.attempt + 1 AS attempt, j.max_attempts, j.errors, "
-        "    $5::text AS worker FROM hopper.jobs j WHERE j.id = $1 AND j.state = 'available' "
+        "    $5::text AS worker FROM hopper.jobs j WHERE j.id = $1 AND j.state OPERATOR(pg_catalog.=) 'available' "
         "    FOR UPDATE OF j) "
         "UPDATE hopper.jobs j SET attempt = f.attempt, worker = f.worker, "
         "  run_at = pg_catalog.now() + COALESCE($3, " HOPPER_BACKOFF("f", "q") "), "
@@ -48,7 +48,7 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID}, spi::Planning::kWalkIndexes);
     // Dead: to history with the error, as the attempt that failed (started when it was taken).
     static spi::Statement bury(
-        "WITH g AS (DELETE FROM hopper.jobs WHERE id = $1 AND state = 'available' "
+        "WITH g AS (DELETE FROM hopper.jobs WHERE id = $1 AND state OPERATOR(pg_catalog.=) 'available' "
         "  RETURNING id, queue, priority, run_at, attempt + 1 AS attempt, max_attempts, created_at, "
         "    pg_catalog.now() AS started_at, kind, $3::text AS worker, dedup_key, concurrency_key, "
         "    progress, errors, progress_detail, payload), "

@@ -36,8 +36,9 @@ HOPPER_FUNCTION(hopper_queue_heartbeat) {
     static spi::Statement st(
         "UPDATE hopper.jobs j SET lease_until = "
         "  GREATEST(j.lease_until, pg_catalog.now() + COALESCE($3, q.lease)) "
-        "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running' "
-        "AND q.name = j.queue RETURNING j.id",
+        "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 "
+        "  AND j.state OPERATOR(pg_catalog.=) 'running' AND q.name = j.queue "
+        "    RETURNING j.id",
         {INT8OID, INT8OID, INTERVALOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     bool held = !conn.exec(st, {spi::arg(id), spi::arg(token),
@@ -60,7 +61,8 @@ HOPPER_FUNCTION(hopper_queue_progress) {
     bool detail_null = args::is_null(fcinfo, 3);
     static spi::Statement st(
         "UPDATE hopper.jobs SET progress = $3, progress_detail = COALESCE($4, progress_detail) "
-        "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING id",
+        "  WHERE id = $1 AND lease_token = $2 AND state OPERATOR(pg_catalog.=) 'running' "
+        "    RETURNING id",
         {INT8OID, INT8OID, FLOAT4OID, JSONBOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     bool held =
@@ -79,8 +81,9 @@ HOPPER_FUNCTION(hopper_queue_release) {
     static spi::Statement st(
         "UPDATE hopper.jobs SET state = 'available', attempt = attempt - 1, "
         "run_at = pg_catalog.now(), lease_token = NULL, lease_until = NULL, claimed_pid = NULL, "
-        "claimed_backend_start = NULL, session_bound = false "
-        "WHERE id = $1 AND lease_token = $2 AND state = 'running' RETURNING queue, priority, "
+        "claimed_backend_start = NULL, session_bound = false WHERE id = $1 AND lease_token = $2 "
+        "  AND state OPERATOR(pg_catalog.=) 'running' "
+        "    RETURNING queue, priority, "
         "run_at",
         {INT8OID, INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;

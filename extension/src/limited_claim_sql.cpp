@@ -44,23 +44,23 @@ namespace hopper::limits {
 // The queue's settings, its running jobs per key (the committed ones and those in flight: a job
 // in $10 that this snapshot still shows available), and the pull's budget: n, the queue's free
 // slots and (queue_tokens) its tokens.
-#define HOPPER_LIMITED_HEAD(buckets_cte, queue_tokens)                              \
-    "WITH RECURSIVE q AS MATERIALIZED ("                                            \
-    "  SELECT lease, max_running, key_max_running, key_max_claims, key_claims_per " \
-    "  FROM hopper.queues "                                                         \
-    "  WHERE name = $1 AND NOT paused), "                                           \
-    "running AS MATERIALIZED ("                                                     \
-    "  SELECT key, pg_catalog.count(*) AS n FROM ("                                 \
-    "    SELECT concurrency_key AS key FROM hopper.jobs "                           \
-    "    WHERE queue = $1 AND lease_until IS NOT NULL AND state = 'running' "       \
-    "    UNION ALL "                                                                \
-    "    SELECT concurrency_key FROM hopper.jobs "                                  \
-    "    WHERE id = ANY ($10) AND queue = $1 AND state = 'available') r "           \
-    "  GROUP BY key), " buckets_cte                                                 \
-    "budget AS MATERIALIZED ("                                                      \
-    "  SELECT GREATEST(0, LEAST($3, q.max_running - "                               \
-    "    (SELECT COALESCE(pg_catalog.sum(n), 0) FROM running)" queue_tokens         \
-    "))::bigint "                                                                   \
+#define HOPPER_LIMITED_HEAD(buckets_cte, queue_tokens)                                             \
+    "WITH RECURSIVE q AS MATERIALIZED ("                                                           \
+    "  SELECT lease, max_running, key_max_running, key_max_claims, key_claims_per "                \
+    "  FROM hopper.queues "                                                                        \
+    "  WHERE name = $1 AND NOT paused), "                                                          \
+    "running AS MATERIALIZED ("                                                                    \
+    "  SELECT key, pg_catalog.count(*) AS n FROM ("                                                \
+    "    SELECT concurrency_key AS key FROM hopper.jobs "                                          \
+    "    WHERE queue = $1 AND lease_until IS NOT NULL AND state OPERATOR(pg_catalog.=) 'running' " \
+    "    UNION ALL "                                                                               \
+    "    SELECT concurrency_key FROM hopper.jobs "                                                 \
+    "    WHERE id = ANY ($10) AND queue = $1 AND state OPERATOR(pg_catalog.=) 'available') r "     \
+    "  GROUP BY key), " buckets_cte                                                                \
+    "budget AS MATERIALIZED ("                                                                     \
+    "  SELECT GREATEST(0, LEAST($3, q.max_running - "                                              \
+    "    (SELECT COALESCE(pg_catalog.sum(n), 0) FROM running)" queue_tokens                        \
+    "))::bigint "                                                                                  \
     "  AS n FROM q), "
 #define HOPPER_QUEUE_TOKENS ", (SELECT avail FROM buckets WHERE key IS NULL)"
 
@@ -84,7 +84,7 @@ namespace hopper::limits {
 #define HOPPER_WINDOW_PICK(key_free, key_joins)                                          \
     "win AS MATERIALIZED ("                                                              \
     "  SELECT id, priority, run_at, concurrency_key AS key FROM hopper.jobs "            \
-    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 "                       \
+    "  WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' AND run_at <= $2 "  \
     "    AND ($5::text[] IS NULL OR kind = ANY ($5)) AND id <> ALL ($10) "               \
     "    AND (SELECT n FROM budget) > 0 "                                                \
     "  ORDER BY priority, run_at, id LIMIT " HOPPER_WINDOW                               \
@@ -111,11 +111,13 @@ namespace hopper::limits {
 #define HOPPER_KEYS_PICK(key_free, key_joins)                                                   \
     "keys(key) AS ("                                                                            \
     "  (SELECT concurrency_key FROM hopper.jobs "                                               \
-    "   WHERE queue = $1 AND state = 'available' AND concurrency_key IS NOT NULL "              \
+    "   WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' "                         \
+    "     AND concurrency_key IS NOT NULL "                                                     \
     "   ORDER BY concurrency_key LIMIT 1) "                                                     \
     "  UNION ALL "                                                                              \
     "  SELECT (SELECT j.concurrency_key FROM hopper.jobs j "                                    \
-    "          WHERE j.queue = $1 AND j.state = 'available' AND j.concurrency_key IS NOT NULL " \
+    "          WHERE j.queue = $1 AND j.state OPERATOR(pg_catalog.=) 'available' "              \
+    "            AND j.concurrency_key IS NOT NULL "                                            \
     "            AND j.concurrency_key > k.key ORDER BY j.concurrency_key LIMIT 1) "            \
     "  FROM keys k WHERE k.key IS NOT NULL), "                                                  \
     "free AS MATERIALIZED ("                                                                    \
@@ -125,13 +127,15 @@ namespace hopper::limits {
     "  SELECT c.id FROM ("                                                                      \
     "    SELECT j.id, j.priority, j.run_at FROM free f CROSS JOIN LATERAL ("                    \
     "      SELECT id, priority, run_at FROM hopper.jobs "                                       \
-    "      WHERE queue = $1 AND state = 'available' AND concurrency_key = f.key "               \
+    "      WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' "                      \
+    "        AND concurrency_key = f.key "                                                      \
     "        AND run_at <= $2 AND ($5::text[] IS NULL OR kind = ANY ($5)) AND id <> ALL ($10) " \
     "      ORDER BY priority, run_at, id LIMIT f.n) j "                                         \
     "    WHERE f.n > 0 "                                                                        \
     "    UNION ALL "                                                                            \
     "    (SELECT id, priority, run_at FROM hopper.jobs "                                        \
-    "     WHERE queue = $1 AND state = 'available' AND concurrency_key IS NULL "                \
+    "     WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' "                       \
+    "       AND concurrency_key IS NULL "                                                       \
     "       AND run_at <= $2 AND ($5::text[] IS NULL OR kind = ANY ($5)) AND id <> ALL ($10) "  \
     "     ORDER BY priority, run_at, id LIMIT COALESCE((SELECT n FROM budget), 0))) c "         \
     "  ORDER BY c.priority, c.run_at, c.id LIMIT COALESCE((SELECT n FROM budget), 0)), "
@@ -159,7 +163,7 @@ namespace hopper::limits {
 #define HOPPER_CLAIM_PICKED(spend, marker)                                                       \
     "candidates AS MATERIALIZED ("                                                               \
     "  SELECT j.id, j.xmin FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) "  \
-    "    AND j.state = 'available' FOR UPDATE SKIP LOCKED), "                                    \
+    "    AND j.state OPERATOR(pg_catalog.=) 'available' FOR UPDATE SKIP LOCKED), "               \
     "claimed AS ("                                                                               \
     "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
     "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \

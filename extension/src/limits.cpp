@@ -90,7 +90,7 @@ HOPPER_FUNCTION(hopper_queue_limits) {
     static spi::Statement st(
         "WITH q AS (SELECT * FROM hopper.queues WHERE name = $1), "
         "running AS (SELECT concurrency_key AS key, pg_catalog.count(*) AS n FROM hopper.jobs "
-        "  WHERE queue = $1 AND lease_until IS NOT NULL AND state = 'running' "
+        "  WHERE queue = $1 AND lease_until IS NOT NULL AND state OPERATOR(pg_catalog.=) 'running' "
         "  GROUP BY concurrency_key), "
         "buckets AS (SELECT b.concurrency_key AS key, b.max_claims, b.period, "
         "  LEAST(b.max_claims::float8, b.tokens + b.max_claims::float8 * GREATEST(0::float8, "

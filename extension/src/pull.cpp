@@ -30,7 +30,8 @@ namespace {
     "paused), "                                                                            \
     "candidates AS MATERIALIZED ("                                                         \
     "  SELECT id, priority, run_at FROM hopper.jobs "                                      \
-    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition        \
+    "  WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' "                     \
+    "    AND run_at <= $2 " resume_condition                                               \
     "    AND ($5::text[] IS NULL OR kind = ANY ($5)) "                                     \
     "    AND EXISTS (SELECT 1 FROM q WHERE " gate                                          \
     ") "                                                                                   \

@@ -187,8 +187,9 @@ HOPPER_FUNCTION(hopper_queue_purge) {
     queues::lock_deletes(queue);
     queues::require(conn, queue);
     // Running jobs are left to finish: their workers hold leases on them.
-    static spi::Statement st("DELETE FROM hopper.jobs WHERE queue = $1 AND state = 'available'",
-                             {TEXTOID});
+    static spi::Statement st(
+        "DELETE FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available'",
+        {TEXTOID});
     // A packed row holds only waiting jobs, those past its taken ones: counted on the version the
     // delete removes, so that jobs a claim took from its front meanwhile are not counted.
     // Packed rows go first: an unpack that holds one of them is waited for, and its jobs are in

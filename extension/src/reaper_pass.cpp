@@ -58,8 +58,8 @@ uint64_t in_batches(int64_t batch, Step&& step) {
 bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz since,
                 TimestampTz until) {
     static spi::Statement st(
-        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' "
-        "AND run_at > created_at AND run_at > $2 AND run_at <= $3 LIMIT 1",
+        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' "
+        "  AND run_at > created_at AND run_at > $2 AND run_at <= $3 LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN,
         spi::Planning::kWalkIndexes);
     return !conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(since)),
@@ -72,7 +72,8 @@ bool became_due(spi::Connection& conn, const std::string& queue, TimestampTz sin
 // jobs_pull_idx to the first due job (without the ORDER BY a plan may read the whole table).
 bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until) {
     static spi::Statement st(
-        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'available' AND run_at <= $2 "
+        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' "
+        "  AND run_at <= $2 "
         "ORDER BY priority, run_at, id LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     // Packed rows hold only waiting jobs; the row first in pull order answers for its queue.

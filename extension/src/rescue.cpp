@@ -18,7 +18,8 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     // A cheap probe first: on the hot path there is usually nothing to rescue. Every pull that
     // comes back short asks it, so its plan (jobs_lease_idx on both columns) is made once.
     static spi::Statement probe(
-        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state = 'running' AND lease_until < $2 "
+        "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'running' "
+        "  AND lease_until < $2 "
         "LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     if (conn.exec(probe, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at))}).empty())
@@ -28,7 +29,7 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     // exhausted ones to history as dead, put the others back.
     static spi::Statement st(
         "WITH expired AS MATERIALIZED ("
-        "  SELECT id FROM hopper.jobs WHERE queue = $1 AND state = 'running' AND lease_until < $2 "
+        "  SELECT id FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'running' AND lease_until < $2 "
         "  ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED), "
         "q AS (SELECT * FROM hopper.queues WHERE name = $1), "
         "gone AS ("
@@ -79,7 +80,8 @@ Counts for_short_claim(spi::Connection& conn, const std::string& queue, Timestam
 }
 
 Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
-#define HOPPER_GONE_ERROR(alias) "'worker backend gone (pid ' || " alias ".claimed_pid || ')'"
+#define HOPPER_GONE_ERROR(alias) \
+    "'worker backend gone (pid ' || " alias ".claimed_pid::pg_catalog.text || ')'"
     // The live set is read after the statement's snapshot is taken, so a claimer whose claim we
     // see and who is missing from it has really exited. (A backend whose start time this role may
     // not see counts as alive: better late than a job taken from a live worker.) Candidates are
@@ -91,14 +93,14 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "  WHERE a.pid IS NOT NULL), "
         "candidates AS MATERIALIZED ("
         "  SELECT j.id, j.lease_token FROM hopper.jobs j "
-        "  WHERE j.state = 'running' AND j.lease_until IS NOT NULL AND j.session_bound AND NOT EXISTS ("
+        "  WHERE j.state OPERATOR(pg_catalog.=) 'running' AND j.lease_until IS NOT NULL AND j.session_bound AND NOT EXISTS ("
         "    SELECT 1 FROM live l WHERE l.pid = j.claimed_pid "
         "      AND (l.backend_start = j.claimed_backend_start OR l.backend_start IS NULL)) "
         "  ORDER BY j.id LIMIT $2), "
         "orphans AS MATERIALIZED ("
         "  SELECT j.id FROM hopper.jobs j JOIN candidates c "
         "    ON c.id = j.id AND c.lease_token = j.lease_token "
-        "  WHERE j.state = 'running' FOR UPDATE OF j SKIP LOCKED), "
+        "  WHERE j.state OPERATOR(pg_catalog.=) 'running' FOR UPDATE OF j SKIP LOCKED), "
         "gone AS ("
         "  DELETE FROM hopper.jobs j USING orphans o WHERE j.id = o.id AND j.attempt >= j.max_attempts "
         "  RETURNING j.*), "

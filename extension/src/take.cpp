@@ -39,7 +39,7 @@ namespace {
     "  FROM hopper.queues WHERE name = $1 AND NOT paused), "                                       \
     "candidates AS MATERIALIZED ("                                                                 \
     "  SELECT id, priority, run_at FROM hopper.jobs "                                              \
-    "  WHERE queue = $1 AND state = 'available' AND run_at <= $2 " resume_condition                \
+    "  WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'available' AND run_at <= $2 " resume_condition                \
     "    AND ($4::text[] IS NULL OR kind = ANY ($4)) "                                             \
     "    AND EXISTS (SELECT 1 FROM q WHERE " gate ") "                                             \
     "  ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED), "

@@ -1,5 +1,9 @@
 // SQL fragments shared by several statements. Every name is schema-qualified so the caller's
-// search_path cannot redirect it; values are always bound parameters.
+// search_path cannot redirect it; values are always bound parameters. So are operators whose
+// operands have no operator of their exact types in pg_catalog (hopper.job_state has only
+// =(anyenum, anyenum) there): an exact-type operator planted in a schema on the caller's path
+// would win over it, pg_catalog first or not, and run as whoever calls hopper. Hence
+// `state OPERATOR(pg_catalog.=) 'running'`, and integers cast to text before a ||.
 #pragma once
 
 // The columns a finished job carries from hopper.jobs into hopper.job_history, in history order
@@ -46,8 +50,9 @@
 // A live job's state as the functions report it: an available job whose run_at is still ahead
 // is scheduled (job_status, queue_jobs, queue_retry's refusal). Columns of hopper.jobs,
 // unqualified.
-#define HOPPER_REPORTED_STATE                                                       \
-    "CASE WHEN state = 'available' AND run_at > pg_catalog.now() THEN 'scheduled' " \
+#define HOPPER_REPORTED_STATE                                                           \
+    "CASE WHEN state OPERATOR(pg_catalog.=) 'available' AND run_at > pg_catalog.now() " \
+    "  THEN 'scheduled' "                                                               \
     "ELSE state::text END"
 
 // jobs.errors with one entry appended, keeping the newest 20: {attempt, at, error, worker}. A
