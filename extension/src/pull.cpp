@@ -155,6 +155,13 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     bool unsettled = false;      // the direct window claim left the pull to the keys statement
     bool packed = batches::seen_packed(queue);
     bool resume = false;
+    // A limited claim that kept the queue's lock (it took a job its own transaction wrote, or
+    // more jobs than the in-flight list holds) keeps it to commit: the other pulls cannot count
+    // those jobs otherwise. A later claim of this pull (a top-up after a rescue) must not let it
+    // go with its own jobs, which it would, the lock being taken once for both.
+    auto keep_lock_if_kept = [&] {
+        if (early_release && !lock_released) early_release = false;
+    };
     auto claim = [&](int64_t limit) {
         spi::Arg queue_arg = spi::arg_text(queue);
         spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
@@ -172,11 +179,13 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             }
             bool keys_only = unsettled;
             unsettled = false;
-            return limits::claim(
-                conn, queue,
-                {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
-                 spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)},
-                early_release, keys_only, &lock_released);
+            spi::Result r =
+                limits::claim(conn, queue,
+                              {queue_arg, at_arg, spi::arg(limit), lease_arg, kinds_arg, worker_arg,
+                               spi::arg_int4(MyProcPid), start_arg, spi::arg_bool(session_bound)},
+                              early_release, keys_only, &lock_released);
+            keep_lock_if_kept();
+            return r;
         }
         spi::Arg lease_at_arg = spi::arg_datum(TimestampTzGetDatum(args::lease_clock(at)));
         if (resume)
@@ -236,6 +245,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             auto c = limits::claim_direct({queue, limit, at, resume ? &hint.key : nullptr, worker},
                                           lease, session_bound, &lock_released, &unsettled);
             if (!c) return std::nullopt;
+            keep_lock_if_kept();
             took_packed = false;
             for (auto& row : c->rows) out.add_values(row.values, row.nulls);
             // No job waits before the first one passed over for its full key, nor before the
