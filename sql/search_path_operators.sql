@@ -1,42 +1,48 @@
 -- Operators planted on the caller's search_path: PostgreSQL has no =(hopper.job_state, ...) of its
--- own (only =(anyenum, anyenum)), so an exact-type operator in a schema on the path wins over it,
--- even with pg_catalog searched first. Any role that can create in public could then run code as
--- whoever calls hopper next, a superuser included. hopper's SQL names the operator it means; here
--- every planted operator records a call, and the whole API runs without one.
+-- own (only =(anyenum, anyenum)), nor -(integer, numeric), so an exact-type operator in a schema on
+-- the path wins over it, even with pg_catalog searched first. Any role that can create in public
+-- could then run code as whoever calls hopper next, a superuser included. hopper's SQL names the
+-- operator it means, or casts to types pg_catalog has one for; here every planted operator records
+-- a call, and the whole API runs without one.
 \set own_db hopper_regress_operators
 \i sql/include/own_database.sql
 SET hopper.notify = off;
 \i sql/include/try.sql
 
-CREATE TABLE public.planted_calls (op text NOT NULL);
-CREATE FUNCTION public.planted_eq(a hopper.job_state, b hopper.job_state) RETURNS boolean
-LANGUAGE plpgsql AS $$
+-- Every operator PostgreSQL lacks for these pairs of types is planted in public: each call bumps
+-- public.planted_calls (a sequence, so that a call inside a statement that then fails counts too).
+CREATE SEQUENCE public.planted_calls;
+DO $plant$
+DECLARE
+    types text[] := ARRAY['smallint', 'integer', 'bigint', 'numeric', 'real', 'double precision',
+        'timestamptz', 'timestamp', 'date', 'interval', 'text', 'jsonb', 'boolean', 'bigint[]',
+        'text[]', 'hopper.job_state', 'oid', 'name', 'character varying'];
+    ops text[] := ARRAY['+', '-', '*', '/', '<', '>', '<=', '>=', '=', '<>', '||', '@>', '<@', '&&'];
+    l text; r text; o text; n integer := 0;
 BEGIN
-    INSERT INTO public.planted_calls VALUES ('=');
-    RETURN a::text = b::text;
-END $$;
-CREATE FUNCTION public.planted_ne(a hopper.job_state, b hopper.job_state) RETURNS boolean
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO public.planted_calls VALUES ('<>');
-    RETURN a::text <> b::text;
-END $$;
-CREATE FUNCTION public.planted_cat(a text, b integer) RETURNS text
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO public.planted_calls VALUES ('||');
-    RETURN a || b::text;
-END $$;
-CREATE OPERATOR public.= (LEFTARG = hopper.job_state, RIGHTARG = hopper.job_state,
-    FUNCTION = public.planted_eq, COMMUTATOR = =, NEGATOR = <>);
-CREATE OPERATOR public.<> (LEFTARG = hopper.job_state, RIGHTARG = hopper.job_state,
-    FUNCTION = public.planted_ne, COMMUTATOR = <>, NEGATOR = =);
-CREATE OPERATOR public.|| (LEFTARG = text, RIGHTARG = integer, FUNCTION = public.planted_cat);
+    FOREACH l IN ARRAY types LOOP
+        FOREACH r IN ARRAY types LOOP
+            FOREACH o IN ARRAY ops LOOP
+                CONTINUE WHEN EXISTS (SELECT 1 FROM pg_operator
+                    WHERE oprname = o AND oprleft = l::regtype AND oprright = r::regtype
+                      AND oprnamespace = 'pg_catalog'::regnamespace);
+                n := n + 1;
+                EXECUTE format('CREATE FUNCTION public.planted_%s(%s, %s) RETURNS boolean '
+                    'LANGUAGE sql AS $f$ SELECT pg_catalog.nextval(''public.planted_calls'') IS NULL $f$',
+                    n, l, r);
+                EXECUTE format('CREATE OPERATOR public.%s (LEFTARG = %s, RIGHTARG = %s, '
+                    'FUNCTION = public.planted_%s)', o, l, r, n);
+            END LOOP;
+        END LOOP;
+    END LOOP;
+END
+$plant$;
+SELECT count(*) > 1000 AS planted FROM pg_operator WHERE oprnamespace = 'public'::regnamespace;
 SHOW search_path;
--- The planted operators are live: an unqualified comparison calls them.
-SELECT 'available'::hopper.job_state = 'available' AS planted_works;
-SELECT count(*) AS planted_calls FROM public.planted_calls;
-TRUNCATE public.planted_calls;
+-- The planted operators are live: unqualified, they win over pg_catalog's own.
+SELECT 'available'::hopper.job_state = 'available' AS planted_answer;
+SELECT 1::integer - 1::numeric AS planted_answer;
+SELECT pg_catalog.setval('public.planted_calls', 1, false);
 
 -- Producers, workers and operators, on plain, keyed, limited and packed queues.
 SELECT hopper.queue_create('ops', lease => '1 second', backoff_base => '1 millisecond');
@@ -122,7 +128,8 @@ SELECT hopper.queue_drop('lim');
 SELECT count(*) >= 0 AS reaper FROM hopper.reaper_status();
 SELECT count(*) >= 0 AS positions FROM hopper.claim_positions();
 
-SELECT op, count(*) AS planted_calls FROM public.planted_calls GROUP BY op ORDER BY op;
+-- Not one call of a planted operator.
+SELECT pg_catalog.nextval('public.planted_calls') - 1 AS planted_calls;
 
 \c :regression_db
 DROP DATABASE :own_db;

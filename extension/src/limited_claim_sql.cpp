@@ -59,7 +59,7 @@ namespace hopper::limits {
     "  GROUP BY key), " buckets_cte                                                                \
     "budget AS MATERIALIZED ("                                                                     \
     "  SELECT GREATEST(0, LEAST($3, q.max_running - "                                              \
-    "    (SELECT COALESCE(pg_catalog.sum(n), 0) FROM running)" queue_tokens                        \
+    "    (SELECT COALESCE(pg_catalog.sum(n)::bigint, 0) FROM running)" queue_tokens                \
     "))::bigint "                                                                                  \
     "  AS n FROM q), "
 #define HOPPER_QUEUE_TOKENS ", (SELECT avail FROM buckets WHERE key IS NULL)"
@@ -143,7 +143,7 @@ namespace hopper::limits {
 // The tokens the claims spent, and the buckets of keys claimed for the first time.
 #define HOPPER_SPEND \
     ", spent AS ("                                                                            \
-    "  UPDATE hopper.rate_limits b SET tokens = " HOPPER_BUCKET_NOW("b") " - s.n, "           \
+    "  UPDATE hopper.rate_limits b SET tokens = " HOPPER_BUCKET_NOW("b") " - s.n::float8, "           \
     "    refilled_at = GREATEST(b.refilled_at, $11) "                                         \
     "  FROM (SELECT concurrency_key AS key, GROUPING(concurrency_key) = 1 AS total, "         \
     "          pg_catalog.count(*) AS n "                                                     \
@@ -172,9 +172,9 @@ namespace hopper::limits {
     "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                     \
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
     "    j.run_at, j.created_at, j.priority, j.concurrency_key)" spend                           \
-    "SELECT id, queue, kind, payload, attempt, lease_token, lease_until, run_at, created_at, "   \
-    "  priority, false, (SELECT c.xmin FROM candidates c WHERE c.id = claimed.id) "              \
-    "FROM claimed" marker " ORDER BY priority, run_at, id"
+    "SELECT l.id, l.queue, l.kind, l.payload, l.attempt, l.lease_token, l.lease_until, "         \
+    "  l.run_at, l.created_at, l.priority, false, c.xmin "                                       \
+    "FROM claimed l JOIN candidates c ON c.id = l.id" marker " ORDER BY priority, run_at, id"
 
 // The window statement's answer when the window did not settle it.
 #define HOPPER_UNSETTLED                                                             \
