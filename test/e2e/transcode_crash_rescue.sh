@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # A worker killed with SIGKILL mid-encode: its ffmpeg dies with it, nothing is published, and once
-# its short lease expires (or sooner, when the reaper sees its connection gone) a second worker
-# takes the job over and completes it.
+# the reaper sees its connection gone (the runtime pulls session-bound) a second worker takes the
+# job over and completes it. The lease is long enough that the reaper's rescue of gone sessions
+# comes first, within its next pass: a lease that expired first would be rescued with the queue's
+# backoff, the job scheduled, and the one-shot second worker could find the queue idle and exit.
 source "$(dirname "$0")/lib/transcode.sh"
 
 make_clip "$WORK/clip.mp4" 6
 job=$("$BIN" submit "$WORK/clip.mp4" --id crash)
 
 # The slowest preset on one thread keeps the first worker busy long enough to be killed.
-start_worker first --preset veryslow --threads 1 --hls-time 2 --lease 3s
+start_worker first --preset veryslow --threads 1 --hls-time 2 --lease 20s
 first=$WORKER_PID
 wait_until 30 "the first worker to start encoding" encoding "$job"
 ffmpeg_running_for || fail "no ffmpeg running while the job reports progress"
@@ -18,7 +20,7 @@ wait "$first" 2>/dev/null || true
 
 wait_until 5 "ffmpeg to die with its worker" no_ffmpeg
 [ ! -e "$OUT/crash" ] || fail "a killed worker left published output"
-# Still leased to the dead worker until its lease expires (or already rescued by the reaper).
+# Still leased to the dead worker until the reaper's next pass (or already rescued by it).
 case "$(job_field "$job" state)" in running | available) ;; *) fail "job is $(job_field "$job" state)" ;; esac
 
 start_worker second --preset ultrafast --hls-time 2 --exit-when-idle
