@@ -2,6 +2,10 @@
 // as PostgreSQL checks).
 #include "hopper/utf8.hpp"
 
+#include <libpq-fe.h>
+
+#include "hopper/client.hpp"
+
 #include <algorithm>
 
 namespace hopper {
@@ -53,6 +57,11 @@ std::string valid_utf8(std::string_view bytes, size_t max_bytes) {
         bytes.remove_prefix(n ? n : 1);
     }
     return out;
+}
+
+bool utf8_session(Client& client) {
+    const char* encoding = PQparameterStatus(client.connection().raw(), "client_encoding");
+    return encoding && std::string_view(encoding) == "UTF8";
 }
 
 std::string escaped_utf8(std::string_view bytes) {

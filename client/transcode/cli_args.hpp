@@ -57,8 +57,8 @@ struct Args {
 // Throws UsageError with a message naming the offending argument.
 Args parse_args(int argc, const char* const* argv);
 
-// The database holds names and paths as text, which in a UTF-8 session (utf8_session) must be
-// valid UTF-8: one that is not would be refused later, in the server's words, or (a worker's)
+// The database holds names and paths as text, which in a UTF-8 session (hopper::utf8_session) must
+// be valid UTF-8: one that is not would be refused later, in the server's words, or (a worker's)
 // only after each job's encode. Throws UsageError naming `what`, the value with its stray bytes
 // as \xNN, and `why`.
 void require_utf8(const std::string& what, const std::string& value, const std::string& why);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <hopper/client.hpp>
+#include <hopper/utf8.hpp>
 #include <hopper/worker.hpp>
 
 #include "commands.hpp"
@@ -110,7 +111,7 @@ int run_command(const Args& args) {
         ensure_schema(client);
         // What the worker writes into every job and row: refused by the server at each pull, or
         // only once an encode is done, and then again at every attempt.
-        if (utf8_session(client)) {
+        if (hopper::utf8_session(client)) {
             require_utf8("--queue", args.queue, "a queue's name is text in the database");
             require_utf8("--name", r.name, "the worker's name is recorded on its jobs as text");
             require_utf8("--output-dir", settings.output_dir,

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <hopper/client.hpp>
+#include <hopper/utf8.hpp>
 
 #include "commands.hpp"
 #include "video_store.hpp"
@@ -16,7 +17,7 @@ int submit_command(const Args& args) {
     std::string path = std::filesystem::absolute(args.submit.file).lexically_normal().string();
     hopper::Client client(args.conninfo);
     ensure_schema(client);
-    if (utf8_session(client)) {
+    if (hopper::utf8_session(client)) {
         require_utf8("--queue", args.queue, "a queue's name is text in the database");
         // Checked whole: the working directory's name is part of it.
         require_utf8("FILE", path,

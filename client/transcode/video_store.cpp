@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 #include <hopper/json.hpp>
 #include <hopper/utf8.hpp>
 
@@ -57,12 +56,6 @@ void ensure_schema(hopper::Client& client) {
     client.exec("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('transcode.videos'))");
     for (const char* sql : kSchemaSql) client.exec(sql);
     tx.commit();
-}
-
-bool utf8_session(hopper::Client& client) {
-    // Reported by the server on connecting and on every change: no round trip.
-    const char* encoding = PQparameterStatus(client.connection().raw(), "client_encoding");
-    return encoding && std::string_view(encoding) == "UTF8";
 }
 
 bool valid_video_id(const std::string& id) {

@@ -19,11 +19,6 @@ inline constexpr const char* kJobKind = "process_raw_video";
 // Creates the schema and table if absent (safe to run from several processes at once).
 void ensure_schema(hopper::Client& client);
 
-// The session's client_encoding is UTF8 (as it is for a UTF8 database unless PGCLIENTENCODING
-// says otherwise): the text it sends must be valid UTF-8. In a session of another encoding the
-// server converts from that one, and a Latin-1 file name, say, is fine.
-bool utf8_session(hopper::Client& client);
-
 // Video ids name output directories, so they are restricted to a safe file name.
 bool valid_video_id(const std::string& id);
 // Throws std::invalid_argument, saying what an id may hold, for one that is not valid.

@@ -44,15 +44,18 @@ int queues_locked = 0;
 
 }  // namespace
 
-void require(spi::Connection& conn, const std::string& queue) {
+bool exists(spi::Connection& conn, const std::string& queue) {
     static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
-    if (conn.exec(st, {spi::arg_text(queue)}).empty()) no_such_queue(queue);
+    return !conn.exec(st, {spi::arg_text(queue)}).empty();
+}
+
+void require(spi::Connection& conn, const std::string& queue) {
+    if (!exists(conn, queue)) no_such_queue(queue);
 }
 
 bool exists(const std::string& queue) {
-    static spi::Statement st("SELECT 1 FROM hopper.queues WHERE name = $1", {TEXTOID});
     spi::Connection conn;
-    bool found = !conn.exec(st, {spi::arg_text(queue)}).empty();
+    bool found = exists(conn, queue);
     conn.finish();
     return found;
 }

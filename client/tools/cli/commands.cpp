@@ -7,7 +7,6 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 
 #include "args.hpp"
 #include "format.hpp"
@@ -123,11 +122,8 @@ std::string iso_text(const std::string& iso) {
 
 Client connect(const Args& a) {
     Client c(a.option("db").value_or(""));
-    // In a UTF-8 session (client_encoding, which the server reports on connecting) the server
-    // refuses text that is not UTF-8 as "invalid byte sequence", naming no argument. A session
-    // of another encoding has the server convert from that one instead.
-    const char* encoding = PQparameterStatus(c.connection().raw(), "client_encoding");
-    if (encoding && std::string_view(encoding) == "UTF8") {
+    // The server would refuse such text naming no argument: this names it.
+    if (utf8_session(c)) {
         auto check = [](const std::string& what, const std::string& value) {
             if (valid_utf8(value) != value)
                 throw UsageError(

@@ -15,7 +15,8 @@ void ensure(spi::Connection& conn, const std::string& queue);
 void require(spi::Connection& conn, const std::string& queue);
 
 // Whether `queue` exists, as a statement of the caller's would see it (its policies and
-// privileges apply). Connects to SPI itself: callable inside another connection.
+// privileges apply); the second form connects to SPI itself, callable inside another connection.
+bool exists(spi::Connection& conn, const std::string& queue);
 bool exists(const std::string& queue);
 
 // A job written into a queue by a transaction still in flight is invisible to queue_drop's
