@@ -111,6 +111,31 @@ TEST(WaitFor, UnknownJobIsAnError) {
     }
 }
 
+// A queue that keeps no history forgets a job as it finishes: the wait says so rather than that
+// the job does not exist, which reads as a wrong id.
+TEST(WaitFor, AJobFinishedOnAQueueWithoutHistoryIsGoneNotUnknown) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    QueueOptions qo;
+    qo.retention = Duration::zero();
+    c.queue_create(q, qo);
+    int64_t id = c.push(q, "{}");
+    auto done = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        auto j = other.pull(q).at(0);
+        std::this_thread::sleep_for(300ms);
+        return other.complete(j.id, j.lease_token);
+    });
+    try {
+        c.wait_for(id, 20s);
+        FAIL() << "a job no one can look up any more was reported";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "P0002");
+        EXPECT_NE(std::string(e.what()).find("keeps no history"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(done.get());
+}
+
 // Duration::max() is "no timeout": now + max overflowed into the past and wait_for returned at
 // once.
 TEST(WaitFor, TheLongestTimeoutWaitsForTheJob) {
