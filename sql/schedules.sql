@@ -85,6 +85,7 @@ SELECT pg_temp.try($$SELECT hopper.queue_schedule(NULL, '* * * * *', 'sched')$$)
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('', '* * * * *', 'sched')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_schedule(repeat('n', 129), '* * * * *', 'sched')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', NULL, 'sched')$$);
+SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '', 'sched')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '* * * *', 'sched')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '0 0 * * funday', 'sched')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('x', '0 0 30 2 *', 'sched')$$);

@@ -4,6 +4,8 @@
 // reconnect). A second between polls keeps a waiter's cost at one small query a second.
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "deadline.hpp"
 #include "hopper/client.hpp"
 
@@ -47,24 +49,44 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
         }
     } unlisten{conn_, listening};
 
+    // A job seen once and then gone finished on a queue that keeps no history (or its queue was
+    // dropped): "does not exist" would read as a wrong id.
+    bool seen = false;
+    auto status = [&] {
+        try {
+            JobInfo info = job_status(id);
+            seen = true;
+            return info;
+        } catch (const Error& e) {
+            if (!seen || e.sqlstate() != "P0002") throw;
+            throw Error(e.sqlstate(),
+                        fmt::format("job {} is gone: it finished on a queue that keeps no "
+                                    "history, so how it ended is not known (or its queue was "
+                                    "dropped)",
+                                    id));
+        }
+    };
     using SteadyClock = std::chrono::steady_clock;
     const auto deadline = internal::deadline_after(timeout);
     while (true) {
-        JobInfo info = job_status(id);
+        JobInfo info = status();
         if (is_final(info.state)) return info;
+        // The poll is kept to its pace by the clock, not by a quiet second: other queues' jobs
+        // finishing more often than that would otherwise keep the job from being looked at.
+        const auto next_poll = SteadyClock::now() + kPollEvery;
         bool ours = false;
         while (!ours) {
             auto now = SteadyClock::now();
             if (now >= deadline) {
-                JobInfo last = job_status(id);
+                JobInfo last = status();
                 if (is_final(last.state)) return last;
                 return std::nullopt;
             }
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-            bool arrived = conn_.wait(std::min(left, kPollEvery));
+            if (now >= next_poll) break;
+            auto until = std::min(deadline, next_poll);
+            conn_.wait(std::chrono::ceil<std::chrono::milliseconds>(until - now));
             for (const auto& n : conn_.notifications())
                 if (n.channel == kDoneChannel && names_job(n.payload, id)) ours = true;
-            if (!arrived) break;  // poll tick: look at the job anyway
         }
     }
 }

@@ -136,6 +136,7 @@ struct Worker::Impl {
                                      FailOptions fo);
     bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
     std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
+    void complete_one_by_one(Client& conn);
     void account(Client& client, const Returned& f, bool held);
     std::string why_not_ours(Client& client, int64_t id, StopReason stopped);
     const Handler* handler_for(const Job& job) const;
@@ -603,20 +604,49 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
     } catch (const std::exception& ex) {
         log(fmt::format("completing {} jobs at once failed, one by one instead: {}", ids.size(),
                         ex.what()));
-        for (const Returned& f : unreported) {
-            try {
-                if (!complete_job(conn, f.job, f.result)) account(conn, f, false);
-            } catch (const std::exception& one) {
-                log(fmt::format("could not report job {}: {}", f.job.id, one.what()));
-            }
-        }
-        unreported.clear();
+        complete_one_by_one(conn);
         return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
     }
     std::set<int64_t> held(done.begin(), done.end());
     for (const Returned& f : unreported) account(conn, f, held.count(f.job.id) > 0);
     unreported.clear();
     return jobs;
+}
+
+// The batch's jobs, each in a statement of its own. An error of the moment (a deadlock with an
+// operator's cancel, a lock timeout) is met again within the minute and the shutdown deadline, as
+// report() does for a handler's own report; a lost connection leaves the jobs not yet completed
+// for the next turn, as it does a whole batch. Given up, a job waits for its lease to run out.
+void Worker::Impl::complete_one_by_one(Client& conn) {
+    Backoff backoff(opt.min_backoff, opt.max_backoff);
+    auto give_up_at = Steady::now() + std::chrono::seconds(60);
+    auto done = unreported.begin();
+    try {
+        while (done != unreported.end()) {
+            const Returned& f = *done;
+            try {
+                if (!complete_job(conn, f.job, f.result)) account(conn, f, false);
+            } catch (const ConnectionError&) {
+                throw;
+            } catch (const Error& e) {
+                auto until = std::min(
+                    give_up_at, Steady::time_point(Steady::duration(shutdown_deadline.load())));
+                if (internal::transient(e) && Steady::now() < until) {
+                    std::this_thread::sleep_for(
+                        std::min<Steady::duration>(backoff.next(), until - Steady::now()));
+                    continue;
+                }
+                log(fmt::format("could not report job {}: {}", f.job.id, e.what()));
+            } catch (const std::exception& e) {
+                log(fmt::format("could not report job {}: {}", f.job.id, e.what()));
+            }
+            ++done;
+        }
+    } catch (...) {
+        unreported.erase(unreported.begin(), done);
+        throw;
+    }
+    unreported.clear();
 }
 
 // Completes the job. A completion the server refuses for its data (a result that is not JSON, or

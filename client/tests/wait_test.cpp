@@ -1,4 +1,5 @@
 // wait_for: returns the final status as soon as the job finishes, by NOTIFY or by polling.
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -89,6 +90,37 @@ TEST(WaitFor, PollsWhenNoNotificationComes) {
     EXPECT_TRUE(done.get());
 }
 
+// Other queues' jobs finishing more often than once a second kept the poll from ever coming:
+// the wait for a job of a queue without `hopper:done` lasted until its timeout.
+TEST(WaitFor, PollsWhileOtherJobsKeepFinishing) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    std::atomic<bool> stop{false};
+    auto busy = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        while (!stop) {
+            other.exec("SELECT pg_catalog.pg_notify('hopper:done', '{\"id\": 0}')");
+            std::this_thread::sleep_for(200ms);
+        }
+    });
+    auto done = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        other.exec("SET hopper.notify = off");
+        std::this_thread::sleep_for(300ms);
+        return other.cancel(id);
+    });
+    auto t0 = Steady::now();
+    auto info = c.wait_for(id, 30s);
+    auto took = Steady::now() - t0;
+    stop = true;
+    busy.get();
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, JobState::Cancelled);
+    EXPECT_LT(took, 10s) << "waited for the timeout";
+    EXPECT_TRUE(done.get());
+}
+
 TEST(WaitFor, TimesOut) {
     Client c(conninfo());
     std::string q = unique_queue("wait");
@@ -109,6 +141,31 @@ TEST(WaitFor, UnknownJobIsAnError) {
     } catch (const Error& e) {
         EXPECT_EQ(e.sqlstate(), "P0002");
     }
+}
+
+// A queue that keeps no history forgets a job as it finishes: the wait says so rather than that
+// the job does not exist, which reads as a wrong id.
+TEST(WaitFor, AJobFinishedOnAQueueWithoutHistoryIsGoneNotUnknown) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    QueueOptions qo;
+    qo.retention = Duration::zero();
+    c.queue_create(q, qo);
+    int64_t id = c.push(q, "{}");
+    auto done = std::async(std::launch::async, [&] {
+        Client other(conninfo());
+        auto j = other.pull(q).at(0);
+        std::this_thread::sleep_for(300ms);
+        return other.complete(j.id, j.lease_token);
+    });
+    try {
+        c.wait_for(id, 20s);
+        FAIL() << "a job no one can look up any more was reported";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "P0002");
+        EXPECT_NE(std::string(e.what()).find("keeps no history"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(done.get());
 }
 
 // Duration::max() is "no timeout": now + max overflowed into the past and wait_for returned at

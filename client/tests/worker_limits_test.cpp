@@ -217,6 +217,78 @@ TEST(WorkerLimits, AFailureRefusedForAnotherReasonDoesNotTakeTheFallback) {
     EXPECT_GT(j.run_at, Clock::now() + 50min) << "recorded with the queue's backoff";
 }
 
+// Refuses the first `times` history rows of the queue with `sqlstate`: a completion that meets an
+// error of the moment.
+class RefuseHistory {
+  public:
+    RefuseHistory(Client& c, const std::string& queue, const std::string& sqlstate, int times)
+        : c_(c), seq_(c.connection().escape_identifier("hopper_test_refuse_done_" + queue)) {
+        c_.exec(
+            "CREATE TABLE IF NOT EXISTS public.hopper_test_done_refusals "
+            "(queue text PRIMARY KEY, sqlstate text NOT NULL, seq text NOT NULL, times int NOT "
+            "NULL)");
+        c_.exec("CREATE SEQUENCE " + seq_);
+        c_.exec("INSERT INTO public.hopper_test_done_refusals VALUES ($1, $2, $3, $4)", queue,
+                sqlstate, seq_, times);
+        c_.exec(R"(CREATE OR REPLACE FUNCTION public.hopper_test_refuse_done() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            DECLARE r public.hopper_test_done_refusals;
+            BEGIN
+                SELECT * INTO r FROM public.hopper_test_done_refusals WHERE queue = NEW.queue;
+                IF FOUND AND pg_catalog.nextval(r.seq) <= r.times THEN
+                    RAISE EXCEPTION 'refused for the moment by the test' USING ERRCODE = r.sqlstate;
+                END IF;
+                RETURN NEW;
+            END $$)");
+        c_.exec(
+            "CREATE OR REPLACE TRIGGER hopper_test_refuse_done BEFORE INSERT ON hopper.job_history "
+            "FOR EACH ROW EXECUTE FUNCTION public.hopper_test_refuse_done()");
+    }
+    ~RefuseHistory() {
+        try {
+            c_.exec("DROP TRIGGER IF EXISTS hopper_test_refuse_done ON hopper.job_history");
+            c_.exec("DELETE FROM public.hopper_test_done_refusals WHERE seq = $1", seq_);
+            c_.exec("DROP SEQUENCE IF EXISTS " + seq_);
+        } catch (const std::exception&) {
+            // The database goes with the test program.
+        }
+    }
+
+  private:
+    Client& c_;
+    std::string seq_;
+};
+
+// A batch of completions that met a deadlock was completed one by one, and a completion that met
+// one again was given up: the job stayed running until its lease ran out and ran again, its
+// handler's result lost. It is made again, as a handler's own report is.
+TEST(WorkerLimits, ACompletionRefusedForTheMomentAfterItsBatchIsMadeAgain) {
+    Client c(conninfo());
+    std::string q = unique_queue("done_later");
+    QueueOptions qo;
+    qo.lease = std::chrono::minutes(10);
+    c.queue_create(q, qo);
+    RefuseHistory refuse(c, q, "40P01", 2);  // the batch, then its first job alone
+    WorkerOptions o = quiet(WorkerOptions{}, q);
+    o.batch_completions = true;
+    std::atomic<int> one_by_one{0}, given_up{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("one by one instead") != std::string::npos) ++one_by_one;
+        if (line.find("could not report job") != std::string::npos) ++given_up;
+    };
+    Worker w(o);
+    w.on("done", [](JobContext& job) { job.set_result(R"({"kept": true})"); });
+    int64_t id = push_kind(c, q, "done");
+    test::Running<Worker> r(w);
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 20s))
+        << to_string(c.job_status(id).state);
+    r.stop();
+    EXPECT_EQ(one_by_one.load(), 1);
+    EXPECT_EQ(given_up.load(), 0);
+    EXPECT_EQ(c.job_status(id).result, R"({"kept": true})");
+    EXPECT_EQ(w.stats().completed, 1u);
+}
+
 // TakeWorker: the take rolls back, the job is taken again, and its failure is recorded with the
 // handler's own delay.
 TEST(WorkerLimits, TakeWorkerKeepsTheDelayOfAFailureRefusedForAnotherReason) {

@@ -79,15 +79,29 @@ std::string queue_name(FunctionCallInfo fcinfo, int n, const char* argname) {
     return q;
 }
 
-std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
-                                         int max_len) {
-    if (is_null(fcinfo, n)) return std::nullopt;
+namespace {
+
+std::string bounded_text(FunctionCallInfo fcinfo, int n, const char* argname, int max_len,
+                         const char* when_empty) {
     std::string s = text_arg(fcinfo, n);
-    if (s.empty()) invalid(std::string(argname) + " must not be empty (pass NULL for none)");
+    if (s.empty()) invalid(std::string(argname) + when_empty);
     if (s.size() > static_cast<size_t>(max_len))
         invalid(std::string(argname) + " is " + std::to_string(s.size()) +
                 " bytes long; the limit is " + std::to_string(max_len));
     return s;
+}
+
+}  // namespace
+
+std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
+                                         int max_len) {
+    if (is_null(fcinfo, n)) return std::nullopt;
+    return bounded_text(fcinfo, n, argname, max_len, " must not be empty (pass NULL for none)");
+}
+
+std::string required_text(FunctionCallInfo fcinfo, int n, const char* argname, int max_len) {
+    if (is_null(fcinfo, n)) null_not_allowed(argname);
+    return bounded_text(fcinfo, n, argname, max_len, " must not be empty");
 }
 
 std::optional<std::string> error_text(FunctionCallInfo fcinfo, int n) {

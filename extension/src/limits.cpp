@@ -59,7 +59,7 @@ HOPPER_FUNCTION(hopper_queue_set_key_limit) {
     if (args::is_null(fcinfo, 1))
         throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "concurrency_key must not be NULL", {},
                       "Set the queue's default for every key with hopper.queue_set_concurrency().");
-    auto key = args::optional_text(fcinfo, 1, "concurrency_key", args::kMaxKey);
+    std::string key = args::required_text(fcinfo, 1, "concurrency_key", args::kMaxKey);
     auto max_running = running_limit(fcinfo, 2, "max_running");
     spi::Connection conn;
     limits::lock_queue(conn, queue);

@@ -14,18 +14,14 @@ using namespace hopper;
 namespace {
 
 std::string schedule_name(FunctionCallInfo fcinfo, int n) {
-    if (args::is_null(fcinfo, n))
-        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "name must not be NULL");
-    return *args::optional_text(fcinfo, n, "name", schedule::kMaxName);
+    return args::required_text(fcinfo, n, "name", schedule::kMaxName);
 }
 
 }  // namespace
 
 HOPPER_FUNCTION(hopper_queue_schedule) {
     std::string name = schedule_name(fcinfo, 0);
-    if (args::is_null(fcinfo, 1))
-        throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "cron must not be NULL");
-    std::string cron = *args::optional_text(fcinfo, 1, "cron", 1000);
+    std::string cron = args::required_text(fcinfo, 1, "cron", 1000);
     std::string queue = args::queue_name(fcinfo, 2);
     Datum payload = args::payload(fcinfo, 3);
     auto kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);

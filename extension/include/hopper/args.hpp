@@ -40,6 +40,8 @@ bool is_queue_name(const std::string& q);
 // Optional text with a length limit; empty strings are rejected (NULL means "none").
 std::optional<std::string> optional_text(FunctionCallInfo fcinfo, int n, const char* argname,
                                          int max_len);
+// The same for text that must be given: NULL is 22004, empty 22023.
+std::string required_text(FunctionCallInfo fcinfo, int n, const char* argname, int max_len);
 
 // A failure's error text, kept on the job (last_error) and in its last 20 errors. Clipped to
 // kMaxErrorBytes with a note of its full length: a stack trace is worth keeping, a 15 MB one
