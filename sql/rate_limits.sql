@@ -96,6 +96,18 @@ SELECT limited, rated FROM hopper.queues WHERE name = 'tenants';
 SELECT pg_temp.try($$SELECT hopper.queue_set_rate_limit('tenants', 1, '1 second', concurrency_key => 'a', each_key => true)$$);
 SELECT hopper.queue_drop('tenants');
 
+-- A key under the default rate with no bucket (none yet, or dropped when the default was set
+-- again) shows the default with a full bucket, as its claims will find it.
+SELECT hopper.queue_create('tenants2', lease => '1 hour') AS created;
+SELECT count(*) FROM hopper.queue_push_batch('tenants2', ARRAY['{"i": "a1"}', '{"i": "a2"}']::jsonb[],
+    concurrency_keys => ARRAY['a', 'a']);
+SELECT hopper.queue_set_rate_limit('tenants2', 2, '1 minute', each_key => true);
+SELECT pg_temp.pull('tenants2', 10, :'t0') AS a_took_its_two;
+SELECT hopper.queue_set_rate_limit('tenants2', 2, '1 minute', each_key => true);
+SELECT scope, concurrency_key, running, max_claims, per, floor(tokens) AS tokens
+FROM hopper.queue_limits('tenants2') ORDER BY scope, concurrency_key;
+SELECT hopper.queue_drop('tenants2');
+
 -- Bad input: a real SQLSTATE, nothing changed.
 SELECT hopper.queue_create('rate_bad') AS created;
 SELECT pg_temp.try($$SELECT hopper.queue_set_rate_limit(NULL, 1, '1 second')$$);
