@@ -1,7 +1,8 @@
 # When reapers are started, and when not: never from a hot standby (a worker registered there
 # keeps its slot until promotion), never in a template database, once (not once per backend)
-# when many pushing backends find the reaper gone, and again after DROP and at once CREATE
-# EXTENSION.
+# when many pushing backends find the reaper gone, again after DROP and at once CREATE
+# EXTENSION, and by the launcher in every database with the extension even when worker slots
+# are short.
 use strict;
 use warnings;
 
@@ -129,5 +130,33 @@ $node->safe_psql('template1', 'DROP EXTENSION hopper');
 unlike(slurp_file($node->logfile), qr/server process .* was terminated by signal|TRAP:/,
 	'no server crash');
 $node->stop;
+
+# --- Preloaded, few slots, many databases without the extension: the launcher still reaches the
+# one with it, late in pg_database, and warns of none of the others. --------------------------
+{
+	my $pre = PostgreSQL::Test::Cluster->new('preload');
+	$pre->init;
+	# The launcher and the logical replication launcher take 2 of the 8: 6 left for the checks.
+	$pre->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'hopper'\nmax_worker_processes = 8\n");
+	$pre->start;
+	$pre->safe_psql('postgres', join('', map { "CREATE DATABASE n$_ TEMPLATE template0;\n" } 1 .. 18));
+	$pre->safe_psql('postgres', 'CREATE DATABASE zz');
+	$pre->safe_psql('zz', 'CREATE EXTENSION hopper');
+	my $id = $pre->safe_psql('zz', "SELECT hopper.queue_push('late', '{}')");
+	$pre->safe_psql('zz', "SELECT id FROM hopper.queue_pull('late', 1, lease => '1 second')");
+	my $offset = -s $pre->logfile;
+	$pre->restart;
+	my $took = wait_until($pre, 'zz',
+		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE database = 'zz' AND last_run IS NOT NULL", 55);
+	ok(defined $took, 'the launcher starts the reaper of the database last in pg_database');
+	note sprintf('its reaper ran %.1f s after the restart', $took // -1);
+	ok(defined wait_until($pre, 'zz', "SELECT state <> 'running' FROM hopper.job_status($id)", 10),
+		'and it rescues the expired lease');
+	my $log = substr(slurp_file($pre->logfile), $offset);
+	unlike($log, qr/could not start the hopper reaper/,
+		'no warning for the databases without the extension');
+	$pre->stop;
+}
 
 done_testing();
