@@ -31,17 +31,22 @@ void set_stopped(bool stopped) {
 
 }  // namespace
 
-// Returns true if a reaper was asked to start, false if one already runs here or the reaper is
-// disabled server-wide (hopper.reaper_enabled = off).
+// Returns true if a reaper was asked to start, false if one already runs here, the reaper is
+// disabled server-wide (hopper.reaper_enabled = off) or the database is a template.
 HOPPER_FUNCTION(hopper_reaper_start) {
     set_stopped(false);
-    if (!reaper::enabled || reaper::lock_is_held()) PG_RETURN_BOOL(false);
+    if (!reaper::enabled || reaper::current_database_is_template()) PG_RETURN_BOOL(false);
+    bool running = reaper::lock_is_held();
     // The new reaper waits for this transaction: it may be the one creating the extension, and it
     // holds the reaper_control row the reaper reads.
     TransactionId xid = pg_guard([] { return GetTopTransactionId(); });
+    // Started even when a reaper holds the lock: that one may be on its way out (DROP EXTENSION
+    // and at once CREATE EXTENSION: its next pass, before this transaction commits, finds no
+    // extension). The new one keeps trying for the lock a few seconds and leaves if it stays.
     bool ok = reaper::start(MyDatabaseId,
-                            reaper::preloaded ? reaper::Mode::preload : reaper::Mode::dynamic, xid);
-    PG_RETURN_BOOL(ok);
+                            reaper::preloaded ? reaper::Mode::preload : reaper::Mode::dynamic, xid,
+                            /*warn=*/!running, /*patient=*/true);
+    PG_RETURN_BOOL(ok && !running);
 }
 
 // Returns true if a running reaper was stopped. Waits until it has exited (at most 10 s), so that

@@ -6,13 +6,17 @@
 #include "hopper/reaper.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -40,9 +44,23 @@ bool parked(spi::Connection& conn) {
 
 }  // namespace
 
-bool start(Oid db, Mode mode, TransactionId wait_for, bool warn) {
+bool current_database_is_template() {
+    return pg_guard([] {
+        HeapTuple tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+        if (!HeapTupleIsValid(tup)) return false;
+        bool is_template = reinterpret_cast<Form_pg_database>(GETSTRUCT(tup))->datistemplate;
+        ReleaseSysCache(tup);
+        return is_template;
+    });
+}
+
+bool start(Oid db, Mode mode, TransactionId wait_for, bool warn, bool patient) {
     // pg_upgrade restores the schema with CREATE EXTENSION: no reaper may touch the data then.
     if (IsBinaryUpgrade) return false;
+    // A worker registered during recovery waits for its end (BgWorkerStart_RecoveryFinished): on
+    // a hot standby it would keep a worker slot from parallel queries until promotion, and then
+    // start along with every other one registered there.
+    if (pg_guard([] { return RecoveryInProgress(); })) return false;
     BackgroundWorker w;
     std::memset(&w, 0, sizeof w);
     w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -55,7 +73,7 @@ bool start(Oid db, Mode mode, TransactionId wait_for, bool warn) {
     snprintf(w.bgw_name, BGW_MAXLEN, "hopper reaper for database %u", db);
     snprintf(w.bgw_type, BGW_MAXLEN, "hopper reaper");
     w.bgw_main_arg = ObjectIdGetDatum(db);
-    StartInfo info{mode, wait_for};
+    StartInfo info{mode, patient, wait_for};
     static_assert(sizeof info <= BGW_EXTRALEN, "StartInfo must fit in bgw_extra");
     std::memcpy(w.bgw_extra, &info, sizeof info);
     w.bgw_notify_pid = 0;
@@ -77,6 +95,9 @@ void ensure_running(spi::Connection& conn) {
         forget_running();
         return;
     }
+    // A read-only transaction (every one on a hot standby) is about to fail with 25006: it starts
+    // nothing. Both tests read a backend-local flag once recovery is over.
+    if (XactReadOnly || RecoveryInProgress()) return;
     TimestampTz now = GetCurrentTransactionStartTimestamp();
     if (last_check != 0 && now - last_check < kCheckEveryUs && now >= last_check) return;
     last_check = now;
@@ -86,7 +107,10 @@ void ensure_running(spi::Connection& conn) {
         return;
     }
     forget_running();
-    if (parked(conn)) return;
+    // A reaper is on its way (it holds this lock from its connection to its reaper lock): one
+    // start is enough, however many backends find the reaper missing at once.
+    if (starting_is_held()) return;
+    if (current_database_is_template() || parked(conn)) return;
     // Quietly: a full worker table would otherwise warn on every check of every backend.
     start(MyDatabaseId, preloaded ? Mode::preload : Mode::dynamic, GetTopTransactionIdIfAny(),
           /*warn=*/false);

@@ -46,6 +46,7 @@ struct Database {
     Oid oid;
     TimestampTz last_start;  // 0: never started one
     bool seen_running;       // its reaper was running at some scan since the last start
+    bool ever_running;       // a reaper was seen running there once: it has the extension
 };
 
 // Survives a longjmp into the main loop (a static, not a local of main).
@@ -89,25 +90,35 @@ void scan() {
                                     }),
                      databases->end());
     TimestampTz now = GetCurrentTimestamp();
+    bool slots_full = false;
     for (Oid oid : oids) {
         auto it = std::find_if(databases->begin(), databases->end(),
                                [&](const Database& d) { return d.oid == oid; });
         if (it == databases->end()) {
-            databases->push_back({oid, 0, false});
+            databases->push_back({oid, 0, false, false});
             it = databases->end() - 1;
         }
         if (std::find(served.begin(), served.end(), oid) != served.end()) {
             it->seen_running = true;
+            it->ever_running = true;
             continue;
         }
         // A reaper that was running and is gone (crashed, say) is replaced at once; a database
         // whose reaper never got going is retried now and then.
         bool due =
             it->last_start == 0 || it->seen_running || now - it->last_start >= kRetryAbsentUs;
-        if (!due) continue;
+        if (!due || slots_full) continue;
+        // Warned only where the extension is known to be: most databases tried have none.
+        if (!start(oid, Mode::preload, InvalidTransactionId, /*warn=*/it->ever_running)) {
+            // No slot: the starts still due this scan would fail alike. They stay due, not
+            // counted as tried, for the next scan, when this scan's short-lived checks (reapers
+            // that find no extension) have left: counted, the same databases (those late in
+            // pg_database) lost every round, every minute, and never got a reaper.
+            slots_full = true;
+            continue;
+        }
         it->last_start = now;
         it->seen_running = false;
-        start(oid, Mode::preload, InvalidTransactionId);
     }
 }
 

@@ -11,25 +11,21 @@ extern "C" {
 namespace hopper::reaper {
 namespace {
 
-LOCKTAG reaper_tag() {
+LOCKTAG reaper_tag(uint32_t key2 = kLockKey2) {
     LOCKTAG tag;
     // An advisory lock, visible (and documented) in pg_locks, whose objsubid no SQL function can
     // take: otherwise any role allowed to connect could hold it and keep every reaper out.
-    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockKey1, kLockKey2, queue_lock::kTagField4);
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockKey1, key2, queue_lock::kTagField4);
     return tag;
 }
 
-}  // namespace
-
-bool try_lock_for_session() {
-    LOCKTAG tag = reaper_tag();
+bool try_session_lock(const LOCKTAG& tag) {
     LockAcquireResult r = pg_guard(
         [&] { return LockAcquire(&tag, ExclusiveLock, /*sessionLock=*/true, /*dontWait=*/true); });
     return r != LOCKACQUIRE_NOT_AVAIL;
 }
 
-bool lock_is_held() {
-    LOCKTAG tag = reaper_tag();
+bool is_held(const LOCKTAG& tag) {
     LockAcquireResult r = pg_guard(
         [&] { return LockAcquire(&tag, ExclusiveLock, /*sessionLock=*/true, /*dontWait=*/true); });
     if (r == LOCKACQUIRE_NOT_AVAIL) return true;
@@ -37,6 +33,29 @@ bool lock_is_held() {
     // own hold, and no other session can be the reaper then either.)
     pg_guard([&] { LockRelease(&tag, ExclusiveLock, /*sessionLock=*/true); });
     return r == LOCKACQUIRE_ALREADY_HELD;
+}
+
+}  // namespace
+
+bool try_lock_for_session() {
+    return try_session_lock(reaper_tag());
+}
+
+bool lock_is_held() {
+    return is_held(reaper_tag());
+}
+
+bool try_lock_starting() {
+    return try_session_lock(reaper_tag(kStartingKey2));
+}
+
+void unlock_starting() {
+    LOCKTAG tag = reaper_tag(kStartingKey2);
+    pg_guard([&] { LockRelease(&tag, ExclusiveLock, /*sessionLock=*/true); });
+}
+
+bool starting_is_held() {
+    return is_held(reaper_tag(kStartingKey2));
 }
 
 bool database_wanted() {

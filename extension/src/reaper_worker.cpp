@@ -42,13 +42,14 @@ namespace {
 // A reaper that fails this many times in a row exits; the launcher or the next push or pull starts
 // a fresh one later.
 constexpr int kMaxFailuresInARow = 30;
-// How long a starting reaper keeps trying for the lock: the holder may be a reaper on its way out
-// (after DROP and CREATE EXTENSION, say).
+// How long a patient reaper (see StartInfo) keeps trying for the lock: the holder may be a reaper
+// on its way out (after DROP and CREATE EXTENSION, say).
 constexpr int kLockTriesMs = 3000;
 
 // State that must survive a longjmp into the main loop: statics, not locals.
 StartInfo start_info;
-bool running = false;  // holds the lock and has announced itself
+bool running = false;   // holds the lock and has announced itself
+bool starting = false;  // holds the starting lock (see try_lock_starting)
 int failures_in_a_row = 0;
 PassState pass_state;
 TimestampTz last_run = 0;  // end of the last pass that went through
@@ -163,16 +164,43 @@ bool read_only_database() {
     return true;
 }
 
-Next start_up() {
-    if (steps_aside() || read_only_database()) return Next::exit;
-    if (!extension_present_after_creator() || !schema_in_place()) return Next::exit;
+// A template database gets no reaper (README "Two ways to run"): CREATE DATABASE from it would
+// wait for this connection to leave, and the passes would write history partitions into it.
+bool template_database() {
+    bool is_template = false;
+    worker::in_transaction([&] { is_template = current_database_is_template(); });
+    if (is_template)
+        pg_guard([] { ereport(LOG, (errmsg("hopper reaper exits: the database is a template"))); });
+    return is_template;
+}
+
+// Takes the reaper lock. A reaper started by a push or pull (or the launcher) leaves at once when
+// another holds it, or holds the starting lock; a patient one keeps trying a few seconds.
+bool take_reaper_lock() {
     bool locked = false;
     for (int waited = 0;; waited += 100) {
-        worker::in_transaction([&] { locked = try_lock_for_session(); });
-        if (locked || waited >= kLockTriesMs) break;
+        worker::in_transaction([&] {
+            if (!starting) starting = try_lock_starting();
+            if (starting) locked = try_lock_for_session();
+        });
+        if (locked || !start_info.patient || waited >= kLockTriesMs) break;
         nap(100);
     }
-    if (!locked) return Next::exit;  // another reaper serves this database
+    if (starting) {
+        unlock_starting();
+        starting = false;
+    }
+    return locked;
+}
+
+Next start_up() {
+    // Before anything else, so that the backends that find no reaper meanwhile start no other:
+    // an impatient reaper that finds another on its way leaves at once.
+    if (!starting) worker::in_transaction([&] { starting = try_lock_starting(); });
+    if (!starting && !start_info.patient) return Next::exit;
+    if (steps_aside() || read_only_database() || template_database()) return Next::exit;
+    if (!extension_present_after_creator() || !schema_in_place()) return Next::exit;
+    if (!take_reaper_lock()) return Next::exit;  // another reaper serves this database
     // Read after taking the lock, so a reaper_stop() that ran meanwhile is seen.
     if (parked_for_update()) return Next::exit;
 

@@ -41,14 +41,25 @@ const char* mode_name(Mode m);
 // What a newly started reaper is told (bgw_extra).
 struct StartInfo {
     Mode mode;
+    // Started by reaper_start() (the install script among its callers): keeps trying for the
+    // lock a few seconds, since its holder may be a reaper on its way out (DROP and at once
+    // CREATE EXTENSION). Any other start leaves at once when a reaper holds the lock.
+    bool patient;
     // The transaction that asked for the reaper, when it may still be creating the extension:
     // the reaper waits for it to end before deciding that the extension is absent.
     TransactionId wait_for;
 };
 
 // Registers a dynamic background worker reaper for database `db`. Never waits for it to start.
-// Returns false when no worker slot is free (with a WARNING if `warn`).
-bool start(Oid db, Mode mode, TransactionId wait_for, bool warn = true);
+// Returns false when no worker slot is free (with a WARNING if `warn`), and registers nothing
+// during recovery (a hot standby: the postmaster would keep the slot until promotion) or in
+// pg_upgrade.
+bool start(Oid db, Mode mode, TransactionId wait_for, bool warn = true, bool patient = false);
+
+// Whether the current database is a template: no reaper runs there (a connection to a template
+// makes CREATE DATABASE from it wait, and the reaper would write history partitions into it).
+// Reads the catalog: call inside a transaction.
+bool current_database_is_template();
 
 // Used by queue_push and queue_pull: restarts this database's reaper when none is running, after
 // a server restart, say. Checks at most once every few seconds per backend; costs one clock
@@ -85,6 +96,13 @@ constexpr uint32_t kLockKey1 = 0x686f7072;  // "hopr"
 constexpr uint32_t kLockKey2 = 1;
 // Takes it for the life of the session; false if another session holds it.
 bool try_lock_for_session();
+// A second lock of the same kind (objid kStartingKey2), held by a reaper from the moment it
+// connects until it holds the reaper lock or leaves: a backend that finds no reaper but this lock
+// taken starts none, so that many pushing backends do not each start one at the same time.
+constexpr uint32_t kStartingKey2 = 2;
+bool try_lock_starting();
+void unlock_starting();
+bool starting_is_held();
 // Whether some session of this database holds it (a reaper is running here). Never waits.
 bool lock_is_held();
 // Whether a session wants this database to itself: DROP DATABASE, ALTER DATABASE RENAME or SET
