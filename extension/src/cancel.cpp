@@ -25,7 +25,7 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 RETURNING *), "
         "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, g.last_error, g.errors, g.progress_detail, g.payload, 'cancelled', "
-        "pg_catalog.now(), NULL FROM gone g WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
+        HOPPER_FINISHED_AT("g", "pg_catalog.now()") ", NULL FROM gone g WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", g.state OPERATOR(pg_catalog.=) 'running' AND "
         HOPPER_QUEUE_LIMITED("g") " FROM gone g",
         {INT8OID}, spi::Planning::kWalkIndexes);
