@@ -38,7 +38,7 @@ HOPPER_FUNCTION(hopper_queue_complete) {
         "  AND state OPERATOR(pg_catalog.=) 'running' "
         "    RETURNING *), kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), $3 FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
+        HOPPER_FINISHED_AT("d", "pg_catalog.now()") ", $3 FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
         "SELECT d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") ", " HOPPER_QUEUE_LIMITED("d") " FROM done d",
         {INT8OID, INT8OID, JSONBOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;

@@ -150,13 +150,13 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
     static spi::Statement without_results(
         HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), NULL FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
+        HOPPER_FINISHED_AT("d", "pg_catalog.now()") ", NULL FROM done d WHERE " HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
         "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") ", " HOPPER_QUEUE_LIMITED("d") " FROM done d",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, spi::Planning::kWalkIndexes);
     static spi::Statement with_results(
         HOPPER_HELD_CTE "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("d")
         "1.0::real, d.last_error, d.errors, d.progress_detail, d.payload, 'completed', "
-        "pg_catalog.now(), h.result FROM done d JOIN held h ON h.id = d.id WHERE "
+        HOPPER_FINISHED_AT("d", "pg_catalog.now()") ", h.result FROM done d JOIN held h ON h.id = d.id WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("d") ") "
         "SELECT d.id, d.queue, " HOPPER_QUEUE_NOTIFIES_DONE("d") ", " HOPPER_QUEUE_LIMITED("d") " FROM done d",
         {INT8ARRAYOID, INT8ARRAYOID, JSONBARRAYOID}, spi::Planning::kWalkIndexes);

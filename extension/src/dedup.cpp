@@ -11,7 +11,8 @@ extern "C" {
 namespace hopper::dedup {
 namespace {
 
-// Finished within the window ($3 microseconds). finished_at >= created_at, so the window bounds
+// Finished within the window ($3 microseconds). finished_at >= created_at (HOPPER_FINISHED_AT,
+// include/hopper/sql.hpp), so the window bounds
 // finished_at too, and $4 (see finished_before) bounds it from above: the executor then skips the
 // daily history partitions outside, the older ones and the week ahead the reaper keeps ready.
 #define HOPPER_IN_WINDOW(h)                                                     \
@@ -20,8 +21,9 @@ namespace {
       ".finished_at < $4"
 
 // A bound above every finished_at the next snapshot can see: a finished job's finished_at is its
-// finishing transaction's start, before that transaction's commit, which a snapshot taken after
-// this clock reading sees only if it happened before. The hour covers clock adjustments.
+// finishing transaction's start, or the job's creation or start if later, all before that
+// transaction's commit, which a snapshot taken after this clock reading sees only if it happened
+// before. The hour covers clock adjustments.
 Datum finished_before() {
     return TimestampTzGetDatum(GetCurrentTimestamp() + int64_t(3600) * USECS_PER_SEC);
 }

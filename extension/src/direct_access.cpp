@@ -1,4 +1,5 @@
 // See include/hopper/direct_access.hpp.
+#include <algorithm>
 #include <cstring>
 
 #include "hopper/direct_access.hpp"
@@ -378,8 +379,40 @@ bool history_open(Oid relid, Relation jobs, HistoryWriter* w) {
         return false;
     }
     w->range_key = range_key_of(hist);
+    w->finished_col = w->created_col = w->started_col = -1;
+    w->clock = 0;
+    TupleDesc desc = RelationGetDescr(hist);
+    for (int i = 0; i < desc->natts; ++i) {
+        int s = w->source[i];
+        if (s == -1 - kExtraFinishedAt) w->finished_col = i;
+        if (s == -1 - kExtraStartedAt) w->started_col = i;
+        if (s >= 0 && std::strcmp(NameStr(TupleDescAttr(desc, i)->attname), "created_at") == 0)
+            w->created_col = i;
+    }
     return true;
 }
+
+namespace {
+
+// The row's finished_at as HOPPER_FINISHED_AT makes it (see include/hopper/sql.hpp): never before
+// the job was created, nor before it started unless that start is still ahead of the clock.
+void finish_after_start(HistoryWriter* w, Datum* values, const bool* nulls) {
+    if (w->finished_col < 0 || nulls[w->finished_col]) return;
+    TimestampTz finished = DatumGetTimestampTz(values[w->finished_col]);
+    TimestampTz at = finished;
+    if (w->created_col >= 0 && !nulls[w->created_col])
+        at = std::max(at, DatumGetTimestampTz(values[w->created_col]));
+    if (w->started_col >= 0 && !nulls[w->started_col]) {
+        TimestampTz started = DatumGetTimestampTz(values[w->started_col]);
+        if (started > finished) {
+            if (w->clock == 0) w->clock = GetCurrentTimestamp();
+            if (started <= w->clock) at = std::max(at, started);
+        }
+    }
+    values[w->finished_col] = TimestampTzGetDatum(at);
+}
+
+}  // namespace
 
 void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, const bool* job_nulls,
                     const Datum* extras, const bool* extra_nulls) {
@@ -391,6 +424,7 @@ void history_insert(HistoryWriter* w, CommandId cid, const Datum* job_values, co
         values[i] = s >= 0 ? job_values[s] : s == kNullColumn ? (Datum)0 : extras[-1 - s];
         nulls[i] = s >= 0 ? job_nulls[s] : s == kNullColumn || extra_nulls[-1 - s];
     }
+    finish_after_start(w, values, nulls);
     if (w->range_key != 0 && insert_direct(w, cid, values, nulls)) return;
 
     if (!w->started) history_begin(w, cid);

@@ -38,7 +38,7 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         "  AND state OPERATOR(pg_catalog.=) 'running' "
         "    RETURNING *), kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, $3, " HOPPER_ERRORS_APPEND("g", "$3", "pg_catalog.now()")
-        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM gone g WHERE "
+        ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "pg_catalog.now()") ", NULL FROM gone g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", " HOPPER_QUEUE_LIMITED("g")
         " FROM gone g",

@@ -54,7 +54,7 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         "    progress, errors, progress_detail, payload), "
         "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "g.progress, $2, " HOPPER_ERRORS_APPEND("g", "$2", "pg_catalog.now()")
-        ", g.progress_detail, g.payload, 'dead', pg_catalog.now(), NULL FROM g WHERE "
+        ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "pg_catalog.now()") ", NULL FROM g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", " HOPPER_QUEUE_LIMITED("g") " FROM g",
         {INT8OID, TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);

@@ -161,10 +161,13 @@ PassOutcome run_steps(PassState& state) {
 
     // Periodic jobs: a transaction per batch of due schedules, each job pushed with its tick. A
     // failure is reported and left for the next pass, as a queue's rescue is: the wake-ups and
-    // the pruning below still run.
+    // the pruning below still run. The batches walk the schedules in order and go on while one
+    // comes back full: a batch of schedules that all failed (they stay due, first in order) ended
+    // the pass before, and the schedules after them never ran.
     worker::reported("running due periodic jobs", [&] {
+        schedule::Cursor after;
         in_batches(batch, [&](spi::Connection& conn) {
-            return schedule::run_due(conn, transaction_now(), batch).due;
+            return schedule::run_due(conn, transaction_now(), batch, &after).locked;
         });
     });
 

@@ -38,7 +38,7 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "  g.progress, 'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')', "
         HOPPER_ERRORS_APPEND("g", "'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')'", "$2")
-        ", g.progress_detail, g.payload, 'dead', $2, NULL FROM gone g "
+        ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "$2") ", NULL FROM gone g "
         "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "
         "dead AS (SELECT g.id, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done FROM gone g), "
         "back AS ("
@@ -107,7 +107,7 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
         "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
         "  g.progress, " HOPPER_GONE_ERROR("g") ", "
         HOPPER_ERRORS_APPEND("g", HOPPER_GONE_ERROR("g"), "$1")
-        ", g.progress_detail, g.payload, 'dead', $1, NULL FROM gone g "
+        ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "$1") ", NULL FROM gone g "
         "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "
         "dead AS (SELECT g.id, g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done, "
         HOPPER_QUEUE_LIMITED("g") " AS limited FROM gone g), "

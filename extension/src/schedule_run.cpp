@@ -44,14 +44,25 @@ int64_t floor_div(int64_t a, int64_t b) {
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit) {
-    static spi::Statement st(
-        "SELECT name, cron, queue, payload, kind, priority, max_attempts, next_run_at "
-        "FROM hopper.schedules WHERE next_run_at <= $1 ORDER BY next_run_at, name LIMIT $2 "
-        "FOR UPDATE SKIP LOCKED",
-        {TIMESTAMPTZOID, INT8OID});
-    spi::Result r = conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)),
-                                   limit > 0 ? spi::arg(limit) : spi::null_arg()});
+std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit,
+                          const Cursor* after) {
+#define HOPPER_LOCK_DUE(past)                                                       \
+    "SELECT name, cron, queue, payload, kind, priority, max_attempts, next_run_at " \
+    "FROM hopper.schedules WHERE next_run_at <= $1 " past                           \
+    "ORDER BY next_run_at, name LIMIT $2 "                                          \
+    "FOR UPDATE SKIP LOCKED"
+    static spi::Statement first(HOPPER_LOCK_DUE(""), {TIMESTAMPTZOID, INT8OID});
+    static spi::Statement next(
+        HOPPER_LOCK_DUE("AND next_run_at >= $3 AND (next_run_at, name) > ($3, $4) "),
+        {TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, TEXTOID});
+#undef HOPPER_LOCK_DUE
+    spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
+    spi::Arg limit_arg = limit > 0 ? spi::arg(limit) : spi::null_arg();
+    spi::Result r = after != nullptr && after->started
+                        ? conn.exec(next, {at_arg, limit_arg,
+                                           spi::arg_datum(TimestampTzGetDatum(after->next_run_at)),
+                                           spi::arg_text(after->name)})
+                        : conn.exec(first, {at_arg, limit_arg});
     std::vector<Due> due;
     for (uint64_t i = 0; i < r.rows(); ++i) {
         bool isnull = false;
@@ -82,14 +93,21 @@ TimestampTz tick_of(const cron::Schedule& s, const Due& d, TimestampTz at) {
 
 }  // namespace
 
-RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit) {
-    RunCounts counts{0, 0};
+RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* after) {
+    RunCounts counts{0, 0, 0};
     TimestampTz now = GetCurrentTransactionStartTimestamp();
     static spi::Statement advance(
         "UPDATE hopper.schedules SET next_run_at = $2, last_run_at = $3, last_job_id = $4 "
         "WHERE name = $1",
         {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID});
-    for (const Due& d : lock_due(conn, at, limit)) {
+    std::vector<Due> due = lock_due(conn, at, limit, after);
+    counts.locked = due.size();
+    if (after != nullptr && !due.empty()) {
+        after->started = true;
+        after->next_run_at = due.back().next_run_at;
+        after->name = due.back().name;
+    }
+    for (const Due& d : due) {
         // Each schedule in a subtransaction: one whose push fails (a trigger or constraint of
         // the operator's on hopper.jobs) is reported and left due, and the others run. Before,
         // its failure undid the whole batch, and it sorted first again at every pass.

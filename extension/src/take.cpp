@@ -57,7 +57,8 @@ namespace {
 #define HOPPER_TAKE_FINISH(marker, marker_where)                                                   \
     "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("t")                                   \
     "  1.0::real, t.last_error, t.errors, t.progress_detail, t.payload, 'completed', "             \
-    "  pg_catalog.now(), NULL FROM taken t WHERE (SELECT keeps FROM q)) "                          \
+    "  " HOPPER_FINISHED_AT("t", "pg_catalog.now()") ", NULL "                                     \
+    "FROM taken t WHERE (SELECT keeps FROM q)) "                                                   \
     "SELECT NULL::bigint, NULL::text, NULL::text, NULL::jsonb, NULL::integer, NULL::timestamptz, " \
     "  NULL::timestamptz, NULL::smallint, NULL::boolean, " marker " "                              \
     "FROM q WHERE " marker_where " "                                                               \

@@ -106,6 +106,13 @@ struct HistoryWriter {
     int source[kMaxHistoryColumns];
     // The partition key's column in rel (range partitions on one column), else 0.
     int range_key;
+    // The columns finished_at, created_at and started_at in rel (-1: none), and the clock read
+    // the first time a row's start lies after its finish (0 until then): history_insert keeps
+    // finished_at from falling before either, as HOPPER_FINISHED_AT does.
+    int finished_col;
+    int created_col;
+    int started_col;
+    TimestampTz clock;
     // The partition written straight: open in `direct`, InvalidOid if none; and one found unfit.
     Oid direct_oid;
     Oid unfit_oid;

@@ -26,11 +26,21 @@ TimestampTz next_after(const cron::Schedule& s, const std::string& expression, T
 struct RunCounts {
     uint64_t due;     // schedules run
     uint64_t pushed;  // jobs inserted (a tick that already has its job pushes none)
+    uint64_t locked;  // schedules taken up, whether they ran, failed or were left for a drop
+};
+
+// Where a run in batches has got to, in the order schedules run (next_run_at, name).
+struct Cursor {
+    bool started = false;
+    TimestampTz next_run_at = 0;
+    std::string name;
 };
 
 // Runs up to `limit` schedules due at `at` (limit <= 0: all), skipping schedules another session
 // is running: one job each for the latest tick due, then next_run_at moves past `at`. Call it in
-// a transaction that commits both together.
-RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit);
+// a transaction that commits both together. With `after`, only schedules past it, and it moves to
+// the last one taken up: a schedule that fails keeps its next_run_at and would otherwise come
+// first again in every batch.
+RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* after = nullptr);
 
 }  // namespace hopper::schedule

@@ -13,6 +13,18 @@
     "created_at, started_at, kind, worker, dedup_key, concurrency_key, progress, last_error, " \
     "errors, progress_detail, payload, state, finished_at, result) "
 
+// A finished job's finished_at: the finishing clock (its transaction's start, or a rescue's
+// clock), but never before the job was created or started. A transaction older than the job (a
+// waiting take, whose clock is read at each attempt; a completion in a transaction begun before
+// the push) would otherwise record a finish before both, and a dedup window, which counts on
+// finished_at >= created_at, would miss the job. A start still ahead of the clock was dated so by
+// a pull's `at` and has not happened: it does not count. clock_timestamp() is read only for a job
+// started after the finishing clock, rare on the hot path. Each term is a time before this
+// transaction commits, as dedup::finished_before needs.
+#define HOPPER_FINISHED_AT(alias, clock)                                                \
+    "GREATEST(" clock ", " alias ".created_at, CASE WHEN " alias ".started_at > " clock \
+    " AND " alias ".started_at <= pg_catalog.clock_timestamp() THEN " alias ".started_at END)"
+
 #define HOPPER_HISTORY_SELECT(alias)                                                       \
     "SELECT " alias ".id, " alias ".queue, " alias ".priority, " alias ".run_at, " alias   \
     ".attempt, " alias ".max_attempts, " alias ".created_at, " alias ".started_at, " alias \
