@@ -424,7 +424,13 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
             try {
                 handler_for(jobs[i])(jobs[i], client);
             } catch (const ConnectionError&) {
-                throw;  // nothing can be recorded; the server rolled the take back
+                // Only a lost taking connection means the server rolled the take back. The
+                // handler's own connection to some other service (or a dblink on this one)
+                // failing is that job's failure: rethrown, the take would roll back and take the
+                // job again for ever, its attempt never counted, its batch never committed.
+                if (!client.connection().ok()) throw;
+                failure = internal::handler_failure(std::current_exception());
+                failing = i;
             } catch (...) {
                 failure = internal::handler_failure(std::current_exception());
                 failing = i;

@@ -155,6 +155,33 @@ TEST_F(TakeWorkerTest, AFailingJobLeavesTheOthersOfItsTakeDone) {
     EXPECT_EQ(w.stats().failed, 1u);
 }
 
+// A handler's own connection elsewhere (a service that is down) failing is its job's failure,
+// not the loss of the take's connection: the attempt counts and the rest of the batch commits.
+TEST_F(TakeWorkerTest, AConnectionErrorFromTheHandlersOwnConnectionFailsOnlyItsJob) {
+    std::string q = unique_queue("take");
+    QueueOptions qo;
+    qo.max_attempts = 3;
+    qo.backoff_base = std::chrono::hours(1);  // the failed job stays scheduled through the test
+    c.queue_create(q, qo);
+    int64_t failing = push_kind(q, "elsewhere");
+    std::vector<int64_t> good;
+    for (int i = 0; i < 5; ++i) good.push_back(push_kind(q, "good"));
+    TakeWorker w(options(q, 1, 4));
+    w.on("good", marking());
+    w.on("elsewhere", marking([](const Job&) { Client other("host=/nonexistent port=1"); }));
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 5; }, 30s));
+    ASSERT_TRUE(eventually([&] { return c.job_status(failing).attempt == 1; }, 30s));
+    r.stop();
+    JobInfo f = c.job_status(failing);
+    EXPECT_EQ(f.state, JobState::Scheduled);
+    ASSERT_TRUE(f.last_error.has_value());
+    EXPECT_NE(f.last_error->find("could not connect"), std::string::npos) << *f.last_error;
+    EXPECT_EQ(marks(q), 5);  // the failed job's insert alone was undone
+    EXPECT_EQ(w.stats().completed, 5u);
+    EXPECT_EQ(w.stats().failed, 1u);
+}
+
 TEST_F(TakeWorkerTest, TakesOnlyTheKindsItHandles) {
     std::string q = unique_queue("take");
     int64_t a = push_kind(q, "mine");

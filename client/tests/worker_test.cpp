@@ -742,6 +742,34 @@ TEST(Worker, HandlerFailuresRetryOrBury) {
     EXPECT_EQ(c.job_status(d).last_error, "disk full");
 }
 
+// A ConnectionError from a connection of the handler's own is an ordinary failure of its job:
+// the attempt counts, with the error's text, while job.client() stays fine.
+TEST(Worker, AConnectionErrorFromTheHandlersOwnConnectionFailsItsJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.max_attempts = 1;
+    c.queue_create(q, qo);
+    Worker w(options(q, 1));
+    w.on("elsewhere", [](JobContext&) { Client other("host=/nonexistent port=1"); });
+    w.on("good", [](JobContext&) {});
+    Running r(w);
+    PushOptions elsewhere, good;
+    elsewhere.kind = "elsewhere";
+    good.kind = "good";
+    int64_t bad = c.push(q, "{}", elsewhere);
+    int64_t fine = c.push(q, "{}", good);
+    ASSERT_TRUE(eventually([&] { return state_is(c, bad, JobState::Dead); }, 60s));
+    ASSERT_TRUE(eventually([&] { return state_is(c, fine, JobState::Completed); }, 60s));
+    JobInfo info = c.job_status(bad);
+    EXPECT_EQ(info.attempt, 1);
+    ASSERT_TRUE(info.last_error.has_value());
+    EXPECT_NE(info.last_error->find("could not connect"), std::string::npos) << *info.last_error;
+    r.stop();
+    EXPECT_EQ(w.stats().failed, 1u);
+    EXPECT_EQ(w.stats().completed, 1u);
+}
+
 // A handler that fails inside a transaction it began, or returns with one open, must not leave
 // its thread's connection in it: the job's failure is still reported, and the next job on the
 // same thread runs and completes (before: every report failed with 25P02 and the jobs stayed
