@@ -899,6 +899,66 @@ TEST(Worker, HeartbeatsKeepALongJobPastItsLease) {
     EXPECT_EQ(c.job_status(id).attempt, 1);
 }
 
+// A heartbeat that fails (its connection ended) is tried again after the back-off, not a whole
+// interval later: with the lease a few intervals long, a short outage would otherwise cost it.
+TEST(Worker, AFailedHeartbeatIsRetriedAfterTheBackOff) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 24s;  // heartbeats every 8 s
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 1);
+    o.conninfo = test::named_conninfo(q);
+    o.min_backoff = 1s;  // the first retry waits exactly this long
+    o.max_backoff = 1s;
+    std::mutex m;
+    std::optional<std::chrono::steady_clock::time_point> failed_at;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!failed_at && line.find("heartbeat failed") != std::string::npos)
+            failed_at = std::chrono::steady_clock::now();
+    };
+    Worker w(o);
+    std::atomic<bool> started{false}, done{false};
+    w.on_any([&](JobContext& job) {
+        job.progress(0.5);  // opens the heartbeat's connection, for the test to end
+        started = true;
+        while (!done && !job.wait_for_stop(50ms)) {
+        }
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    auto lease_until = [&] {
+        return c
+            .exec(
+                "SELECT extract(epoch FROM lease_until)::float8 FROM hopper.jobs "
+                "WHERE id = $1",
+                id)
+            .float8(0, 0);
+    };
+    const double before = lease_until();
+    ASSERT_EQ(c.exec("SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM "
+                     "pg_catalog.pg_stat_activity WHERE application_name = $1 AND query LIKE "
+                     "'%queue_progress%'",
+                     q)
+                  .int64(0, 0),
+              1);
+    auto failed = [&] {
+        std::lock_guard<std::mutex> lock(m);
+        return failed_at;
+    };
+    ASSERT_TRUE(eventually([&] { return failed().has_value(); }, 30s));
+    ASSERT_TRUE(eventually([&] { return lease_until() > before; }, 30s));
+    auto retried_after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - *failed())
+                                .count();
+    EXPECT_LT(retried_after_ms, 5000);  // 1 s of back-off, not the 8 s interval
+    done = true;
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_EQ(c.job_status(id).attempt, 1);
+}
+
 TEST(Worker, CancelStopsTheHandler) {
     Client c(conninfo());
     std::string q = unique_queue("w");
