@@ -433,7 +433,10 @@ void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
         Job job;
         {
             std::unique_lock<std::mutex> lock(m);
-            work_cv.wait(lock, [&] { return handlers_done || !pending.empty(); });
+            // Once stopping, held jobs are left to shutdown(), which gives them back unstarted:
+            // also those handed out just before it (the waiting pull's, cancelled by the stop).
+            // Only a fetch loop that ended by an exception leaves them to the handlers.
+            work_cv.wait(lock, [&] { return handlers_done || (!pending.empty() && !stopping()); });
             if (pending.empty()) return;
             job = std::move(pending.front());
             pending.pop_front();

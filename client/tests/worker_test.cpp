@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -333,6 +334,97 @@ TEST(Worker, ShutdownReleasesHeldJobsWithoutUsingAnAttempt) {
         EXPECT_NE(j.id, ran.load());
         EXPECT_EQ(j.attempt, 1) << "job " << j.id << ": a release is not an attempt";
         EXPECT_FALSE(c.job_status(j.id).last_error);
+    }
+}
+
+// A held job is given back unstarted once stop() is called, also when a handler thread frees up
+// before the fetch loop gets to its shutdown (here: its pull waits for the table the test
+// locks). Jobs a waiting pull brings back as stop() cancels it are held the same way.
+TEST(Worker, AHeldJobDoesNotStartAfterStop) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    PushOptions first, second, third;
+    first.kind = "first";
+    second.kind = "second";
+    third.kind = "third";
+    c.push(q, "{}", first);
+    c.push(q, "{}", second);
+    int64_t z = c.push(q, "{}", third);
+    WorkerOptions o = options(q, 2);
+    o.conninfo = test::named_conninfo(q);
+    o.prefetch = 2;  // a slot stays free: the fetch loop goes on pulling
+    o.waiting_pulls = false;
+    o.poll_interval = 200ms;
+    Worker w(o);
+    std::atomic<bool> x_go{false}, y_go{false}, x_started{false}, y_started{false};
+    std::atomic<int> z_started{0};
+    w.on("first", [&](JobContext&) {
+        x_started = true;
+        while (!x_go) std::this_thread::sleep_for(10ms);
+    });
+    w.on("second", [&](JobContext&) {
+        y_started = true;
+        while (!y_go) std::this_thread::sleep_for(10ms);
+    });
+    w.on("third", [&](JobContext&) { ++z_started; });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return x_started && y_started; }, 60s));
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).running == 3; }, 30s));
+    Client locker(conninfo());
+    std::optional<Transaction> tx(std::in_place, locker);
+    locker.exec("LOCK TABLE hopper.jobs IN ACCESS EXCLUSIVE MODE");
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
+                        "application_name = $1 AND wait_event_type = 'Lock' AND query LIKE "
+                        "'%queue_pull%'",
+                        q)
+                       .int64(0, 0) == 1;
+        },
+        30s));
+    w.stop();
+    y_go = true;  // its thread is free, the third job still held
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(z_started.load(), 0) << "a held job started after stop()";
+    tx.reset();  // rolled back: the pull goes on, then the shutdown
+    x_go = true;
+    r.stop();
+    EXPECT_EQ(z_started.load(), 0);
+    EXPECT_EQ(c.job_status(z).state, JobState::Available);
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(c.stats(q).at(0).completed, 2);
+}
+
+// stop() while the waiting pull has just claimed a job: the cancelled pull brings it back, and it
+// is released, neither started nor left running (to an idle thread with no connection yet, which
+// dropped it). The race is won about every other round; eight rounds catch it.
+TEST(Worker, AJobTheCancelledWaitingPullBringsBackIsReleased) {
+    Client c(conninfo());
+    for (int round = 0; round < 8; ++round) {
+        std::string q = unique_queue("w");
+        c.queue_create(q);
+        Worker w(test::slow_polling(options(q), q));
+        std::atomic<bool> stopped{false};
+        std::atomic<int> started_after_stop{0};
+        w.on("first", [&](JobContext& job) {
+            PushOptions po;
+            po.kind = "second";
+            job.client().push(q, "{}", po);  // the waiting pull claims it at once
+            stopped = true;
+            w.stop();
+        });
+        w.on("second", [&](JobContext&) {
+            if (stopped) ++started_after_stop;
+        });
+        Running r(w);
+        ASSERT_TRUE(eventually([&] { return test::waiting_in(c, q, "queue_pull") == 1; }, 30s));
+        PushOptions po;
+        po.kind = "first";
+        c.push(q, "{}", po);
+        r.stop();
+        EXPECT_EQ(started_after_stop.load(), 0) << "round " << round;
+        EXPECT_EQ(c.stats(q).at(0).running, 0) << "round " << round;
     }
 }
 
