@@ -328,6 +328,46 @@ TEST_F(TakeWorkerTest, AStatementTimeoutFallsBackToListening) {
     EXPECT_EQ(fallbacks.load(), 1);
 }
 
+// An operator's pg_cancel_backend of a waiting take fails with the SQLSTATE of a
+// statement_timeout, but says nothing about whether the role can wait: the taker waits in the
+// server again after its back-off, rather than have the worker listen and poll for good.
+TEST_F(TakeWorkerTest, ACancelledWaitingTakeWaitsAgain) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorkerOptions o = slow_polling(q, 1);
+    std::atomic<int> listening{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("listening") != std::string::npos) ++listening;
+    };
+    TakeWorker w(o);
+    w.on_any(marking());
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return waiting_takes(c, q) == 1; }, 30s));
+    Result cut = c.exec(
+        "SELECT pid, query_start::text FROM pg_catalog.pg_stat_activity WHERE application_name = "
+        "$1 AND state = 'active' AND query LIKE '%queue_take%'",
+        q);
+    ASSERT_EQ(cut.rows(), 1);
+    const int64_t pid = cut.int64(0, 0);
+    const std::string started(cut.text(0, 1));
+    ASSERT_TRUE(c.exec("SELECT pg_catalog.pg_cancel_backend($1::int)", pid).boolean(0, 0));
+    // A new waiting take on the same connection.
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND "
+                        "state = 'active' AND wait_event_type = 'Extension' AND query_start > "
+                        "$2::timestamptz",
+                        pid, started)
+                       .int64(0, 0) == 1;
+        },
+        30s));
+    EXPECT_EQ(listening.load(), 0);
+    c.exec("SET hopper.notify = off");  // only the waiting take can start it in time
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 10s));
+}
+
 TEST_F(TakeWorkerTest, ShutdownLetsARunningHandlerFinish) {
     std::string q = unique_queue("take");
     int64_t id = c.push(q, "{}");
