@@ -184,6 +184,12 @@ void Heartbeat::beat_due() {
     std::vector<Due> due;
     auto now = Steady::now();
     {
+        // Before the due jobs are chosen: choosing moves each an interval on, which inside the
+        // back-off would undo their retry right after it, and a short outage would cost leases.
+        std::lock_guard<std::mutex> c(control_m_);
+        if (now < retry_after_) return;
+    }
+    {
         std::lock_guard<std::mutex> lock(m_);
         for (auto& [run, e] : entries_)
             if (e.next <= now) {
@@ -197,7 +203,6 @@ void Heartbeat::beat_due() {
     bool failed = false;
     {
         std::lock_guard<std::mutex> c(control_m_);
-        if (now < retry_after_) return;
         try {
             // A heartbeat waits for its job's row while the job's own handler holds it (inside
             // fail_with or complete_with, say), and one thread beats for every job: the others'

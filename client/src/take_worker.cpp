@@ -344,13 +344,13 @@ void TakeWorker::Impl::take_loop(size_t slot) {
     std::unique_ptr<Client> client;
     while (!stopping()) {
         uint64_t seen = current_generation();
+        std::optional<Duration> wait;
         try {
             if (!client)
                 client = internal::worker_client(opt.conninfo);
             else if (!client->connection().ok())
                 client->reconnect();
             auto started = Steady::now();
-            std::optional<Duration> wait;
             if (!listening.load()) wait = internal::server_wait(opt.poll_interval, opt.poll_jitter);
             size_t got = take_once(*client, slot, wait);
             backoff.reset();
@@ -363,10 +363,13 @@ void TakeWorker::Impl::take_loop(size_t slot) {
             if (ended_by_deadline(slot)) break;  // reported when it was ended
             if (stopping()) break;               // a waiting take cancelled by the shutdown
             const auto* err = dynamic_cast<const Error*>(&ex);
-            if (err && err->sqlstate() == sqlstate::kQueryCanceled && !listening.exchange(true)) {
-                // statement_timeout cut a waiting take: this role cannot wait in the server.
-                log_line(fmt::format("waiting take on queue {} cancelled ({}); listening instead",
-                                     opt.queue, ex.what()));
+            if (err && err->sqlstate() == sqlstate::kQueryCanceled && wait && client &&
+                internal::statement_timeout_cuts(*client, *wait) && !listening.exchange(true)) {
+                // This role cannot wait in the server. (An operator's cancel is retried below.)
+                log_line(
+                    fmt::format("waiting take on queue {} ended by statement_timeout ({}); "
+                                "listening instead",
+                                opt.queue, ex.what()));
                 wake.notify();  // the calling thread starts listening
                 continue;
             }
@@ -424,7 +427,13 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
             try {
                 handler_for(jobs[i])(jobs[i], client);
             } catch (const ConnectionError&) {
-                throw;  // nothing can be recorded; the server rolled the take back
+                // Only a lost taking connection means the server rolled the take back. The
+                // handler's own connection to some other service (or a dblink on this one)
+                // failing is that job's failure: rethrown, the take would roll back and take the
+                // job again for ever, its attempt never counted, its batch never committed.
+                if (!client.connection().ok()) throw;
+                failure = internal::handler_failure(std::current_exception());
+                failing = i;
             } catch (...) {
                 failure = internal::handler_failure(std::current_exception());
                 failing = i;

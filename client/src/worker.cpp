@@ -248,6 +248,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
     // its own connection, which completes the jobs that finish and pulls at the retry. (Pausing
     // the loop for the back-off held those completions, unheartbeated, for up to max_backoff.)
     Steady::time_point waiter_retry_at{};
+    Duration waiter_wait{};  // of the waiting pull in flight
     std::unique_ptr<Client> conn;
     internal::WaitingPull waiter(opt.queue);
     bool listening = !opt.waiting_pulls;  // LISTEN + poll instead of waiting pulls
@@ -330,6 +331,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                     if (!waiter.connected()) waiter.attach(internal::worker_client(opt.conninfo));
                     PullOptions po = pull_options(n);
                     po.wait = internal::server_wait(opt.poll_interval, opt.poll_jitter);
+                    waiter_wait = *po.wait;
                     waiter.start(po);
                     continue;
                 }
@@ -355,10 +357,13 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             if (slots_free() > 0 && free_slots <= 0) deep = true;
         } catch (const std::exception& ex) {
             const auto* err = dynamic_cast<const Error*>(&ex);
-            if (err && err->sqlstate() == sqlstate::kQueryCanceled && !waiter.in_flight() &&
-                !listening) {
-                // statement_timeout ended a waiting pull: this role cannot wait in the server.
-                log(fmt::format("waiting pull on queue {} cancelled ({}); listening on {}",
+            if (err && err->sqlstate() == sqlstate::kQueryCanceled && on_waiter &&
+                !waiter.in_flight() && !listening && conn &&
+                internal::statement_timeout_cuts(*conn, waiter_wait)) {
+                // This role cannot wait in the server. (An operator's cancel is retried below.)
+                log(
+                    fmt::format("waiting pull on queue {} ended by statement_timeout ({}); "
+                                "listening on {}",
                                 opt.queue, ex.what(), channel));
                 listening = true;
                 deep = true;
@@ -434,7 +439,10 @@ void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
         Job job;
         {
             std::unique_lock<std::mutex> lock(m);
-            work_cv.wait(lock, [&] { return handlers_done || !pending.empty(); });
+            // Once stopping, held jobs are left to shutdown(), which gives them back unstarted:
+            // also those handed out just before it (the waiting pull's, cancelled by the stop).
+            // Only a fetch loop that ended by an exception leaves them to the handlers.
+            work_cv.wait(lock, [&] { return handlers_done || (!pending.empty() && !stopping()); });
             if (pending.empty()) return;
             job = std::move(pending.front());
             pending.pop_front();

@@ -14,4 +14,11 @@ namespace hopper::internal {
 // it holds. Throws ConnectionError when the server cannot be reached.
 std::unique_ptr<Client> worker_client(const std::string& conninfo);
 
+// Whether the session's statement_timeout ends a wait in the server this long (with a second
+// for the statement's work around it). A waiting pull or take ended by SQLSTATE 57014 met either
+// that or someone's pg_cancel_backend; only the timeout says the role cannot wait, and an
+// operator's cancel must not turn a worker to LISTEN and polling for good. false also when the
+// setting cannot be read: the caller then retries the wait as after any other error.
+bool statement_timeout_cuts(Client& client, Duration wait);
+
 }  // namespace hopper::internal

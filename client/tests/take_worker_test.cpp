@@ -155,6 +155,33 @@ TEST_F(TakeWorkerTest, AFailingJobLeavesTheOthersOfItsTakeDone) {
     EXPECT_EQ(w.stats().failed, 1u);
 }
 
+// A handler's own connection elsewhere (a service that is down) failing is its job's failure,
+// not the loss of the take's connection: the attempt counts and the rest of the batch commits.
+TEST_F(TakeWorkerTest, AConnectionErrorFromTheHandlersOwnConnectionFailsOnlyItsJob) {
+    std::string q = unique_queue("take");
+    QueueOptions qo;
+    qo.max_attempts = 3;
+    qo.backoff_base = std::chrono::hours(1);  // the failed job stays scheduled through the test
+    c.queue_create(q, qo);
+    int64_t failing = push_kind(q, "elsewhere");
+    std::vector<int64_t> good;
+    for (int i = 0; i < 5; ++i) good.push_back(push_kind(q, "good"));
+    TakeWorker w(options(q, 1, 4));
+    w.on("good", marking());
+    w.on("elsewhere", marking([](const Job&) { Client other("host=/nonexistent port=1"); }));
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 5; }, 30s));
+    ASSERT_TRUE(eventually([&] { return c.job_status(failing).attempt == 1; }, 30s));
+    r.stop();
+    JobInfo f = c.job_status(failing);
+    EXPECT_EQ(f.state, JobState::Scheduled);
+    ASSERT_TRUE(f.last_error.has_value());
+    EXPECT_NE(f.last_error->find("could not connect"), std::string::npos) << *f.last_error;
+    EXPECT_EQ(marks(q), 5);  // the failed job's insert alone was undone
+    EXPECT_EQ(w.stats().completed, 5u);
+    EXPECT_EQ(w.stats().failed, 1u);
+}
+
 TEST_F(TakeWorkerTest, TakesOnlyTheKindsItHandles) {
     std::string q = unique_queue("take");
     int64_t a = push_kind(q, "mine");
@@ -299,6 +326,46 @@ TEST_F(TakeWorkerTest, AStatementTimeoutFallsBackToListening) {
     EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 5s));
     std::this_thread::sleep_for(500ms);
     EXPECT_EQ(fallbacks.load(), 1);
+}
+
+// An operator's pg_cancel_backend of a waiting take fails with the SQLSTATE of a
+// statement_timeout, but says nothing about whether the role can wait: the taker waits in the
+// server again after its back-off, rather than have the worker listen and poll for good.
+TEST_F(TakeWorkerTest, ACancelledWaitingTakeWaitsAgain) {
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    TakeWorkerOptions o = slow_polling(q, 1);
+    std::atomic<int> listening{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("listening") != std::string::npos) ++listening;
+    };
+    TakeWorker w(o);
+    w.on_any(marking());
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return waiting_takes(c, q) == 1; }, 30s));
+    Result cut = c.exec(
+        "SELECT pid, query_start::text FROM pg_catalog.pg_stat_activity WHERE application_name = "
+        "$1 AND state = 'active' AND query LIKE '%queue_take%'",
+        q);
+    ASSERT_EQ(cut.rows(), 1);
+    const int64_t pid = cut.int64(0, 0);
+    const std::string started(cut.text(0, 1));
+    ASSERT_TRUE(c.exec("SELECT pg_catalog.pg_cancel_backend($1::int)", pid).boolean(0, 0));
+    // A new waiting take on the same connection.
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND "
+                        "state = 'active' AND wait_event_type = 'Extension' AND query_start > "
+                        "$2::timestamptz",
+                        pid, started)
+                       .int64(0, 0) == 1;
+        },
+        30s));
+    EXPECT_EQ(listening.load(), 0);
+    c.exec("SET hopper.notify = off");  // only the waiting take can start it in time
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Completed; }, 10s));
 }
 
 TEST_F(TakeWorkerTest, ShutdownLetsARunningHandlerFinish) {

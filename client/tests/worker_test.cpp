@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -336,6 +337,97 @@ TEST(Worker, ShutdownReleasesHeldJobsWithoutUsingAnAttempt) {
     }
 }
 
+// A held job is given back unstarted once stop() is called, also when a handler thread frees up
+// before the fetch loop gets to its shutdown (here: its pull waits for the table the test
+// locks). Jobs a waiting pull brings back as stop() cancels it are held the same way.
+TEST(Worker, AHeldJobDoesNotStartAfterStop) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    PushOptions first, second, third;
+    first.kind = "first";
+    second.kind = "second";
+    third.kind = "third";
+    c.push(q, "{}", first);
+    c.push(q, "{}", second);
+    int64_t z = c.push(q, "{}", third);
+    WorkerOptions o = options(q, 2);
+    o.conninfo = test::named_conninfo(q);
+    o.prefetch = 2;  // a slot stays free: the fetch loop goes on pulling
+    o.waiting_pulls = false;
+    o.poll_interval = 200ms;
+    Worker w(o);
+    std::atomic<bool> x_go{false}, y_go{false}, x_started{false}, y_started{false};
+    std::atomic<int> z_started{0};
+    w.on("first", [&](JobContext&) {
+        x_started = true;
+        while (!x_go) std::this_thread::sleep_for(10ms);
+    });
+    w.on("second", [&](JobContext&) {
+        y_started = true;
+        while (!y_go) std::this_thread::sleep_for(10ms);
+    });
+    w.on("third", [&](JobContext&) { ++z_started; });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return x_started && y_started; }, 60s));
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).running == 3; }, 30s));
+    Client locker(conninfo());
+    std::optional<Transaction> tx(std::in_place, locker);
+    locker.exec("LOCK TABLE hopper.jobs IN ACCESS EXCLUSIVE MODE");
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
+                        "application_name = $1 AND wait_event_type = 'Lock' AND query LIKE "
+                        "'%queue_pull%'",
+                        q)
+                       .int64(0, 0) == 1;
+        },
+        30s));
+    w.stop();
+    y_go = true;  // its thread is free, the third job still held
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(z_started.load(), 0) << "a held job started after stop()";
+    tx.reset();  // rolled back: the pull goes on, then the shutdown
+    x_go = true;
+    r.stop();
+    EXPECT_EQ(z_started.load(), 0);
+    EXPECT_EQ(c.job_status(z).state, JobState::Available);
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(c.stats(q).at(0).completed, 2);
+}
+
+// stop() while the waiting pull has just claimed a job: the cancelled pull brings it back, and it
+// is released, neither started nor left running (to an idle thread with no connection yet, which
+// dropped it). The race is won about every other round; eight rounds catch it.
+TEST(Worker, AJobTheCancelledWaitingPullBringsBackIsReleased) {
+    Client c(conninfo());
+    for (int round = 0; round < 8; ++round) {
+        std::string q = unique_queue("w");
+        c.queue_create(q);
+        Worker w(test::slow_polling(options(q), q));
+        std::atomic<bool> stopped{false};
+        std::atomic<int> started_after_stop{0};
+        w.on("first", [&](JobContext& job) {
+            PushOptions po;
+            po.kind = "second";
+            job.client().push(q, "{}", po);  // the waiting pull claims it at once
+            stopped = true;
+            w.stop();
+        });
+        w.on("second", [&](JobContext&) {
+            if (stopped) ++started_after_stop;
+        });
+        Running r(w);
+        ASSERT_TRUE(eventually([&] { return test::waiting_in(c, q, "queue_pull") == 1; }, 30s));
+        PushOptions po;
+        po.kind = "first";
+        c.push(q, "{}", po);
+        r.stop();
+        EXPECT_EQ(started_after_stop.load(), 0) << "round " << round;
+        EXPECT_EQ(c.stats(q).at(0).running, 0) << "round " << round;
+    }
+}
+
 TEST(Worker, PollsWhenNoNotificationArrives) {
     Client c(conninfo());
     std::string q = unique_queue("w");
@@ -647,6 +739,46 @@ TEST(Worker, AStatementTimeoutFallsBackToListening) {
         "waiting pull on queue");
 }
 
+// An operator's pg_cancel_backend of the waiting pull fails with the SQLSTATE of a
+// statement_timeout, but says nothing about whether the role can wait: the worker waits in the
+// server again after its back-off, rather than listen and poll for good.
+TEST(Worker, ACancelledWaitingPullWaitsAgain) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.queue_create(q);
+    WorkerOptions o = slow_polling(q);
+    std::atomic<int> listening{0};
+    o.log = [&](const std::string& line) {
+        if (line.find("listening") != std::string::npos) ++listening;
+    };
+    Worker w(o);
+    w.on_any([](JobContext&) {});
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 30s));
+    Result cut = c.exec(
+        "SELECT pid, query_start::text FROM pg_catalog.pg_stat_activity WHERE application_name = "
+        "$1 AND state = 'active' AND query LIKE '%queue_pull%'",
+        q);
+    ASSERT_EQ(cut.rows(), 1);
+    const int64_t pid = cut.int64(0, 0);
+    const std::string started(cut.text(0, 1));
+    ASSERT_TRUE(c.exec("SELECT pg_catalog.pg_cancel_backend($1::int)", pid).boolean(0, 0));
+    // A new waiting pull on the same connection.
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND "
+                        "state = 'active' AND wait_event_type = 'Extension' AND query_start > "
+                        "$2::timestamptz",
+                        pid, started)
+                       .int64(0, 0) == 1;
+        },
+        30s));
+    EXPECT_EQ(listening.load(), 0);
+    int64_t id = c.push(q, "{}");
+    EXPECT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 5s));
+}
+
 TEST(Worker, UnknownKindIsFailedWithAClearError) {
     Client c(conninfo());
     std::string q = unique_queue("w");
@@ -740,6 +872,34 @@ TEST(Worker, HandlerFailuresRetryOrBury) {
     ASSERT_TRUE(eventually([&] { return state_is(c, d, JobState::Dead); }, 60s));
     EXPECT_EQ(c.job_status(d).attempt, 2);
     EXPECT_EQ(c.job_status(d).last_error, "disk full");
+}
+
+// A ConnectionError from a connection of the handler's own is an ordinary failure of its job:
+// the attempt counts, with the error's text, while job.client() stays fine.
+TEST(Worker, AConnectionErrorFromTheHandlersOwnConnectionFailsItsJob) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.max_attempts = 1;
+    c.queue_create(q, qo);
+    Worker w(options(q, 1));
+    w.on("elsewhere", [](JobContext&) { Client other("host=/nonexistent port=1"); });
+    w.on("good", [](JobContext&) {});
+    Running r(w);
+    PushOptions elsewhere, good;
+    elsewhere.kind = "elsewhere";
+    good.kind = "good";
+    int64_t bad = c.push(q, "{}", elsewhere);
+    int64_t fine = c.push(q, "{}", good);
+    ASSERT_TRUE(eventually([&] { return state_is(c, bad, JobState::Dead); }, 60s));
+    ASSERT_TRUE(eventually([&] { return state_is(c, fine, JobState::Completed); }, 60s));
+    JobInfo info = c.job_status(bad);
+    EXPECT_EQ(info.attempt, 1);
+    ASSERT_TRUE(info.last_error.has_value());
+    EXPECT_NE(info.last_error->find("could not connect"), std::string::npos) << *info.last_error;
+    r.stop();
+    EXPECT_EQ(w.stats().failed, 1u);
+    EXPECT_EQ(w.stats().completed, 1u);
 }
 
 // A handler that fails inside a transaction it began, or returns with one open, must not leave
@@ -868,6 +1028,66 @@ TEST(Worker, HeartbeatsKeepALongJobPastItsLease) {
     }
     ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
     EXPECT_FALSE(stopped.load());
+    EXPECT_EQ(c.job_status(id).attempt, 1);
+}
+
+// A heartbeat that fails (its connection ended) is tried again after the back-off, not a whole
+// interval later: with the lease a few intervals long, a short outage would otherwise cost it.
+TEST(Worker, AFailedHeartbeatIsRetriedAfterTheBackOff) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 24s;  // heartbeats every 8 s
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 1);
+    o.conninfo = test::named_conninfo(q);
+    o.min_backoff = 1s;  // the first retry waits exactly this long
+    o.max_backoff = 1s;
+    std::mutex m;
+    std::optional<std::chrono::steady_clock::time_point> failed_at;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!failed_at && line.find("heartbeat failed") != std::string::npos)
+            failed_at = std::chrono::steady_clock::now();
+    };
+    Worker w(o);
+    std::atomic<bool> started{false}, done{false};
+    w.on_any([&](JobContext& job) {
+        job.progress(0.5);  // opens the heartbeat's connection, for the test to end
+        started = true;
+        while (!done && !job.wait_for_stop(50ms)) {
+        }
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    auto lease_until = [&] {
+        return c
+            .exec(
+                "SELECT extract(epoch FROM lease_until)::float8 FROM hopper.jobs "
+                "WHERE id = $1",
+                id)
+            .float8(0, 0);
+    };
+    const double before = lease_until();
+    ASSERT_EQ(c.exec("SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM "
+                     "pg_catalog.pg_stat_activity WHERE application_name = $1 AND query LIKE "
+                     "'%queue_progress%'",
+                     q)
+                  .int64(0, 0),
+              1);
+    auto failed = [&] {
+        std::lock_guard<std::mutex> lock(m);
+        return failed_at;
+    };
+    ASSERT_TRUE(eventually([&] { return failed().has_value(); }, 30s));
+    ASSERT_TRUE(eventually([&] { return lease_until() > before; }, 30s));
+    auto retried_after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - *failed())
+                                .count();
+    EXPECT_LT(retried_after_ms, 5000);  // 1 s of back-off, not the 8 s interval
+    done = true;
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
     EXPECT_EQ(c.job_status(id).attempt, 1);
 }
 
