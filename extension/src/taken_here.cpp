@@ -10,7 +10,6 @@
 #include <array>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 extern "C" {
@@ -36,9 +35,15 @@ namespace hopper::taken_here {
 
 namespace {
 
-// Ids queue_take returned in the current top-level transaction. A take inside a subtransaction
-// that rolled back stays listed; restore() checks the row itself, so that is harmless.
-std::unordered_set<int64_t> taken;
+// Ids queue_take returned in the current top-level transaction, each with the command id current
+// when its (last) take returned. Both take paths advance the command counter past their deletion
+// before returning (as after any SPI statement), so the take's own deletion of the job has a
+// command id below that, and any later command of the transaction one at or above it. So
+// restore() tells the take's version from one a later command deleted: a completion through a
+// lease, a cancel, a queue_fail_taken that buried the job it had put back. A take inside a
+// subtransaction that rolled back stays listed; its deletion rolled back with it and no longer
+// counts as this transaction's, so that is harmless.
+std::unordered_map<int64_t, CommandId> taken;
 bool callbacks_registered = false;
 
 // "hopper:done" of the taken jobs of queues that announce finished jobs, sent just before commit
@@ -129,6 +134,7 @@ constexpr std::array<const char*, 17> kColumns = {
 
 struct Row {
     bool found = false;
+    CommandId deleted_by = InvalidCommandId;  // the command that deleted the version read
     std::array<Datum, kColumns.size()> values{};
     std::array<bool, kColumns.size()> nulls{};
 };
@@ -156,7 +162,8 @@ HeapTuple copy_if_deleted_here(TupleTableSlot* slot, CommandId* cmax) {
 }
 
 // The newest version of job `id` that the current transaction deleted (not updated, not just
-// locked), with kColumns read from a copy of it. Plain C inside: runs under pg_guard.
+// locked), with kColumns read from a copy of it and the command that deleted it. Plain C inside:
+// runs under pg_guard.
 void read_deleted_version(Oid relid, int64_t id, Row* out) {
     Relation rel = table_open(relid, AccessShareLock);
     Relation idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
@@ -189,6 +196,7 @@ void read_deleted_version(Oid relid, int64_t id, Row* out) {
             out->values[i] = heap_getattr(best, attnum, desc, &out->nulls[i]);
         }
         out->found = true;
+        out->deleted_by = best_cmax;
     }
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);
@@ -311,18 +319,25 @@ void remember(int64_t id, const std::string& queue, bool queue_notifies_done) {
         });
         callbacks_registered = true;
     }
-    taken.insert(id);
+    // Read only, not marked used: the take's cost and command counter are as they were.
+    taken[id] = GetCurrentCommandId(false);
     if (queue_notifies_done && guc::notify) log_done_event(id, queue);
 }
 
 bool restore(spi::Connection& conn, int64_t id) {
-    if (taken.count(id) == 0) return false;
+    auto it = taken.find(id);
+    if (it == taken.end()) return false;
+    const CommandId after_take = it->second;
     static spi::Statement visible("SELECT 1 FROM hopper.jobs WHERE id = $1", {INT8OID},
                                   spi::Planning::kWalkIndexes);
     if (!conn.exec(visible, {spi::arg(id)}).empty()) return false;  // back already, or never out
     Oid relid = jobs::relation();  // valid: the statement above just read the table
     Row row;
     pg_guard([&] { read_deleted_version(relid, id, &row); });
+    // Deleted by a command after the take: this transaction finished the job since (the take
+    // rolled back, or a put-back job was run or failed again). Its version is not the take's, and
+    // the history row is that finish's own.
+    if (row.found && row.deleted_by >= after_take) return false;
     if (!row.found && !read_packed_version(conn, id, &row))
         return false;  // the take rolled back and someone else finished the job since
 
@@ -343,7 +358,10 @@ bool restore(spi::Connection& conn, int64_t id) {
     conn.exec(reinsert, {a(0), a(1), a(2), a(3), a(4), a(5), a(6), a(7), a(8), a(9), a(10), a(11),
                          a(12), a(13), a(14), a(15), a(16)});
     // The take wrote the job to history as completed; a job is in one table at a time.
-    static spi::Statement unrecord("DELETE FROM hopper.job_history WHERE id = $1", {INT8OID});
+    static spi::Statement unrecord(
+        "DELETE FROM hopper.job_history WHERE id = $1 "
+        "AND state OPERATOR(pg_catalog.=) 'completed'",
+        {INT8OID});
     conn.exec(unrecord, {spi::arg(id)});
     if (!done_events.empty()) log_done_event(id, std::string());
     return true;

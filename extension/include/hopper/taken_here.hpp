@@ -25,7 +25,9 @@ namespace hopper::taken_here {
 void remember(int64_t id, const std::string& queue, bool queue_notifies_done);
 
 // Puts job `id` back into hopper.jobs, available and as it was before the take, if this
-// transaction took it and still has it out. Returns false (and changes nothing) otherwise.
+// transaction took it and still has it out: the take was not rolled back, and no later command of
+// the transaction finished the job (a job put back, then completed through a lease, cancelled or
+// buried, stays finished). Returns false (and changes nothing) otherwise.
 bool restore(spi::Connection& conn, int64_t id);
 
 }  // namespace hopper::taken_here
