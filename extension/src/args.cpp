@@ -173,7 +173,14 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname) {
 TimestampTz lease_clock(TimestampTz at) {
     TimestampTz now = GetCurrentTimestamp();
     if (at <= now) return at;  // every claim but one dated ahead: no role lookup
-    return pg_guard([] { return superuser(); }) ? at : now;
+    if (!pg_guard([] { return superuser(); })) return now;
+    // A lease from `at` ends before END_TIMESTAMP (294277-01-01), the first instant timestamptz
+    // cannot hold: otherwise the lease's end was 22008 "timestamp out of range", which names
+    // nothing the caller gave.
+    if (at >= END_TIMESTAMP - kMaxLeaseUs)
+        invalid("at must be before 294276-12-31 00:00:00+00",
+                "A lease of up to a day from it must end within timestamptz's range.");
+    return at;
 }
 
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n) {

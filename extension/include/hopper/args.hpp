@@ -70,6 +70,9 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
 // it finds run out: `at` for a superuser; anyone else's stops at the real time. A pull dated ahead
 // then neither takes over a live lease nor gets one that outlasts the cap on a lease ("at" is for
 // tests).
+// A superuser's `at` from which no lease of up to a day would end within timestamptz's range
+// (294276-12-31 or later) is 22023 naming `at`; queue_pull checks its `at` so before it changes
+// anything.
 TimestampTz lease_clock(TimestampTz at);
 
 // run_at: NULL -> nullopt (now); finite and within the allowed window around now.
