@@ -152,6 +152,18 @@ std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* a
     return static_cast<int64_t>(us);
 }
 
+std::optional<Duration> duration(FunctionCallInfo fcinfo, int n, const char* argname,
+                                 int64_t min_us, int64_t max_us, bool allow_zero) {
+    auto us = interval_us(fcinfo, n, argname, min_us, max_us, allow_zero);
+    if (!us) return std::nullopt;
+    Duration d;
+    d.us = *us;
+    d.interval.time = *us;
+    d.interval.day = 0;
+    d.interval.month = 0;
+    return d;
+}
+
 int32_t pull_size(FunctionCallInfo fcinfo, int n) {
     if (is_null(fcinfo, n)) throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "n must not be NULL");
     int32_t size = PG_GETARG_INT32(n);
