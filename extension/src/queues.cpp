@@ -155,7 +155,16 @@ HOPPER_FUNCTION(hopper_queue_drop) {
     static spi::Statement packed("DELETE FROM hopper.job_batches WHERE queue = $1", {TEXTOID});
     static spi::Statement jobs("DELETE FROM hopper.jobs WHERE queue = $1", {TEXTOID});
     static spi::Statement history("DELETE FROM hopper.job_history WHERE queue = $1", {TEXTOID});
+    // The queue's schedules and limits: their foreign keys' cascades delete them too, but those
+    // are triggers, which do not fire under session_replication_role = replica. A schedule left
+    // behind made the queue again at its next run, with the old limits listed and not enforced.
+    static spi::Statement settings(
+        "WITH s AS (DELETE FROM hopper.schedules WHERE queue = $1), "
+        "k AS (DELETE FROM hopper.queue_key_limits WHERE queue = $1) "
+        "DELETE FROM hopper.rate_limits WHERE queue = $1",
+        {TEXTOID});
     bool existed = !conn.exec(drop, {spi::arg_text(queue)}).empty();
+    conn.exec(settings, {spi::arg_text(queue)});
     claim_hint::clear_at_end(queue);  // a queue made again under the name starts afresh
     conn.exec(packed, {spi::arg_text(queue)});
     conn.exec(jobs, {spi::arg_text(queue)});
