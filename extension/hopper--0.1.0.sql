@@ -60,6 +60,12 @@ CREATE TYPE hopper.job_state AS ENUM ('available', 'running', 'completed', 'dead
 -- The checks repeat what queue_create enforces: producers may insert rows here directly (a push
 -- makes its queue), and the reaper, which runs as a superuser, must never meet a name too long for
 -- a channel or a retention too large for a timestamp.
+--
+-- Durations are fixed lengths, kept in an interval's time part alone ('24:00:00', not '1 day'):
+-- a timestamptz plus an interval adds days and months on the calendar of the session's TimeZone,
+-- so that a lease of '1 day' pulled the day before a DST change lasted 23 or 25 hours. The
+-- functions store them so (a day as 24 hours, a month as 30 days, as they check them), and the
+-- checks below keep a row written by hand from holding days or months.
 CREATE TABLE hopper.queues (
     name          text PRIMARY KEY
                   CHECK (name COLLATE "C" ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,47}$' AND name <> 'done'),
@@ -71,10 +77,19 @@ CREATE TABLE hopper.queues (
     backoff_cap   interval NOT NULL DEFAULT '1 hour'
                   CHECK (backoff_cap > interval '0' AND backoff_cap <= interval '30 days'),
     jitter        real     NOT NULL DEFAULT 0.2 CHECK (jitter >= 0 AND jitter <= 1),
-    retention     interval NOT NULL DEFAULT '7 days'
+    retention     interval NOT NULL DEFAULT '168 hours'
                   CHECK (retention >= interval '0' AND retention <= interval '3660 days'),
     paused        boolean  NOT NULL DEFAULT false,
-    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT queues_durations_fixed CHECK (
+        EXTRACT(day FROM lease) = 0 AND EXTRACT(month FROM lease) = 0
+        AND EXTRACT(year FROM lease) = 0
+        AND EXTRACT(day FROM backoff_base) = 0 AND EXTRACT(month FROM backoff_base) = 0
+        AND EXTRACT(year FROM backoff_base) = 0
+        AND EXTRACT(day FROM backoff_cap) = 0 AND EXTRACT(month FROM backoff_cap) = 0
+        AND EXTRACT(year FROM backoff_cap) = 0
+        AND EXTRACT(day FROM retention) = 0 AND EXTRACT(month FROM retention) = 0
+        AND EXTRACT(year FROM retention) = 0)
 );
 
 CREATE SEQUENCE hopper.job_id_seq AS bigint;
@@ -562,7 +577,11 @@ ALTER TABLE hopper.queues
     -- and whether it has rate limits, whose claims spend tokens and so keep the queue's lock to
     -- the end of the transaction.
     ADD COLUMN limited         boolean NOT NULL DEFAULT false,
-    ADD COLUMN rated           boolean NOT NULL DEFAULT false;
+    ADD COLUMN rated           boolean NOT NULL DEFAULT false,
+    -- A fixed length, as the other durations (see hopper.queues).
+    ADD CONSTRAINT queues_key_claims_per_fixed CHECK (
+        EXTRACT(day FROM key_claims_per) = 0 AND EXTRACT(month FROM key_claims_per) = 0
+        AND EXTRACT(year FROM key_claims_per) = 0);
 
 -- Per-key overrides of the queue's key_max_running.
 CREATE TABLE hopper.queue_key_limits (
@@ -581,6 +600,8 @@ CREATE TABLE hopper.rate_limits (
     queue           text NOT NULL REFERENCES hopper.queues (name) ON DELETE CASCADE,
     concurrency_key text,
     max_claims      integer NOT NULL CHECK (max_claims BETWEEN 1 AND 1000000),
+    -- Stored as a fixed length (see hopper.queues), and read only as seconds. No check: every
+    -- rate-limited claim updates its buckets, and would pay for it.
     period          interval NOT NULL,
     tokens          double precision NOT NULL,
     refilled_at     timestamptz NOT NULL,

@@ -75,6 +75,23 @@ FROM hopper.queue_pull('lc_limited', 1, at => now() + interval '1 hour');
 SELECT lease_until >= now() + interval '1 hour' AS from_at
 FROM hopper.queue_pull('lc_plain', 1, at => now() + interval '1 hour');
 
+-- But not from an `at` so late that a lease from it would end past the last timestamp: 22023
+-- naming `at` (it was 22008 "timestamp out of range"), by the direct claim and the statement
+-- alike, before anything is changed. A take, which leases nothing, may claim as of then; the
+-- last `at` allowed leases for a full day.
+\i sql/include/try.sql
+SELECT count(hopper.queue_push('lc_plain', '{}', kind => 'k')) FROM generate_series(1, 3);
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('lc_plain', 1,
+                       at => '294276-12-31 23:59:59+00')$$) AS last_day_direct;
+SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('lc_plain', 1, kinds => ARRAY['k'],
+                       at => '294276-12-31 00:00:00+00')$$) AS last_day_statement;
+SELECT count(*) AS taken FROM hopper.queue_take('lc_plain', 1, at => '294276-12-31 23:59:59+00');
+SELECT lease_until AT TIME ZONE 'UTC' AS last_lease_direct
+FROM hopper.queue_pull('lc_plain', 1, lease => '1 day', at => '294276-12-30 23:59:59.999999+00');
+SELECT lease_until AT TIME ZONE 'UTC' AS last_lease_statement
+FROM hopper.queue_pull('lc_plain', 1, lease => '1 day', kinds => ARRAY['k'],
+                       at => '294276-12-30 23:59:59.999999+00');
+
 \c :orig
 DROP DATABASE hopper_lease_clock WITH (FORCE);
 DROP ROLE regress_lease_worker;

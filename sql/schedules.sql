@@ -166,3 +166,19 @@ WHERE name IN ('a-bad', 'b-good') ORDER BY name;
 SELECT count(*) AS good_jobs FROM hopper.queue_jobs('sched-good');
 DROP TRIGGER refuse_bad ON hopper.jobs;
 SELECT hopper.queue_drop('sched-bad') AS d1, hopper.queue_drop('sched-good') AS d2;
+
+-- queue_drop deletes the queue's schedules and limits itself: their foreign keys' cascades are
+-- triggers, which do not fire under session_replication_role = replica, and a schedule left
+-- behind made the queue again at its next run, with its old limits listed and not enforced.
+SELECT hopper.queue_create('sched-replica') AS created;
+SELECT hopper.queue_set_key_limit('sched-replica', 'k', 1);
+SELECT hopper.queue_set_rate_limit('sched-replica', 1, '1 hour');
+SELECT hopper.queue_schedule('replica-tick', '0 0 1 1 *', 'sched-replica') IS NOT NULL AS scheduled;
+SET session_replication_role = replica;
+SELECT hopper.queue_drop('sched-replica') AS dropped;
+RESET session_replication_role;
+SELECT (SELECT count(*) FROM hopper.schedules WHERE queue = 'sched-replica') AS schedules,
+       (SELECT count(*) FROM hopper.queue_key_limits WHERE queue = 'sched-replica') AS key_limits,
+       (SELECT count(*) FROM hopper.rate_limits WHERE queue = 'sched-replica') AS rate_limits;
+SELECT hopper.schedule_run_due(hopper.cron_next('0 0 1 1 *', now())) AS pushed;
+SELECT count(*) AS made_again FROM hopper.queues WHERE name = 'sched-replica';

@@ -166,6 +166,18 @@ std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* a
     return static_cast<int64_t>(us);
 }
 
+std::optional<Duration> duration(FunctionCallInfo fcinfo, int n, const char* argname,
+                                 int64_t min_us, int64_t max_us, bool allow_zero) {
+    auto us = interval_us(fcinfo, n, argname, min_us, max_us, allow_zero);
+    if (!us) return std::nullopt;
+    Duration d;
+    d.us = *us;
+    d.interval.time = *us;
+    d.interval.day = 0;
+    d.interval.month = 0;
+    return d;
+}
+
 int32_t pull_size(FunctionCallInfo fcinfo, int n) {
     if (is_null(fcinfo, n)) throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "n must not be NULL");
     int32_t size = PG_GETARG_INT32(n);
@@ -187,7 +199,14 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname) {
 TimestampTz lease_clock(TimestampTz at) {
     TimestampTz now = GetCurrentTimestamp();
     if (at <= now) return at;  // every claim but one dated ahead: no role lookup
-    return pg_guard([] { return superuser(); }) ? at : now;
+    if (!pg_guard([] { return superuser(); })) return now;
+    // A lease from `at` ends before END_TIMESTAMP (294277-01-01), the first instant timestamptz
+    // cannot hold: otherwise the lease's end was 22008 "timestamp out of range", which names
+    // nothing the caller gave.
+    if (at >= END_TIMESTAMP - kMaxLeaseUs)
+        invalid("at must be before 294276-12-31 00:00:00+00",
+                "A lease of up to a day from it must end within timestamptz's range.");
+    return at;
 }
 
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n) {

@@ -154,8 +154,9 @@ void read_queue(const QueueTable& t, Datum name, Snapshot snap, QueueRow* q) {
         Datum r = slot_getattr(slot, t.retention, &isnull);
         q->keeps =
             !isnull && DatumGetBool(DirectFunctionCall2(interval_gt, r, IntervalPGetDatum(&zero)));
+        // Stored as a time-only interval (the table's check): its microseconds are the lease.
         Datum l = slot_getattr(slot, t.lease, &isnull);
-        q->lease = isnull ? zero : *DatumGetIntervalP(l);
+        q->lease_us = isnull ? 0 : DatumGetIntervalP(l)->time;
         auto limit = [&](int col) {
             Datum d = slot_getattr(slot, col, &isnull);
             return isnull ? -1 : DatumGetInt32(d);

@@ -57,8 +57,8 @@ struct Request {
     const claim_hint::Key* start;
     const char* worker;  // nullptr: none
     int worker_len;
-    const Interval* lease;  // nullptr: the queue's
-    TimestampTz lease_at;   // a lease's start: args::lease_clock(at)
+    std::optional<int64_t> lease_us;  // nullopt: the queue's
+    TimestampTz lease_at;             // a lease's start: args::lease_clock(at)
     bool session_bound;
     // A lease on a queue with concurrency limits, under its lock: the window claim
     // (include/hopper/limited_window.hpp), with the jobs in flight, sorted.
@@ -596,10 +596,9 @@ void claim_rows(void* arg) {
     c.worker = r->worker != nullptr
                    ? PointerGetDatum(cstring_to_text_with_len(r->worker, r->worker_len))
                    : (Datum)0;
-    if (!c.take)
-        c.lease_until = DatumGetTimestampTz(
-            DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(r->lease_at),
-                                IntervalPGetDatum(r->lease != nullptr ? r->lease : &q.lease)));
+    // A lease is a fixed length (args::Duration): microseconds added, whatever the TimeZone.
+    // lease_clock keeps lease_at a day short of the end of timestamptz's range.
+    if (!c.take) c.lease_until = r->lease_at + r->lease_us.value_or(q.lease_us);
     c.extras[kExtraStartedAt] = TimestampTzGetDatum(r->at);
     c.extras[kExtraWorker] = c.worker;
     c.extra_nulls[kExtraWorker] = r->worker == nullptr;
@@ -667,20 +666,20 @@ std::optional<Claimed> take(const Claim& claim) {
     return run(r, claim);
 }
 
-std::optional<Claimed> lease(const Claim& claim, const std::optional<Interval>& lease,
+std::optional<Claimed> lease(const Claim& claim, std::optional<int64_t> lease_us,
                              bool session_bound) {
     Request r{};
     r.mode = Mode::kLease;
-    r.lease = lease ? &*lease : nullptr;
+    r.lease_us = lease_us;
     r.session_bound = session_bound;
     return run(r, claim);
 }
 
-std::optional<Claimed> lease_window(const Claim& claim, const std::optional<Interval>& lease,
+std::optional<Claimed> lease_window(const Claim& claim, std::optional<int64_t> lease_us,
                                     bool session_bound, const std::vector<int64_t>& inflight) {
     Request r{};
     r.mode = Mode::kLease;
-    r.lease = lease ? &*lease : nullptr;
+    r.lease_us = lease_us;
     r.session_bound = session_bound;
     r.window = true;
     r.inflight = reinterpret_cast<const int64*>(inflight.data());

@@ -14,11 +14,11 @@ HOPPER_FUNCTION(hopper_queue_fail) {
     int64_t id = args::job_id(fcinfo, 0);
     int64_t token = args::lease_token(fcinfo, 1);
     constexpr int64_t kMaxRetryIn = int64_t(366) * 86400 * 1000000;
-    args::interval_us(fcinfo, 3, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
+    auto retry_in = args::duration(fcinfo, 3, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
     bool permanent = !args::is_null(fcinfo, 4) && PG_GETARG_BOOL(4);
 
     spi::Arg error = spi::arg_text(args::error_text(fcinfo, 2));
-    spi::Arg retry_in = spi::arg_datum(PG_GETARG_DATUM(3), args::is_null(fcinfo, 3));
+    spi::Arg retry_in_arg = spi::arg_datum(args::duration_datum(retry_in), !retry_in);
 
     // Retry: attempts remain and the failure is not permanent.
     static spi::Statement retry(
@@ -48,8 +48,8 @@ HOPPER_FUNCTION(hopper_queue_fail) {
     const char* state = failed_attempt::settle(
         conn, id,
         [&] {
-            return conn.exec(
-                retry, {spi::arg(id), spi::arg(token), error, retry_in, spi::arg_bool(permanent)});
+            return conn.exec(retry, {spi::arg(id), spi::arg(token), error, retry_in_arg,
+                                     spi::arg_bool(permanent)});
         },
         [&] {
             return conn.exec(bury, {spi::arg(id), spi::arg(token), error});

@@ -24,12 +24,12 @@ using namespace hopper;
 HOPPER_FUNCTION(hopper_queue_fail_taken) {
     int64_t id = args::job_id(fcinfo, 0);
     constexpr int64_t kMaxRetryIn = int64_t(366) * 86400 * 1000000;
-    args::interval_us(fcinfo, 2, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
+    auto retry_in = args::duration(fcinfo, 2, "retry_in", 0, kMaxRetryIn, /*allow_zero=*/true);
     bool permanent = !args::is_null(fcinfo, 3) && PG_GETARG_BOOL(3);
     auto worker = args::optional_text(fcinfo, 4, "worker", args::kMaxWorker);
 
     spi::Arg error = spi::arg_text(args::error_text(fcinfo, 1));
-    spi::Arg retry_in = spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2));
+    spi::Arg retry_in_arg = spi::arg_datum(args::duration_datum(retry_in), !retry_in);
     spi::Arg worker_arg = spi::arg_text(worker);
 
     // The job must be available: a taker that still holds it makes this wait for its end, and if
@@ -66,8 +66,8 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
     const char* state = failed_attempt::settle(
         conn, id,
         [&] {
-            return conn.exec(retry,
-                             {spi::arg(id), error, retry_in, spi::arg_bool(permanent), worker_arg});
+            return conn.exec(
+                retry, {spi::arg(id), error, retry_in_arg, spi::arg_bool(permanent), worker_arg});
         },
         [&] {
             return conn.exec(bury, {spi::arg(id), error, worker_arg});

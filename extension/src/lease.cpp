@@ -30,7 +30,7 @@ std::string format_real(float v) {
 HOPPER_FUNCTION(hopper_queue_heartbeat) {
     int64_t id = args::job_id(fcinfo, 0);
     int64_t token = args::lease_token(fcinfo, 1);
-    args::interval_us(fcinfo, 2, "extend", 0, args::kMaxLeaseUs);
+    auto extend = args::duration(fcinfo, 2, "extend", 0, args::kMaxLeaseUs);
     // Never earlier than the lease already ends: a job pulled with a lease of an hour lost it
     // 30 s after its first heartbeat (the queue's lease), and was taken over while running.
     static spi::Statement st(
@@ -42,7 +42,7 @@ HOPPER_FUNCTION(hopper_queue_heartbeat) {
         {INT8OID, INT8OID, INTERVALOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     bool held = !conn.exec(st, {spi::arg(id), spi::arg(token),
-                                spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2))})
+                                spi::arg_datum(args::duration_datum(extend), !extend)})
                      .empty();
     if (!held) jobs::require_known(conn, id);
     conn.finish();

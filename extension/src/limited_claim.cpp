@@ -187,7 +187,7 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
 }
 
 std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
-                                                  const std::optional<Interval>& lease,
+                                                  std::optional<int64_t> lease_us,
                                                   bool session_bound, bool* released,
                                                   bool* unsettled) {
     *released = false;
@@ -197,7 +197,7 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
     std::vector<int64_t> inflight;
     inflight_claims::read(hash, &inflight);
     std::sort(inflight.begin(), inflight.end());
-    auto claimed = direct_claim::lease_window(c, lease, session_bound, inflight);
+    auto claimed = direct_claim::lease_window(c, lease_us, session_bound, inflight);
     if (!claimed) return std::nullopt;
     if (claimed->unsettled) {
         *unsettled = true;

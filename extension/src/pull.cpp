@@ -135,11 +135,12 @@ spi::Statement& resumed_packed_claim_statement() {
 HOPPER_FUNCTION(hopper_queue_pull) {
     std::string queue = args::queue_name(fcinfo, 0);
     int32_t n = args::pull_size(fcinfo, 1);
-    args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
+    auto lease = args::duration(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
     auto worker = args::optional_text(fcinfo, 3, "worker", args::kMaxWorker);
     bool kinds_null = args::is_null(fcinfo, 4);
     bool own_clock = !args::is_null(fcinfo, 5);
     TimestampTz at = args::clock(fcinfo, 5, "at");
+    if (own_clock) args::lease_clock(at);  // 22023 for an `at` no lease can run from
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
     int64_t wait_us = pull_wait::wait_us(fcinfo, 7, "queue_pull");
 
@@ -165,7 +166,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     auto claim = [&](int64_t limit) {
         spi::Arg queue_arg = spi::arg_text(queue);
         spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
-        spi::Arg lease_arg = spi::arg_datum(PG_GETARG_DATUM(2), args::is_null(fcinfo, 2));
+        spi::Arg lease_arg = spi::arg_datum(args::duration_datum(lease), !lease);
         spi::Arg kinds_arg = spi::arg_datum(kinds_null ? (Datum)0 : PG_GETARG_DATUM(4), kinds_null);
         spi::Arg worker_arg = spi::arg_text(worker);
         spi::Arg start_arg = spi::arg_datum(TimestampTzGetDatum(MyStartTimestamp));
@@ -231,8 +232,8 @@ HOPPER_FUNCTION(hopper_queue_pull) {
 
     // The common case goes straight through the access methods (include/hopper/direct_claim.hpp);
     // nullopt: the statement must do it.
-    std::optional<Interval> lease;
-    if (!args::is_null(fcinfo, 2)) lease = *PG_GETARG_INTERVAL_P(2);
+    std::optional<int64_t> lease_us;
+    if (lease) lease_us = lease->us;
     // The direct claim read the queue's row and found it limited: the unlimited claim statement,
     // which would say so too, is skipped.
     bool known_limited = false;
@@ -243,7 +244,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             // the statements.
             if (!early_release || lock_released) return std::nullopt;
             auto c = limits::claim_direct({queue, limit, at, resume ? &hint.key : nullptr, worker},
-                                          lease, session_bound, &lock_released, &unsettled);
+                                          lease_us, session_bound, &lock_released, &unsettled);
             if (!c) return std::nullopt;
             keep_lock_if_kept();
             took_packed = false;
@@ -257,7 +258,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             return c->rows.size();
         }
         auto c = direct_claim::lease({queue, limit, at, resume ? &hint.key : nullptr, worker},
-                                     lease, session_bound);
+                                     lease_us, session_bound);
         if (!c) return std::nullopt;
         if (c->limited) {
             known_limited = true;

@@ -114,10 +114,11 @@ HOPPER_FUNCTION(hopper_queue_create) {
     std::string queue = args::queue_name(fcinfo, 0);
     auto max_attempts = args::max_attempts(fcinfo, 1);
     constexpr int64_t day = int64_t(86400) * 1000000;
-    args::interval_us(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
-    args::interval_us(fcinfo, 3, "backoff_base", 0, day);
-    args::interval_us(fcinfo, 4, "backoff_cap", 0, 30 * day);
-    args::interval_us(fcinfo, 5, "retention", 0, 3660 * day, /*allow_zero=*/true);
+    // Stored as fixed lengths (args::Duration), as the claims and the reaper add them.
+    auto lease = args::duration(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
+    auto backoff_base = args::duration(fcinfo, 3, "backoff_base", 0, day);
+    auto backoff_cap = args::duration(fcinfo, 4, "backoff_cap", 0, 30 * day);
+    auto retention = args::duration(fcinfo, 5, "retention", 0, 3660 * day, /*allow_zero=*/true);
     if (!args::is_null(fcinfo, 6)) {
         float4 jitter = PG_GETARG_FLOAT4(6);
         if (!(jitter >= 0 && jitter <= 1))
@@ -132,10 +133,13 @@ HOPPER_FUNCTION(hopper_queue_create) {
         "backoff_cap = COALESCE($5, backoff_cap), retention = COALESCE($6, retention), "
         "jitter = COALESCE($7, jitter) WHERE name = $1",
         {TEXTOID, INT4OID, INTERVALOID, INTERVALOID, INTERVALOID, INTERVALOID, FLOAT4OID});
-    auto a = [&](int n) { return spi::arg_datum(PG_GETARG_DATUM(n), args::is_null(fcinfo, n)); };
+    auto d = [](const std::optional<args::Duration>& v) {
+        return spi::arg_datum(args::duration_datum(v), !v);
+    };
     conn.exec(update,
               {spi::arg_text(queue), max_attempts ? spi::arg_int4(*max_attempts) : spi::null_arg(),
-               a(2), a(3), a(4), a(5), a(6)});
+               d(lease), d(backoff_base), d(backoff_cap), d(retention),
+               spi::arg_datum(PG_GETARG_DATUM(6), args::is_null(fcinfo, 6))});
     conn.finish();
     PG_RETURN_BOOL(created);
 }
@@ -151,7 +155,16 @@ HOPPER_FUNCTION(hopper_queue_drop) {
     static spi::Statement packed("DELETE FROM hopper.job_batches WHERE queue = $1", {TEXTOID});
     static spi::Statement jobs("DELETE FROM hopper.jobs WHERE queue = $1", {TEXTOID});
     static spi::Statement history("DELETE FROM hopper.job_history WHERE queue = $1", {TEXTOID});
+    // The queue's schedules and limits: their foreign keys' cascades delete them too, but those
+    // are triggers, which do not fire under session_replication_role = replica. A schedule left
+    // behind made the queue again at its next run, with the old limits listed and not enforced.
+    static spi::Statement settings(
+        "WITH s AS (DELETE FROM hopper.schedules WHERE queue = $1), "
+        "k AS (DELETE FROM hopper.queue_key_limits WHERE queue = $1) "
+        "DELETE FROM hopper.rate_limits WHERE queue = $1",
+        {TEXTOID});
     bool existed = !conn.exec(drop, {spi::arg_text(queue)}).empty();
+    conn.exec(settings, {spi::arg_text(queue)});
     claim_hint::clear_at_end(queue);  // a queue made again under the name starts afresh
     conn.exec(packed, {spi::arg_text(queue)});
     conn.exec(jobs, {spi::arg_text(queue)});

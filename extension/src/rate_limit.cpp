@@ -29,7 +29,9 @@ HOPPER_FUNCTION(hopper_queue_set_rate_limit) {
         throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "per must not be NULL", {},
                       "Give the period, e.g. interval '1 minute'.");
     constexpr int64_t kMaxPeriodUs = int64_t(31) * 86400 * 1000000;
-    if (!remove) args::interval_us(fcinfo, 2, "per", 0, kMaxPeriodUs);
+    // Stored as a fixed length (args::Duration), as the buckets refill by it.
+    std::optional<args::Duration> period;
+    if (!remove) period = args::duration(fcinfo, 2, "per", 0, kMaxPeriodUs);
     auto key = args::optional_text(fcinfo, 3, "concurrency_key", args::kMaxKey);
     bool each_key = !args::is_null(fcinfo, 4) && PG_GETARG_BOOL(4);
     if (each_key && key)
@@ -37,7 +39,7 @@ HOPPER_FUNCTION(hopper_queue_set_rate_limit) {
                       "concurrency_key and each_key exclude each other", {},
                       "each_key sets the rate of every key without a limit of its own; "
                       "concurrency_key sets one key's.");
-    spi::Arg per = remove ? spi::null_arg() : spi::arg_datum(PG_GETARG_DATUM(2));
+    spi::Arg per = spi::arg_datum(args::duration_datum(period), !period);
 
     spi::Connection conn;
     limits::lock_queue(conn, queue);

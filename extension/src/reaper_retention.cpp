@@ -54,14 +54,15 @@ void isolated(const std::string& what, Step&& step) {
 
 }  // namespace
 
-#define HOPPER_EXPIRED_PARTITIONS                                                                \
-    "SELECT c.relname::text FROM pg_catalog.pg_inherits i "                                      \
-    "JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "                                          \
-    "WHERE i.inhparent = 'hopper.job_history'::pg_catalog.regclass "                             \
-    "  AND c.relname ~ '^job_history_p[0-9]{8}$' "                                               \
-    "  AND (pg_catalog.to_date(pg_catalog.substr(c.relname, 14), 'YYYYMMDD') + 1)::timestamp "   \
-    "      AT TIME ZONE 'UTC' <= (SELECT COALESCE("                                              \
-    "      pg_catalog.min(pg_catalog.now() - retention), pg_catalog.now() - interval '7 days') " \
+#define HOPPER_EXPIRED_PARTITIONS                                                              \
+    "SELECT c.relname::text FROM pg_catalog.pg_inherits i "                                    \
+    "JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "                                        \
+    "WHERE i.inhparent = 'hopper.job_history'::pg_catalog.regclass "                           \
+    "  AND c.relname ~ '^job_history_p[0-9]{8}$' "                                             \
+    "  AND (pg_catalog.to_date(pg_catalog.substr(c.relname, 14), 'YYYYMMDD') + 1)::timestamp " \
+    "      AT TIME ZONE 'UTC' <= (SELECT COALESCE("                                            \
+    "      pg_catalog.min(pg_catalog.now() - retention), "                                     \
+    "      pg_catalog.now() - interval '168 hours') "                                          \
     "      FROM hopper.queues) "
 
 uint64_t prune_history(int64_t batch) {
@@ -77,8 +78,8 @@ uint64_t prune_history(int64_t batch) {
 
     // Daily partitions (named job_history_pYYYYMMDD by ensure_history_partitions, covering that
     // UTC day) that end before every queue's cutoff. The cutoff is now() - retention, as the row
-    // deletes below reckon it: the longest interval by comparison (a month as 30 days) is not
-    // the earliest cutoff on the calendar (a month back from the 26th of November is 31 days).
+    // deletes below reckon it: retentions are fixed lengths (hopper.queues), so the earliest
+    // cutoff is the longest retention's, in any TimeZone.
     std::vector<std::string> expired;
     worker::in_transaction([&] {
         spi::Connection conn;

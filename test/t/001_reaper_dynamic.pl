@@ -204,38 +204,39 @@ my $t_kill9 = check_rescued_from_gone_backend(
 		'and the rows of short retentions are still pruned');
 }
 
-# The oldest cutoff is reckoned on the calendar, as the row deletes reckon it: a year back is 365
-# or 366 days, though '1 year' compares as 360 days and so below '364 days'. A partition that
-# '364 days' alone would drop still holds a row within the yearly queue's retention.
+# A retention is a fixed length, whatever the calendar or the TimeZone: '1 year' is 360 days
+# (12 months of 30), as it is checked. A row 359 days old is kept, and its day's partition with
+# it; one 361 days old is pruned, though a year back on the calendar would still keep it.
 {
-	$node->safe_psql('app',
-		"SELECT hopper.queue_create('yearly', retention => '1 year'), "
-		  . "hopper.queue_create('days364', retention => '364 days')");
-	my $day = $node->safe_psql('app',
-		"SELECT to_char(((now() - interval '1 year') AT TIME ZONE 'UTC')::date, 'YYYYMMDD')");
+	$node->safe_psql('app', "SELECT hopper.queue_create('yearly', retention => '1 year')");
+	my ($kept_day, $gone_day) = split /\|/, $node->safe_psql('app',
+		"SELECT to_char(((now() - interval '359 days') AT TIME ZONE 'UTC')::date, 'YYYYMMDD') "
+		  . "|| '|' || to_char(((now() - interval '361 days') AT TIME ZONE 'UTC')::date, 'YYYYMMDD')");
 	$node->safe_psql('app', qq{
 		DO \$\$
-		DECLARE d date := to_date('$day', 'YYYYMMDD');
+		DECLARE d date;
 		BEGIN
-			FOR i IN 0 .. 1 LOOP
+			FOREACH d IN ARRAY ARRAY[to_date('$kept_day', 'YYYYMMDD'), to_date('$gone_day', 'YYYYMMDD')]
+			LOOP
 				EXECUTE format('CREATE TABLE IF NOT EXISTS hopper.%I PARTITION OF hopper.job_history '
-					'FOR VALUES FROM (%L) TO (%L)', 'job_history_p' || to_char(d + i, 'YYYYMMDD'),
-					(d + i)::text || ' 00:00:00+00', (d + i + 1)::text || ' 00:00:00+00');
+					'FOR VALUES FROM (%L) TO (%L)', 'job_history_p' || to_char(d, 'YYYYMMDD'),
+					d::text || ' 00:00:00+00', (d + 1)::text || ' 00:00:00+00');
 			END LOOP;
 		END \$\$;
 		INSERT INTO hopper.job_history (id, queue, state, priority, run_at, attempt, max_attempts,
 			created_at, finished_at, payload)
-		VALUES (-2, 'yearly', 'completed', 0, now(), 1, 5, now(),
-			now() - interval '1 year' + interval '1 hour', '{}');
+		VALUES (-2, 'yearly', 'completed', 0, now(), 1, 5, now(), now() - interval '359 days', '{}'),
+			(-3, 'yearly', 'completed', 0, now(), 1, 5, now(), now() - interval '361 days', '{}');
 	});
 	# Three prune runs at least (one a second).
 	sleep 4;
 	is($node->safe_psql('app', "SELECT count(*) FROM hopper.job_history WHERE id = -2"),
-		'1', 'a row within a yearly retention outlives the partitions that 364 days would drop');
-	is($node->safe_psql('app', "SELECT to_regclass('hopper.job_history_p$day') IS NOT NULL"),
+		'1', 'a row within a retention of 1 year (360 days) is kept');
+	is($node->safe_psql('app', "SELECT to_regclass('hopper.job_history_p$kept_day') IS NOT NULL"),
 		't', 'its day\'s partition is kept');
-	$node->safe_psql('app',
-		"SELECT hopper.queue_drop('yearly'), hopper.queue_drop('days364')");
+	is($node->safe_psql('app', "SELECT count(*) FROM hopper.job_history WHERE id = -3"),
+		'0', 'a row 361 days old is pruned: a year of retention is 360 days, not the calendar\'s');
+	$node->safe_psql('app', "SELECT hopper.queue_drop('yearly')");
 }
 
 # After a restart nothing runs until the first push or pull.

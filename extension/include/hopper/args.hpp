@@ -64,6 +64,25 @@ void check_payload(Jsonb* jb, const char* argname);
 std::optional<int64_t> interval_us(FunctionCallInfo fcinfo, int n, const char* argname,
                                    int64_t min_us, int64_t max_us, bool allow_zero = false);
 
+// A duration (a lease, a retry delay, a queue setting): interval_us's check, and the interval of
+// that fixed length in microseconds alone, with no days or months. A timestamptz plus an interval
+// adds days and months on the calendar of the session's TimeZone, so that '1 day' from the day
+// before a DST change lasted 23 or 25 hours, past the day a lease may last; checked as fixed
+// lengths, durations are added as such: a day is 24 hours, a month 30 days, in any time zone.
+// The queues' settings are stored so (hopper.queues' checks require it), and SQL adds them as they
+// are.
+struct Duration {
+    int64_t us;
+    Interval interval;  // {us, 0 days, 0 months}
+};
+std::optional<Duration> duration(FunctionCallInfo fcinfo, int n, const char* argname,
+                                 int64_t min_us, int64_t max_us, bool allow_zero = false);
+// The duration as a statement parameter, NULL when absent; it points into d, which must outlive
+// the statement's run.
+inline Datum duration_datum(const std::optional<Duration>& d) {
+    return d ? PointerGetDatum(&d->interval) : (Datum)0;
+}
+
 // A point in time a function acts at (pull's and schedule_run_due's `at`, cron_next's `after`):
 // NULL -> the transaction's start; infinity -> 22023 naming argname.
 TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
@@ -72,6 +91,9 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
 // it finds run out: `at` for a superuser; anyone else's stops at the real time. A pull dated ahead
 // then neither takes over a live lease nor gets one that outlasts the cap on a lease ("at" is for
 // tests).
+// A superuser's `at` from which no lease of up to a day would end within timestamptz's range
+// (294276-12-31 or later) is 22023 naming `at`; queue_pull checks its `at` so before it changes
+// anything.
 TimestampTz lease_clock(TimestampTz at);
 
 // run_at: NULL -> nullopt (now); finite and within the allowed window around now.

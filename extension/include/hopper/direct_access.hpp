@@ -58,8 +58,8 @@ struct QueueRow {
     bool limited;
     bool packed;
     bool notify_done;
-    bool keeps;  // retention > 0: finished jobs go to history
-    Interval lease;
+    bool keeps;             // retention > 0: finished jobs go to history
+    int64_t lease_us;       // the queue's lease
     int32 max_running;      // the queue's cap on running jobs, -1 if none
     int32 key_max_running;  // its default per concurrency key, -1 if none
     bool rated;             // it has rate limits

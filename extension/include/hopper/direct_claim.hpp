@@ -72,16 +72,16 @@ struct Claim {
 // SQL statement, and nothing was changed.
 std::optional<Claimed> take(const Claim& claim);
 
-// Leases the jobs for `lease` (the queue's lease when nullopt), recording the session as
+// Leases the jobs for `lease_us` (the queue's lease when nullopt), recording the session as
 // claimed_pid and claimed_backend_start. nullopt as for take; `limited` when the queue has limits
 // (its claim is limits::claim_statement()'s).
-std::optional<Claimed> lease(const Claim& claim, const std::optional<Interval>& lease,
+std::optional<Claimed> lease(const Claim& claim, std::optional<int64_t> lease_us,
                              bool session_bound);
 
 // The lease of a queue with concurrency limits and no rate limits, holding the queue's lock: the
 // window claim of include/hopper/limited_window.hpp, given the jobs in flight (sorted). nullopt
 // where limits::claim()'s statements must claim, and `unsettled` where its keys statement must.
-std::optional<Claimed> lease_window(const Claim& claim, const std::optional<Interval>& lease,
+std::optional<Claimed> lease_window(const Claim& claim, std::optional<int64_t> lease_us,
                                     bool session_bound, const std::vector<int64_t>& inflight);
 
 }  // namespace hopper::direct_claim

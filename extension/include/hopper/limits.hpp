@@ -68,7 +68,7 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
 // early_release) and a pull with no kinds filter: direct_claim::lease_window(). nullopt where the
 // statements must claim; *unsettled where the keys statement must (claim() with keys_only).
 std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
-                                                  const std::optional<Interval>& lease,
+                                                  std::optional<int64_t> lease_us,
                                                   bool session_bound, bool* released,
                                                   bool* unsettled);
 
