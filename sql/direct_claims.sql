@@ -146,7 +146,7 @@ BEGIN
     RETURN NEW;
 END $$;
 SELECT hopper.queue_push('direct-lease', '{"n": 3}') AS plain \gset
-SELECT lease_until - now() AS given_lease
+SELECT round(extract(epoch FROM lease_until - now())) AS given_lease_s
 FROM hopper.queue_pull('direct-lease', 1, lease => '2 minutes');
 CREATE TRIGGER direct_update_log AFTER UPDATE ON hopper.jobs
     FOR EACH ROW EXECUTE FUNCTION pg_temp.log_update();

@@ -21,10 +21,10 @@ SET TimeZone = :'zone';
 -- The premise: on this zone's calendar the next day is 23 hours long.
 SELECT (now() + interval '1 day') - now() AS calendar_day;
 
--- Hours from the transaction's start, which is the lease clock of a pull and the clock of a
--- heartbeat or a failure.
+-- Hours from the transaction's start, the clock of a failure; a pull's lease and a heartbeat run
+-- from the real time a moment later, hence the rounding.
 CREATE FUNCTION pg_temp.hours(t timestamptz) RETURNS numeric LANGUAGE sql AS $$
-    SELECT extract(epoch FROM t - now()) / 3600
+    SELECT round(extract(epoch FROM t - now()) / 3600, 3)
 $$;
 
 SELECT hopper.queue_create('fd_plain'), hopper.queue_create('fd_packed'),

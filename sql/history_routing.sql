@@ -57,10 +57,11 @@ RETURNS TABLE (rows bigint, where_routed bool, part text, payloads text, results
            string_agg(COALESCE(result->>'r', '-'), ',' ORDER BY payload->>'n'),
            string_agg(DISTINCT state::text, ','),
            bool_and(queue = 'hr' AND payload->>'tag' = tag AND attempt = 1
-                    AND started_at <= finished_at AND finished_at = now() AND progress = 1)
+                    AND started_at <= finished_at
+                    AND finished_at BETWEEN now() AND clock_timestamp() AND progress = 1)
     FROM hopper.job_history WHERE worker = tag
 $$;
--- Both in one transaction, so that finished_at = now() holds.
+-- Both in one transaction, so that finished_at is between its start and now.
 CREATE FUNCTION pg_temp.finish_and_report(tag text)
 RETURNS TABLE (rows bigint, where_routed bool, part text, payloads text, results text,
                states text, sane bool) LANGUAGE plpgsql AS $$

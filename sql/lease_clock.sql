@@ -92,6 +92,25 @@ SELECT lease_until AT TIME ZONE 'UTC' AS last_lease_statement
 FROM hopper.queue_pull('lc_plain', 1, lease => '1 day', kinds => ARRAY['k'],
                        at => '294276-12-30 23:59:59.999999+00');
 
+
+-- A pull in a transaction older than its lease: the lease runs from the real time, not from the
+-- transaction's start (it was handed out already run out, and the next pull took the job over),
+-- directly and through the claim statement; a heartbeat there extends from the real time too.
+SELECT hopper.queue_create('lc_old') AS created;
+SELECT count(hopper.queue_push('lc_old', '{}', kind => 'k')) FROM generate_series(1, 2);
+BEGIN;
+SELECT pg_sleep(1.5);
+SELECT id AS old_direct, lease_token AS old_token, lease_until > clock_timestamp() AS direct_live
+FROM hopper.queue_pull('lc_old', 1, lease => '1 second') \gset
+SELECT :'direct_live' AS direct_live;
+SELECT lease_until > clock_timestamp() AS statement_live
+FROM hopper.queue_pull('lc_old', 1, lease => '1 second', kinds => ARRAY['k']);
+SELECT pg_sleep(1.5);
+SELECT hopper.queue_heartbeat(:old_direct, :old_token, '1 second') AS beat;
+SELECT lease_until > clock_timestamp() AS beat_live, started_at > now() AS started_when_leased
+FROM hopper.jobs WHERE id = :old_direct;
+ROLLBACK;
+
 \c :orig
 DROP DATABASE hopper_lease_clock WITH (FORCE);
 DROP ROLE regress_lease_worker;

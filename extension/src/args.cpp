@@ -198,6 +198,9 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname) {
 
 TimestampTz lease_clock(TimestampTz at) {
     TimestampTz now = GetCurrentTimestamp();
+    // The default `at`, the transaction's start, is no start for a lease: a pull in a transaction
+    // older than its lease handed out a lease already run out, which the next pull took over.
+    if (at == GetCurrentTransactionStartTimestamp()) return now;
     if (at <= now) return at;  // every claim but one dated ahead: no role lookup
     if (!pg_guard([] { return superuser(); })) return now;
     // A lease from `at` ends before END_TIMESTAMP (294277-01-01), the first instant timestamptz

@@ -237,7 +237,7 @@ void claim_packed(Claimer& c, const packed_claim::Job& job) {
     set(kAttempt, Int32GetDatum(1), false);
     set(kMaxAttempts, Int32GetDatum(from.max_attempts), false);
     set(kCreatedAt, TimestampTzGetDatum(from.created_at), false);
-    set(kStartedAt, TimestampTzGetDatum(r->at), false);
+    set(kStartedAt, TimestampTzGetDatum(c.take ? r->at : r->lease_at), false);
     set(kKind, from.kind, from.kind_null);
     set(kWorker, c.worker, r->worker == nullptr);
     set(kPayload, job.payload, false);
@@ -326,7 +326,7 @@ int64 claim_locked(Claimer& c, int32 attempt) {
     set(kAttempt, Int32GetDatum(attempt), false);
     set(kLeaseToken, Int64GetDatum(token), false);
     set(kLeaseUntil, TimestampTzGetDatum(c.lease_until), false);
-    set(kStartedAt, TimestampTzGetDatum(r->at), false);
+    set(kStartedAt, TimestampTzGetDatum(r->lease_at), false);
     set(kWorker, c.worker, r->worker == nullptr);
     set(kClaimedPid, Int32GetDatum(MyProcPid), false);
     set(kClaimedBackendStart, TimestampTzGetDatum(MyStartTimestamp), false);
@@ -599,7 +599,7 @@ void claim_rows(void* arg) {
     // A lease is a fixed length (args::Duration): microseconds added, whatever the TimeZone.
     // lease_clock keeps lease_at a day short of the end of timestamptz's range.
     if (!c.take) c.lease_until = r->lease_at + r->lease_us.value_or(q.lease_us);
-    c.extras[kExtraStartedAt] = TimestampTzGetDatum(r->at);
+    c.extras[kExtraStartedAt] = TimestampTzGetDatum(c.take ? r->at : r->lease_at);
     c.extras[kExtraWorker] = c.worker;
     c.extra_nulls[kExtraWorker] = r->worker == nullptr;
     c.extras[kExtraProgress] = Float4GetDatum(1.0f);

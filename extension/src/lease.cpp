@@ -32,10 +32,12 @@ HOPPER_FUNCTION(hopper_queue_heartbeat) {
     int64_t token = args::lease_token(fcinfo, 1);
     auto extend = args::duration(fcinfo, 2, "extend", 0, args::kMaxLeaseUs);
     // Never earlier than the lease already ends: a job pulled with a lease of an hour lost it
-    // 30 s after its first heartbeat (the queue's lease), and was taken over while running.
+    // 30 s after its first heartbeat (the queue's lease), and was taken over while running. From
+    // the statement's time, not the transaction's: a heartbeat in a transaction older than the
+    // lease left it run out.
     static spi::Statement st(
         "UPDATE hopper.jobs j SET lease_until = "
-        "  GREATEST(j.lease_until, pg_catalog.now() + COALESCE($3, q.lease)) "
+        "  GREATEST(j.lease_until, pg_catalog.statement_timestamp() + COALESCE($3, q.lease)) "
         "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 "
         "  AND j.state OPERATOR(pg_catalog.=) 'running' AND q.name = j.queue "
         "    RETURNING j.id",

@@ -160,20 +160,20 @@ namespace hopper::limits {
     "  WHERE q.key_max_claims IS NOT NULL "                                                   \
     "    AND NOT EXISTS (SELECT 1 FROM buckets b WHERE b.key = c.key)) "
 
-#define HOPPER_CLAIM_PICKED(spend, marker)                                                       \
-    "candidates AS MATERIALIZED ("                                                               \
-    "  SELECT j.id, j.xmin FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) "  \
-    "    AND j.state OPERATOR(pg_catalog.=) 'available' FOR UPDATE SKIP LOCKED), "               \
-    "claimed AS ("                                                                               \
-    "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                    \
-    "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                           \
-    "    lease_until = $11 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, worker = $6," \
-    "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                      \
-    "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                     \
-    "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "    \
-    "    j.run_at, j.created_at, j.priority, j.concurrency_key)" spend                           \
-    "SELECT l.id, l.queue, l.kind, l.payload, l.attempt, l.lease_token, l.lease_until, "         \
-    "  l.run_at, l.created_at, l.priority, false, c.xmin "                                       \
+#define HOPPER_CLAIM_PICKED(spend, marker)                                                        \
+    "candidates AS MATERIALIZED ("                                                                \
+    "  SELECT j.id, j.xmin FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) "   \
+    "    AND j.state OPERATOR(pg_catalog.=) 'available' FOR UPDATE SKIP LOCKED), "                \
+    "claimed AS ("                                                                                \
+    "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                     \
+    "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                            \
+    "    lease_until = $11 + COALESCE($4, (SELECT lease FROM q)), started_at = $11, worker = $6," \
+    "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                       \
+    "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                      \
+    "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "     \
+    "    j.run_at, j.created_at, j.priority, j.concurrency_key)" spend                            \
+    "SELECT l.id, l.queue, l.kind, l.payload, l.attempt, l.lease_token, l.lease_until, "          \
+    "  l.run_at, l.created_at, l.priority, false, c.xmin "                                        \
     "FROM claimed l JOIN candidates c ON c.id = l.id" marker " ORDER BY priority, run_at, id"
 
 // The window statement's answer when the window did not settle it.

@@ -43,7 +43,7 @@ namespace {
     "claimed AS ("                                                                            \
     "  UPDATE hopper.jobs j SET state = 'running', attempt = j.attempt + 1, "                 \
     "    lease_token = pg_catalog.nextval('hopper.lease_token_seq'), "                        \
-    "    lease_until = $10 + COALESCE($4, (SELECT lease FROM q)), started_at = $2, "          \
+    "    lease_until = $10 + COALESCE($4, (SELECT lease FROM q)), started_at = $10, "         \
     "    worker = $6, claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "      \
     "  WHERE j.id = ANY (ARRAY(SELECT id FROM " ids                                           \
     ")) "                                                                                     \
@@ -73,7 +73,7 @@ namespace {
     "    created_at, started_at, kind, worker, payload) "                                          \
     "  SELECT k.id, $1, 'running', p.priority, p.run_at, 1, p.max_attempts, "                      \
     "    pg_catalog.nextval('hopper.lease_token_seq'), "                                           \
-    "    $10 + COALESCE($4, (SELECT lease FROM q)), $7, $8, $9, p.created_at, $2, p.kind, $6, "    \
+    "    $10 + COALESCE($4, (SELECT lease FROM q)), $7, $8, $9, p.created_at, $10, p.kind, $6, "   \
     "    k.payload "                                                                               \
     "  FROM picked k JOIN packed p ON p.first_id = k.batch ORDER BY k.id "                         \
     "  RETURNING id, queue, kind, payload, attempt, lease_token, lease_until, run_at, "            \

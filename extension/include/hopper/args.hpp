@@ -88,7 +88,8 @@ inline Datum duration_datum(const std::optional<Duration>& d) {
 TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
 
 // The clock of the leases a claim at `at` (its `at`, a clock() above) hands out and of the leases
-// it finds run out: `at` for a superuser; anyone else's stops at the real time. A pull dated ahead
+// it finds run out: the real time for the default `at` (the transaction's start, which may be
+// long past); `at` for a superuser; anyone else's stops at the real time. A pull dated ahead
 // then neither takes over a live lease nor gets one that outlasts the cap on a lease ("at" is for
 // tests).
 // A superuser's `at` from which no lease of up to a day would end within timestamptz's range
