@@ -86,12 +86,14 @@ SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('lc_plain', 1,
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('lc_plain', 1, kinds => ARRAY['k'],
                        at => '294276-12-31 00:00:00+00')$$) AS last_day_statement;
 SELECT count(*) AS taken FROM hopper.queue_take('lc_plain', 1, at => '294276-12-31 23:59:59+00');
+-- A take that comes up short rescues expired leases as of its `at`, which leases nothing either.
+SELECT count(*) AS taken_short FROM hopper.queue_take('lc_plain', 100, at => '294276-12-31 23:59:59+00');
+SELECT count(hopper.queue_push('lc_plain', '{}', kind => 'k')) AS pushed_again FROM generate_series(1, 2);
 SELECT lease_until AT TIME ZONE 'UTC' AS last_lease_direct
 FROM hopper.queue_pull('lc_plain', 1, lease => '1 day', at => '294276-12-30 23:59:59.999999+00');
 SELECT lease_until AT TIME ZONE 'UTC' AS last_lease_statement
 FROM hopper.queue_pull('lc_plain', 1, lease => '1 day', kinds => ARRAY['k'],
                        at => '294276-12-30 23:59:59.999999+00');
-
 
 -- A pull in a transaction older than its lease: the lease runs from the real time, not from the
 -- transaction's start (it was handed out already run out, and the next pull took the job over),

@@ -182,3 +182,22 @@ SELECT (SELECT count(*) FROM hopper.schedules WHERE queue = 'sched-replica') AS 
        (SELECT count(*) FROM hopper.rate_limits WHERE queue = 'sched-replica') AS rate_limits;
 SELECT hopper.schedule_run_due(hopper.cron_next('0 0 1 1 *', now())) AS pushed;
 SELECT count(*) AS made_again FROM hopper.queues WHERE name = 'sched-replica';
+
+-- Out of replica mode the cascades delete them, as the tables' owner: a role allowed to drop
+-- queues needs no rights on the schedules and limits (its drop was refused, "permission denied
+-- for table rate_limits", even for a queue that had none).
+CREATE ROLE regress_queue_admin;
+GRANT USAGE ON SCHEMA hopper TO regress_queue_admin;
+GRANT EXECUTE ON FUNCTION hopper.queue_drop(text) TO regress_queue_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE
+    ON hopper.queues, hopper.jobs, hopper.job_batches, hopper.job_history TO regress_queue_admin;
+SELECT hopper.queue_create('sched-admin') AS created;
+SELECT hopper.queue_set_key_limit('sched-admin', 'k', 1);
+SELECT hopper.queue_schedule('admin-tick', '0 0 1 1 *', 'sched-admin') IS NOT NULL AS scheduled;
+SET ROLE regress_queue_admin;
+SELECT hopper.queue_drop('sched-admin') AS dropped_by_admin;
+RESET ROLE;
+SELECT (SELECT count(*) FROM hopper.schedules WHERE queue = 'sched-admin') AS schedules,
+       (SELECT count(*) FROM hopper.queue_key_limits WHERE queue = 'sched-admin') AS key_limits;
+DROP OWNED BY regress_queue_admin;
+DROP ROLE regress_queue_admin;

@@ -155,7 +155,8 @@ TEST(WaitFor, AJobFinishedOnAQueueWithoutHistoryIsGoneNotUnknown) {
     auto done = std::async(std::launch::async, [&] {
         Client other(conninfo());
         auto j = other.pull(q).at(0);
-        std::this_thread::sleep_for(300ms);
+        // Long enough for the wait to have seen the job, which is what makes it "gone".
+        std::this_thread::sleep_for(1500ms);
         return other.complete(j.id, j.lease_token);
     });
     try {

@@ -1,4 +1,5 @@
 // Argument checks shared by all entry points; see include/hopper/args.hpp.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -196,6 +197,15 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname) {
     return t;
 }
 
+void check_lease_at(TimestampTz at) {
+    // A lease from `at` ends before END_TIMESTAMP (294277-01-01), the first instant timestamptz
+    // cannot hold: otherwise the lease's end was 22008 "timestamp out of range", which names
+    // nothing the caller gave.
+    if (at > kLastLeaseStart && pg_guard([] { return superuser(); }))
+        invalid("at must be before 294276-12-31 00:00:00+00",
+                "A lease of up to a day from it must end within timestamptz's range.");
+}
+
 TimestampTz lease_clock(TimestampTz at) {
     TimestampTz now = GetCurrentTimestamp();
     // The default `at`, the transaction's start, is no start for a lease: a pull in a transaction
@@ -203,13 +213,9 @@ TimestampTz lease_clock(TimestampTz at) {
     if (at == GetCurrentTransactionStartTimestamp()) return now;
     if (at <= now) return at;  // every claim but one dated ahead: no role lookup
     if (!pg_guard([] { return superuser(); })) return now;
-    // A lease from `at` ends before END_TIMESTAMP (294277-01-01), the first instant timestamptz
-    // cannot hold: otherwise the lease's end was 22008 "timestamp out of range", which names
-    // nothing the caller gave.
-    if (at >= END_TIMESTAMP - kMaxLeaseUs)
-        invalid("at must be before 294276-12-31 00:00:00+00",
-                "A lease of up to a day from it must end within timestamptz's range.");
-    return at;
+    // queue_pull refused such an `at` (check_lease_at); a take's rescue of expired leases, which
+    // makes none, compares with it, and every lease ends before this.
+    return std::min(at, kLastLeaseStart);
 }
 
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n) {

@@ -140,7 +140,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     bool kinds_null = args::is_null(fcinfo, 4);
     bool own_clock = !args::is_null(fcinfo, 5);
     TimestampTz at = args::clock(fcinfo, 5, "at");
-    if (own_clock) args::lease_clock(at);  // 22023 for an `at` no lease can run from
+    if (own_clock) args::check_lease_at(at);
     bool session_bound = !args::is_null(fcinfo, 6) && PG_GETARG_BOOL(6);
     int64_t wait_us = pull_wait::wait_us(fcinfo, 7, "queue_pull");
 

@@ -10,6 +10,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
 }
@@ -155,16 +156,18 @@ HOPPER_FUNCTION(hopper_queue_drop) {
     static spi::Statement packed("DELETE FROM hopper.job_batches WHERE queue = $1", {TEXTOID});
     static spi::Statement jobs("DELETE FROM hopper.jobs WHERE queue = $1", {TEXTOID});
     static spi::Statement history("DELETE FROM hopper.job_history WHERE queue = $1", {TEXTOID});
-    // The queue's schedules and limits: their foreign keys' cascades delete them too, but those
-    // are triggers, which do not fire under session_replication_role = replica. A schedule left
-    // behind made the queue again at its next run, with the old limits listed and not enforced.
+    // The queue's schedules and limits: their foreign keys' cascades delete them, as the tables'
+    // owner (a role allowed to drop queues needs no rights on them), but those are triggers, which
+    // do not fire under session_replication_role = replica. A schedule left behind there made the
+    // queue again at its next run, with the old limits listed and not enforced.
     static spi::Statement settings(
         "WITH s AS (DELETE FROM hopper.schedules WHERE queue = $1), "
         "k AS (DELETE FROM hopper.queue_key_limits WHERE queue = $1) "
         "DELETE FROM hopper.rate_limits WHERE queue = $1",
         {TEXTOID});
     bool existed = !conn.exec(drop, {spi::arg_text(queue)}).empty();
-    conn.exec(settings, {spi::arg_text(queue)});
+    if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+        conn.exec(settings, {spi::arg_text(queue)});
     claim_hint::clear_at_end(queue);  // a queue made again under the name starts afresh
     conn.exec(packed, {spi::arg_text(queue)});
     conn.exec(jobs, {spi::arg_text(queue)});

@@ -92,10 +92,14 @@ TimestampTz clock(FunctionCallInfo fcinfo, int n, const char* argname);
 // long past); `at` for a superuser; anyone else's stops at the real time. A pull dated ahead
 // then neither takes over a live lease nor gets one that outlasts the cap on a lease ("at" is for
 // tests).
-// A superuser's `at` from which no lease of up to a day would end within timestamptz's range
-// (294276-12-31 or later) is 22023 naming `at`; queue_pull checks its `at` so before it changes
-// anything.
+// Never later than kLastLeaseStart.
 TimestampTz lease_clock(TimestampTz at);
+// The last instant a lease of up to a day may start from and end within timestamptz's range.
+constexpr TimestampTz kLastLeaseStart = END_TIMESTAMP - kMaxLeaseUs - 1;
+// A superuser's `at` from which no lease of up to a day would end within timestamptz's range
+// (294276-12-31 or later) is 22023 naming `at`: queue_pull checks its `at` so before it changes
+// anything. A take leases nothing, and takes any finite `at`.
+void check_lease_at(TimestampTz at);
 
 // run_at: NULL -> nullopt (now); finite and within the allowed window around now.
 std::optional<TimestampTz> run_at(FunctionCallInfo fcinfo, int n);
