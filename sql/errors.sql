@@ -52,6 +52,8 @@ SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}', '[]']::j
 SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}', '{}']::jsonb[], dedup_keys => ARRAY['a'])$$);
 SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}']::jsonb[], dedup_keys => ARRAY[''])$$);
 SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY[['{}'], ['{}']]::jsonb[])$$);
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('errs', ARRAY['{}', '{}']::jsonb[],
+                                                 dedup_keys => ARRAY[['a'], ['b']])$$);
 
 -- Pull
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 0)$$);

@@ -94,7 +94,7 @@ struct ArrayView {
     std::vector<char> nulls;
 };
 
-ArrayView deconstruct(Datum array_datum, Oid elemtype) {
+ArrayView deconstruct(Datum array_datum, Oid elemtype, const char* argname) {
     ArrayView v;
     Datum* elems = nullptr;
     bool* nulls = nullptr;
@@ -103,7 +103,7 @@ ArrayView deconstruct(Datum array_datum, Oid elemtype) {
         ArrayType* arr = DatumGetArrayTypeP(array_datum);
         if (ARR_NDIM(arr) > 1)
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-                            errmsg("hopper expects one-dimensional arrays")));
+                            errmsg("%s must be a one-dimensional array", argname)));
         int16 typlen;
         bool typbyval;
         char typalign;
@@ -206,7 +206,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     std::string queue = args::queue_name(fcinfo, 0);
     if (args::is_null(fcinfo, 1))
         throw PgError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "payloads must not be NULL");
-    ArrayView payloads = deconstruct(PG_GETARG_DATUM(1), JSONBOID);
+    ArrayView payloads = deconstruct(PG_GETARG_DATUM(1), JSONBOID, "payloads");
     size_t n = payloads.values.size();
     auto run_at = args::run_at(fcinfo, 2);
     int16_t priority = args::priority(fcinfo, 3);
@@ -216,7 +216,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     auto aligned_keys = [&](int argno, const char* argname) {
         std::vector<std::optional<std::string>> keys(n);
         if (args::is_null(fcinfo, argno)) return keys;
-        ArrayView a = deconstruct(PG_GETARG_DATUM(argno), TEXTOID);
+        ArrayView a = deconstruct(PG_GETARG_DATUM(argno), TEXTOID, argname);
         if (a.values.size() != n)
             throw PgError(ERRCODE_INVALID_PARAMETER_VALUE,
                           std::string(argname) + " has " + std::to_string(a.values.size()) +
