@@ -70,6 +70,28 @@ int64_t waiting_in(Client& c, const std::string& application_name, const std::st
         .int64(0, 0);
 }
 
+bool waits_again_after_cancel(Client& c, const std::string& application_name,
+                              const std::string& function) {
+    Result cut = c.exec(
+        "SELECT pid, query_start::text FROM pg_catalog.pg_stat_activity WHERE application_name = "
+        "$1 AND state = 'active' AND query LIKE '%' || $2 || '%'",
+        application_name, function);
+    if (cut.rows() != 1) return false;
+    const int64_t pid = cut.int64(0, 0);
+    const std::string started(cut.text(0, 1));
+    if (!c.exec("SELECT pg_catalog.pg_cancel_backend($1::int)", pid).boolean(0, 0)) return false;
+    return eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND "
+                        "state = 'active' AND wait_event_type = 'Extension' AND query_start > "
+                        "$2::timestamptz",
+                        pid, started)
+                       .int64(0, 0) == 1;
+        },
+        std::chrono::seconds(30));
+}
+
 bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {

@@ -41,6 +41,11 @@ Options slow_polling(Options o, const std::string& queue) {
 // (a waiting queue_pull or queue_take).
 int64_t waiting_in(Client& c, const std::string& application_name, const std::string& function);
 
+// Cancels the one waiting statement of `function` in the sessions named `application_name`, as an
+// operator's pg_cancel_backend would, and tells whether the same session waits again within 30 s.
+bool waits_again_after_cancel(Client& c, const std::string& application_name,
+                              const std::string& function);
+
 // Runs a worker (hopper::Worker or hopper::TakeWorker) on a thread for the scope of the object.
 template <typename W>
 class Running {

@@ -343,25 +343,8 @@ TEST_F(TakeWorkerTest, ACancelledWaitingTakeWaitsAgain) {
     w.on_any(marking());
     Running r(w);
     ASSERT_TRUE(eventually([&] { return waiting_takes(c, q) == 1; }, 30s));
-    Result cut = c.exec(
-        "SELECT pid, query_start::text FROM pg_catalog.pg_stat_activity WHERE application_name = "
-        "$1 AND state = 'active' AND query LIKE '%queue_take%'",
-        q);
-    ASSERT_EQ(cut.rows(), 1);
-    const int64_t pid = cut.int64(0, 0);
-    const std::string started(cut.text(0, 1));
-    ASSERT_TRUE(c.exec("SELECT pg_catalog.pg_cancel_backend($1::int)", pid).boolean(0, 0));
     // A new waiting take on the same connection.
-    ASSERT_TRUE(eventually(
-        [&] {
-            return c.exec(
-                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND "
-                        "state = 'active' AND wait_event_type = 'Extension' AND query_start > "
-                        "$2::timestamptz",
-                        pid, started)
-                       .int64(0, 0) == 1;
-        },
-        30s));
+    ASSERT_TRUE(test::waits_again_after_cancel(c, q, "queue_take"));
     EXPECT_EQ(listening.load(), 0);
     c.exec("SET hopper.notify = off");  // only the waiting take can start it in time
     int64_t id = c.push(q, "{}");
