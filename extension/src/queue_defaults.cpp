@@ -47,9 +47,14 @@ void forget() noexcept {
 }
 
 // GRANT and REVOKE on the table, row level security policies and the table's own changes all
-// invalidate its relcache entry.
+// invalidate its relcache entry. Any other invalidation still moves the generation: with nothing
+// remembered hopper.queues is unknown here, and its invalidation can arrive during a lookup (as
+// the executor locks an index) whose snapshot was taken before the change committed.
 void on_relcache_invalidation(Oid relid) {
-    if (relid == InvalidOid || relid == queues_relid) forget();
+    if (relid == InvalidOid || relid == queues_relid)
+        forget();
+    else
+        ++generation;
 }
 
 // A role granted or revoked can change what a role may read through its memberships.

@@ -31,10 +31,13 @@ uint64_t generation_now = 0;
 bool callback_registered = false;
 
 void on_relcache_invalidation(Oid relid) {
+    // Every invalidation moves the generation, not only those of hopper.queues as last read: with
+    // nothing remembered that table is unknown here, and its invalidation can arrive in the middle
+    // of a lookup (the lock taken on it) whose snapshot was taken before the change committed.
+    ++generation_now;
     if (relid == InvalidOid || relid == queues_relid) {
         n_rows = 0;
         queues_relid = InvalidOid;
-        ++generation_now;
     }
 }
 
