@@ -5,6 +5,7 @@
 #include "hopper/direct_access.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/table_columns.hpp"
+#include "hopper/table_layout.hpp"
 
 extern "C" {
 #include "access/table.h"
@@ -44,9 +45,13 @@ void insert_rows(void* arg) {
     Relation rel = direct_insert::open_plain(t.batches);
     if (rel == nullptr) return;
     TupleDesc desc = RelationGetDescr(rel);
+    // A column it does not know, or of another type than the install script's: the SQL INSERT
+    // fills in the default, or casts (or refuses) the value.
     for (int i = 0; i < desc->natts; ++i) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
-        if (!att->attisdropped && column_of(NameStr(att->attname)) == kColumns) {
+        if (att->attisdropped) continue;
+        Column c = column_of(NameStr(att->attname));
+        if (c == kColumns || !table_layout::typed(att, kTypes[c])) {
             table_close(rel, NoLock);
             return;
         }

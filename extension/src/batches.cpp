@@ -37,7 +37,7 @@ spi::Statement& insert_statement() {
         "  $6[s + pg_catalog.array_lower($6, 1) - 1 : e + pg_catalog.array_lower($6, 1) - 1] "
         "FROM q, i, pg_catalog.generate_series(1, $7, $8) s, "
         "  LATERAL (SELECT LEAST(s + $8 - 1, $7)) x(e) "
-        "ORDER BY s RETURNING ids, (SELECT packed FROM q)",
+        "ORDER BY s RETURNING ids, (SELECT packed FROM q), run_at::pg_catalog.timestamptz",
         {TEXTOID, TIMESTAMPTZOID, INT2OID, INT4OID, TEXTOID, JSONBARRAYOID, INT4OID, INT4OID},
         CURSOR_OPT_GENERIC_PLAN);
     return st;
@@ -168,7 +168,8 @@ bool packable(int64_t jobs, int64_t payload_bytes, bool any_key,
            !IsolationUsesXactSnapshot();
 }
 
-std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch) {
+std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch,
+                                         std::optional<TimestampTz>* stored_at) {
     // Held from before the mark is read until the push commits (kMarkLockKey1).
     (void)take_mark_lock(batch.queue, ShareLock, /*dont_wait=*/false);
     static spi::Statement queue_row(
@@ -209,6 +210,7 @@ std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batc
              spi::arg_int4(static_cast<int32_t>(batch.jobs)), spi::arg_int4(kJobsPerRow)});
         if (r.empty()) return std::nullopt;
         marked = r.get_bool(0, 2);
+        *stored_at = r.get_timestamptz(0, 3);
         ids = returned_ids(r, batch.jobs);
     }
     // The queue's first packed push marks it, in the same transaction as its rows: claims read

@@ -15,6 +15,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
+#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -115,8 +116,10 @@ bool open_queues(Oid relid, QueueTable* t) {
     static const char* const kNames[] = {
         "name",      "paused", "limited",     "packed",          "notify_done",
         "retention", "lease",  "max_running", "key_max_running", "rated"};
+    static const Oid kTypes[] = {TEXTOID,     BOOLOID,     BOOLOID, BOOLOID, BOOLOID,
+                                 INTERVALOID, INTERVALOID, INT4OID, INT4OID, BOOLOID};
     int col[10];
-    bool ok = table_layout::attnums(t->rel, kNames, 10, col);
+    bool ok = table_layout::attnums(t->rel, kNames, kTypes, 10, col);
     t->name = col[0], t->paused = col[1], t->limited = col[2], t->packed = col[3];
     t->notify_done = col[4], t->retention = col[5], t->lease = col[6];
     t->max_running = col[7], t->key_max_running = col[8], t->rated = col[9];
@@ -181,6 +184,9 @@ constexpr int kNullColumn = -1 - kHistoryExtras;  // a dropped column
 
 constexpr const char* kExtraNames[kHistoryExtras] = {"attempt", "started_at",  "worker", "progress",
                                                      "state",   "finished_at", "result"};
+// The types the extras are written as; state's is hopper.jobs' state type.
+constexpr Oid kExtraTypes[kHistoryExtras] = {INT4OID,    TIMESTAMPTZOID, TEXTOID, FLOAT4OID,
+                                             InvalidOid, TIMESTAMPTZOID, JSONBOID};
 
 constexpr const char* kCopiedNames[] = {
     "id",        "queue",           "priority",   "run_at", "max_attempts",    "created_at", "kind",
@@ -196,6 +202,13 @@ bool map_history(TupleDesc hist, TupleDesc jobs, int* source) {
         int extra = 0;
         while (extra < kHistoryExtras && std::strcmp(name, kExtraNames[extra]) != 0) ++extra;
         if (extra < kHistoryExtras) {
+            Oid type = kExtraTypes[extra];
+            if (extra == kExtraState) {
+                int state = attnum_of(jobs, "state");
+                if (state == 0) return false;
+                type = TupleDescAttr(jobs, state - 1)->atttypid;
+            }
+            if (!table_layout::typed(att, type)) return false;
             source[i] = -1 - extra;
             continue;
         }
@@ -205,8 +218,11 @@ bool map_history(TupleDesc hist, TupleDesc jobs, int* source) {
         bool copied = false;
         for (const char* c : kCopiedNames) copied = copied || std::strcmp(name, c) == 0;
         if (!copied) return false;
+        // The same type and typmod: the job's value is copied as it is, with no cast or check.
         int job = attnum_of(jobs, name);
-        if (job == 0 || TupleDescAttr(jobs, job - 1)->atttypid != att->atttypid) return false;
+        if (job == 0 || TupleDescAttr(jobs, job - 1)->atttypid != att->atttypid ||
+            TupleDescAttr(jobs, job - 1)->atttypmod != att->atttypmod)
+            return false;
         source[i] = job - 1;
     }
     return true;

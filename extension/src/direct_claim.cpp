@@ -98,7 +98,7 @@ bool only_available(Relation idx, int state_col, Oid available) {
 }
 
 // Whether jobs_pull_idx is the index the scan keys below are built for: btree, valid, on
-// (queue text, priority smallint, run_at timestamptz, id bigint), ascending, under a
+// (queue, priority, run_at, id) (their types checked with the table's columns), ascending, under a
 // deterministic collation (so that equal queue names are the same name), holding the available
 // jobs alone. A rebuilt index that differs leaves the claim to the statements.
 bool pull_index_as_expected(Relation idx, Relation jobs, const int* col, Oid available) {
@@ -108,12 +108,8 @@ bool pull_index_as_expected(Relation idx, Relation jobs, const int* col, Oid ava
         !only_available(idx, col[kState], available))
         return false;
     const int keys[4] = {col[kQueue], col[kPriority], col[kRunAt], col[kId]};
-    const Oid types[4] = {TEXTOID, INT2OID, TIMESTAMPTZOID, INT8OID};
-    TupleDesc desc = RelationGetDescr(jobs);
     for (int i = 0; i < 4; ++i)
-        if (ix->indkey.values[i] != keys[i] ||
-            TupleDescAttr(desc, keys[i] - 1)->atttypid != types[i])
-            return false;
+        if (ix->indkey.values[i] != keys[i]) return false;
     return true;
 }
 
@@ -571,7 +567,7 @@ void claim_rows(void* arg) {
     c.jobs = table_open(c.t.jobs, RowExclusiveLock);
     c.jd = RelationGetDescr(c.jobs);
     ok = c.jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(c.jobs);
-    ok = ok && table_layout::attnums(c.jobs, kNames, kColumns, c.col);
+    ok = ok && table_layout::attnums(c.jobs, kNames, kTypes, kColumns, c.col);
     if (ok) {
         Oid state_type = TupleDescAttr(c.jd, c.col[kState] - 1)->atttypid;
         c.available = enum_label(state_type, "available");

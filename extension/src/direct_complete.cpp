@@ -36,6 +36,8 @@ using namespace direct_access;
 enum JobColumn { kId, kQueue, kState, kLeaseToken, kAttempt, kStartedAt, kWorker, kJobColumns };
 constexpr const char* kJobColumnNames[kJobColumns] = {
     "id", "queue", "state", "lease_token", "attempt", "started_at", "worker"};
+constexpr Oid kJobColumnTypes[kJobColumns] = {INT8OID, TEXTOID,        InvalidOid, INT8OID,
+                                              INT4OID, TIMESTAMPTZOID, TEXTOID};
 
 // One item's outcome, in plain C.
 struct Outcome {
@@ -79,16 +81,14 @@ void complete_rows(void* arg) {
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);
-    ok = ok && table_layout::attnums(jobs, kJobColumnNames, kJobColumns, col);
+    ok = ok && table_layout::attnums(jobs, kJobColumnNames, kJobColumnTypes, kJobColumns, col);
     Oid running = InvalidOid;
     Oid completed = InvalidOid;
     if (ok) {
         Oid state_type = TupleDescAttr(jd, col[kState] - 1)->atttypid;
         running = enum_label(state_type, "running");
         completed = enum_label(state_type, "completed");
-        ok = OidIsValid(running) && OidIsValid(completed) &&
-             TupleDescAttr(jd, col[kId] - 1)->atttypid == INT8OID &&
-             TupleDescAttr(jd, col[kLeaseToken] - 1)->atttypid == INT8OID;
+        ok = OidIsValid(running) && OidIsValid(completed);
     }
     Oid pkey = ok ? RelationGetPrimaryKeyIndex(jobs) : InvalidOid;
     Relation idx = nullptr;

@@ -78,9 +78,9 @@ bool layout(Relation jobs, const int* col, int* v) {
 
     Relation kl = table_open(limits, AccessShareLock);
     static const char* const kNames[] = {"queue", "concurrency_key", "max_running"};
+    static const Oid kTypes[] = {TEXTOID, TEXTOID, INT4OID};
     int kcol[3];
-    ok = table_layout::attnums(kl, kNames, 3, kcol) &&
-         TupleDescAttr(RelationGetDescr(kl), kcol[2] - 1)->atttypid == INT4OID;
+    ok = table_layout::attnums(kl, kNames, kTypes, 3, kcol);
     Oid pkey = RelationGetPrimaryKeyIndex(kl);
     ok = ok && OidIsValid(pkey);
     if (ok) {

@@ -31,10 +31,6 @@ namespace {
 
 using namespace batches_table;
 
-constexpr Oid kColumnTypes[kColumns] = {INT8OID,        INT8OID,        TEXTOID,      INT2OID,
-                                        TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,      INT4OID,
-                                        INT4OID,        INT8ARRAYOID,   JSONBARRAYOID};
-
 // Whether the pull index is the one the scan keys are built for: btree, valid, on (queue text,
 // priority, run_at, first_id), ascending, under a deterministic collation.
 bool index_as_expected(Relation idx, Relation rel, const int* col) {
@@ -102,12 +98,7 @@ bool open(Oid relid, Oid index, Source* s) {
         return false;
     Relation rel = table_open(relid, RowExclusiveLock);
     bool ok = rel->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(rel);
-    ok = ok && table_layout::attnums(rel, kNames, kColumns, s->col);
-    if (ok) {
-        TupleDesc desc = RelationGetDescr(rel);
-        for (int c = 0; c < kColumns && ok; ++c)
-            ok = TupleDescAttr(desc, s->col[c] - 1)->atttypid == kColumnTypes[c];
-    }
+    ok = ok && table_layout::attnums(rel, kNames, kTypes, kColumns, s->col);
     if (!ok || !direct_access::lists_index(rel, index)) {
         table_close(rel, NoLock);
         return false;

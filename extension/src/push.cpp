@@ -34,13 +34,15 @@ namespace {
 // memory of the queue (queue_defaults.hpp), so the INSERT reads no other table. A job without a
 // dedup key can never conflict on jobs_dedup_idx, so its statement leaves out ON CONFLICT and the
 // speculative insertion that comes with it (the arbiter pre-check, a speculative-insertion lock, a
-// second write to confirm the row); a keyed job's statement returns no row on a dedup hit.
+// second write to confirm the row); a keyed job's statement returns no row on a dedup hit. It
+// returns the run_at it stored, which the claim hint is told: a column of the operator's making
+// (timestamptz(0), say) may have rounded it below the one asked for.
 spi::Statement& insert_one(bool keyed) {
 #define HOPPER_PUSH_INSERT(on_conflict)                                                  \
     "INSERT INTO hopper.jobs (queue, run_at, priority, max_attempts, created_at, kind, " \
     "dedup_key, concurrency_key, payload) "                                              \
     "VALUES ($1, COALESCE($2, pg_catalog.now()), $3, $4, pg_catalog.now(), $5, $6, $7, " \
-    "$8) " on_conflict "RETURNING id"
+    "$8) " on_conflict "RETURNING id, run_at::pg_catalog.timestamptz"
     static spi::Statement with_key(
         HOPPER_PUSH_INSERT(
             "ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING "),
@@ -168,7 +170,7 @@ Pushed one(spi::Connection& conn, const Job& job) {
                     break;
                 }
             }
-            made_available(job.queue, job.priority, job.run_at, *id, 1);
+            made_available(job.queue, job.priority, r.get_timestamptz(0, 2), *id, 1);
             break;
         }
         if (job.dedup_key) id = find_unfinished(conn, job.queue, *job.dedup_key);
@@ -259,8 +261,9 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         return (Datum)0;
     };
     // Every job of the batch inserted: ids ascend in payload order from the first.
-    auto pushed_all = [&](const std::vector<int64_t>& ids) {
-        made_available(queue, priority, run_at, ids.front(), static_cast<int64_t>(n));
+    auto pushed_all = [&](const std::vector<int64_t>& ids, std::optional<TimestampTz> stored_at) {
+        made_available(queue, priority, stored_at ? stored_at : run_at, ids.front(),
+                       static_cast<int64_t>(n));
         conn.finish();
         return answer(ids);
     };
@@ -278,12 +281,13 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
                             static_cast<int64_t>(n)};
         // The packed insert reads the queue itself: only when it stored nothing (no such queue,
         // or one with limits) is the queue made, and the insert tried once more.
-        auto ids = batches::push(conn, batch);
+        std::optional<TimestampTz> stored_at;
+        auto ids = batches::push(conn, batch, &stored_at);
         if (!ids) {
             queues::ensure(conn, queue);
-            ids = batches::push(conn, batch);
+            ids = batches::push(conn, batch, &stored_at);
         }
-        if (ids) return pushed_all(*ids);
+        if (ids) return pushed_all(*ids, stored_at);
     } else if (!queue_defaults::known(queue)) {
         // A queue this backend remembers exists (include/hopper/queue_defaults.hpp): asking
         // hopper.queues again would cost a statement per batch.
@@ -306,7 +310,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
                 jobs[i].concurrency_key = concurrency_keys[i];
             }
             if (auto ids = push::insert_direct(jobs, max_attempts.value_or(*queue_max_attempts)))
-                return pushed_all(*ids);
+                return pushed_all(*ids, std::nullopt);
         }
     }
 
@@ -323,7 +327,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     "q.name, COALESCE($2, pg_catalog.now()), $3, "                                               \
     "COALESCE($4, q.max_attempts), pg_catalog.now(), $5, u.dedup_key, u.concurrency_key, "       \
     "u.payload FROM hopper.queues q, " rows " WHERE q.name = $1 ORDER BY " order " " on_conflict \
-    "RETURNING id, dedup_key"
+    "RETURNING id, dedup_key, run_at::pg_catalog.timestamptz"
 // The batch's slots, one row each, in payload order (ord).
 #define HOPPER_BATCH_ROWS(alias)                                                 \
     "ROWS FROM (pg_catalog.unnest($6::jsonb[]), pg_catalog.unnest($7::text[]), " \
@@ -377,6 +381,9 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         int64_t id;
         std::optional<std::string> key;
     };
+    // The run_at stored, which may differ from the one asked for (see insert_one).
+    std::optional<TimestampTz> stored_at;
+    if (!r.empty()) stored_at = r.get_timestamptz(0, 3);
     std::vector<Inserted> inserted;
     inserted.reserve(r.rows());
     for (uint64_t i = 0; i < r.rows(); ++i)
@@ -439,7 +446,7 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
     }
     if (kept > 0) {
         // The batch's lowest key: one priority and run_at, ids ascending.
-        made_available(queue, priority, run_at, inserted.front().id, static_cast<int64_t>(kept));
+        made_available(queue, priority, stored_at, inserted.front().id, static_cast<int64_t>(kept));
     }
     conn.finish();
     return answer(ids);

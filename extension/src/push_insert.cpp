@@ -44,7 +44,8 @@ Datum text_or_null(const std::optional<std::string>& s, bool* isnull) {
 using namespace jobs_table;
 
 // A column of hopper.jobs in the map below: one of jobs_table's, kColumns for one this code does
-// not know, or kDropped.
+// not know or one of another type than the install script's (whose values fill() would write as
+// the wrong type), or kDropped.
 constexpr int kDropped = -1;
 
 // The table's columns, and its state type's 'available' label. The column map is remembered per
@@ -60,8 +61,8 @@ struct Layout {
 const char kLayoutKey = 0;
 
 // False: a column this code does not know (a later version's, or one added by hand), whose value
-// only the SQL INSERT can tell, more columns than the map holds, or a state type without
-// 'available'.
+// only the SQL INSERT can tell, a column whose type or typmod was changed, which only the INSERT
+// casts to (or refuses), more columns than the map holds, or a state type without 'available'.
 bool layout_of(Relation rel, Layout* out) {
     TupleDesc desc = RelationGetDescr(rel);
     if (desc->natts > table_layout::kMaxValues) return false;
@@ -71,8 +72,13 @@ bool layout_of(Relation rel, Layout* out) {
         uint64 since = table_layout::generation();
         for (int i = 0; i < desc->natts; ++i) {
             Form_pg_attribute att = TupleDescAttr(desc, i);
-            columns[i] = att->attisdropped ? kDropped
-                                           : column_named(kNames, kColumns, NameStr(att->attname));
+            if (att->attisdropped) {
+                columns[i] = kDropped;
+                continue;
+            }
+            columns[i] = column_named(kNames, kColumns, NameStr(att->attname));
+            if (columns[i] != kColumns && !table_layout::typed(att, kTypes[columns[i]]))
+                columns[i] = kColumns;
         }
         table_layout::remember(&kLayoutKey, &relid, 1, columns, desc->natts, since);
     }

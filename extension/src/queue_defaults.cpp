@@ -1,4 +1,5 @@
 // See include/hopper/queue_defaults.hpp.
+#include <cstring>
 #include <unordered_map>
 
 #include "hopper/queue_defaults.hpp"
@@ -11,6 +12,8 @@ extern "C" {
 #include "miscadmin.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/syscache.h"
 }
 
@@ -87,12 +90,35 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
     spi::Result r = conn.exec(st, {spi::arg_text(queue)});
     if (r.empty()) return std::nullopt;
     int32_t max_attempts = r.get_int32(0, 1);
-    if (generation == before && OidIsValid(relid)) {
+    if (generation == before && OidIsValid(relid) &&
+        pg_guard([relid] { return changes_reach_backends(relid); })) {
         if (remembered.size() >= kMaxRemembered) remembered.clear();
         queues_relid = relid;
         remembered.emplace(Key{GetUserId(), queue}, max_attempts);
     }
     return max_attempts;
+}
+
+bool changes_reach_backends(Oid relid) {
+    Relation rel = RelationIdGetRelation(relid);
+    if (!RelationIsValid(rel)) return false;
+    // Fires for changes made in the ordinary way ('O', 'A') or under replica ('R', 'A').
+    bool origin = false, replica_rows = false, replica_truncate = false;
+    const TriggerDesc* td = rel->trigdesc;
+    for (int i = 0; td != nullptr && i < td->numtriggers; ++i) {
+        const Trigger& t = td->triggers[i];
+        const char* name = t.tgname;
+        if (std::strcmp(name, "queues_changed") == 0)
+            origin = t.tgenabled == TRIGGER_FIRES_ON_ORIGIN || t.tgenabled == TRIGGER_FIRES_ALWAYS;
+        else if (std::strcmp(name, "queues_changed_replica") == 0)
+            replica_rows =
+                t.tgenabled == TRIGGER_FIRES_ON_REPLICA || t.tgenabled == TRIGGER_FIRES_ALWAYS;
+        else if (std::strcmp(name, "queues_truncated_replica") == 0)
+            replica_truncate =
+                t.tgenabled == TRIGGER_FIRES_ON_REPLICA || t.tgenabled == TRIGGER_FIRES_ALWAYS;
+    }
+    RelationClose(rel);
+    return origin && replica_rows && replica_truncate;
 }
 
 }  // namespace hopper::queue_defaults

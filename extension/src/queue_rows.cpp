@@ -1,6 +1,7 @@
 // See include/hopper/queue_rows.hpp.
 #include <cstring>
 
+#include "hopper/queue_defaults.hpp"
 #include "hopper/queue_rows.hpp"
 #include "hopper/relcache_watch.hpp"
 
@@ -64,6 +65,7 @@ bool recall(const char* name, int len, direct_access::QueueRow* q) {
 void remember(Oid queues, const char* name, int len, const direct_access::QueueRow& q,
               uint64_t generation) {
     if (generation != generation_now || !q.found || len > kMaxName) return;
+    if (!queue_defaults::changes_reach_backends(queues)) return;
     if (queues_relid != queues) n_rows = 0;
     if (n_rows == kMaxRows) n_rows = 0;
     queues_relid = queues;

@@ -90,12 +90,20 @@ void remember(const void* key, const Oid* rels, int nrels, const int* values, in
     std::memcpy(e->values, values, sizeof(int) * n);
 }
 
-bool attnums(Relation rel, const char* const* names, int n, int* out) {
+bool typed(Form_pg_attribute att, Oid type) {
+    return !att->attisdropped && (type == InvalidOid || att->atttypid == type) &&
+           att->atttypmod == -1;
+}
+
+bool attnums(Relation rel, const char* const* names, const Oid* types, int n, int* out) {
     Oid relid = RelationGetRelid(rel);
     if (!recall(names, relid, out, n)) {
         uint64 since = generation();
         TupleDesc desc = RelationGetDescr(rel);
-        for (int c = 0; c < n; ++c) out[c] = direct_access::attnum_of(desc, names[c]);
+        for (int c = 0; c < n; ++c) {
+            out[c] = direct_access::attnum_of(desc, names[c]);
+            if (out[c] != 0 && !typed(TupleDescAttr(desc, out[c] - 1), types[c])) out[c] = 0;
+        }
         remember(names, &relid, 1, out, n, since);
     }
     for (int c = 0; c < n; ++c)

@@ -20,6 +20,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
+#include "parser/parse_coerce.h"
 #include "storage/bufmgr.h"
 #include "catalog/namespace.h"
 #include "utils/array.h"
@@ -131,6 +132,11 @@ constexpr std::array<const char*, 17> kColumns = {
     "id",         "queue",      "priority", "run_at",          "attempt",   "max_attempts",
     "created_at", "started_at", "kind",     "worker",          "dedup_key", "concurrency_key",
     "progress",   "last_error", "errors",   "progress_detail", "payload"};
+// Their types, as the statement that puts the job back (restore()) takes its values.
+constexpr std::array<Oid, kColumns.size()> kTypes = {
+    INT8OID,        TEXTOID,        INT2OID,  TIMESTAMPTZOID, INT4OID, INT4OID,
+    TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,  TEXTOID,        TEXTOID, TEXTOID,
+    FLOAT4OID,      TEXTOID,        JSONBOID, JSONBOID,       JSONBOID};
 
 struct Row {
     bool found = false;
@@ -193,6 +199,18 @@ void read_deleted_version(Oid relid, int64_t id, Row* out) {
         for (size_t i = 0; i < kColumns.size(); ++i) {
             int attnum = SPI_fnumber(desc, kColumns[i]);
             if (attnum <= 0) elog(ERROR, "hopper: hopper.jobs has no column %s", kColumns[i]);
+            // The version's values go back as they are, as the types the statement takes: a
+            // column whose type was changed to one not stored as that (varchar is, json is not)
+            // would hand it a value of another type.
+            Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+            if (!IsBinaryCoercible(att->atttypid, kTypes[i]))
+                ereport(ERROR,
+                        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                         errmsg("hopper: cannot put job %lld back: column hopper.jobs.%s is of "
+                                "type %s, not %s",
+                                static_cast<long long>(id), kColumns[i],
+                                format_type_with_typemod(att->atttypid, att->atttypmod),
+                                format_type_be(kTypes[i]))));
             out->values[i] = heap_getattr(best, attnum, desc, &out->nulls[i]);
         }
         out->found = true;
@@ -218,12 +236,23 @@ void read_deleted_packed_version(int64_t id, Row* out) {
     IndexScanDesc scan = index_beginscan(rel, idx, SnapshotAny, 1, 0);
     index_rescan(scan, &key, 1, NULL, 0);
     TupleTableSlot* slot = table_slot_create(rel, NULL);
-    auto attnum = [&](const char* name) {
+    // Each column read as the type the install script gave it, as read_deleted_version's.
+    auto attnum = [&](const char* name, Oid type) {
         int n = SPI_fnumber(desc, name);
         if (n <= 0) elog(ERROR, "hopper: hopper.job_batches has no column %s", name);
+        Form_pg_attribute att = TupleDescAttr(desc, n - 1);
+        if (!IsBinaryCoercible(att->atttypid, type))
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                     errmsg("hopper: cannot put job %lld back: column hopper.job_batches.%s is of "
+                            "type %s, not %s",
+                            static_cast<long long>(id), name,
+                            format_type_with_typemod(att->atttypid, att->atttypmod),
+                            format_type_be(type))));
         return n;
     };
-    const int ids_att = attnum("ids"), payloads_att = attnum("payloads");
+    const int ids_att = attnum("ids", INT8ARRAYOID),
+              payloads_att = attnum("payloads", JSONBARRAYOID);
     while (!out->found && index_getnext_slot(scan, BackwardScanDirection, slot)) {
         CommandId cmax;
         HeapTuple copy = copy_if_deleted_here(slot, &cmax);
@@ -250,7 +279,7 @@ void read_deleted_packed_version(int64_t id, Row* out) {
         if (at >= m) continue;
         out->nulls.fill(true);
         auto column = [&](size_t i, const char* name) {
-            out->values[i] = heap_getattr(copy, attnum(name), desc, &out->nulls[i]);
+            out->values[i] = heap_getattr(copy, attnum(name, kTypes[i]), desc, &out->nulls[i]);
         };
         out->values[0] = Int64GetDatum(id);
         out->nulls[0] = false;
@@ -280,15 +309,16 @@ void read_deleted_packed_version(int64_t id, Row* out) {
 bool read_packed_version(spi::Connection& conn, int64_t id, Row* out) {
     static spi::Statement st(
         "SELECT * FROM ("
-        "  SELECT h.id, h.queue, h.priority, h.run_at, h.attempt - 1, h.max_attempts, "
-        "    h.created_at, NULL::timestamptz, h.kind, NULL::text, NULL::text, NULL::text, "
-        "    NULL::real, NULL::text, NULL::jsonb, NULL::jsonb, h.payload, h.xmin, 0 AS pref "
+        "  SELECT h.id::bigint, h.queue::text, h.priority::smallint, h.run_at::timestamptz, "
+        "    h.attempt::integer - 1, h.max_attempts::integer, h.created_at::timestamptz, "
+        "    NULL::timestamptz, h.kind::text, NULL::text, NULL::text, NULL::text, "
+        "    NULL::real, NULL::text, NULL::jsonb, NULL::jsonb, h.payload::jsonb, h.xmin, 0 AS pref "
         "  FROM hopper.job_history h WHERE h.id = $1 "
         "    AND h.state OPERATOR(pg_catalog.=) 'completed' "
         "  UNION ALL "
-        "  SELECT $1, b.queue, b.priority, b.run_at, 0, b.max_attempts, b.created_at, NULL, "
-        "b.kind, "
-        "    NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.payloads[p.i], b.xmin, 1 "
+        "  SELECT $1, b.queue::text, b.priority::smallint, b.run_at::timestamptz, 0, "
+        "    b.max_attempts::integer, b.created_at::timestamptz, NULL, b.kind::text, "
+        "    NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.payloads[p.i]::jsonb, b.xmin, 1 "
         "  FROM hopper.job_batches b, LATERAL (SELECT pg_catalog.array_position(b.ids, $1) AS i) p "
         "  WHERE b.first_id <= $1 AND b.last_id >= $1 AND p.i <= b.taken) v "
         "ORDER BY pref LIMIT 1",

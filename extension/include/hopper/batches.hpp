@@ -54,8 +54,10 @@ bool unmark_if_drained(spi::Connection& conn, const std::string& queue);
 
 // Stores the batch in packed rows and returns the new ids in payload order, or nothing when the
 // queue has limits (its claims count rows: the caller pushes a row per job instead). The queue
-// must exist.
-std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch);
+// must exist. `stored_at` gets the run_at the SQL INSERT stored, if it was the one that wrote:
+// a column of the operator's making (timestamptz(0)) may have rounded the one asked for.
+std::optional<std::vector<int64_t>> push(spi::Connection& conn, const Push& batch,
+                                         std::optional<TimestampTz>* stored_at);
 
 // Whether this session has seen `queue` marked as having packed jobs (hopper.queues.packed): its
 // claims then go straight to the statements that read packed rows. Forgotten when the mark changes

@@ -25,4 +25,15 @@ std::optional<int32_t> known(const std::string& queue);
 // Reads the queue from hopper.queues and remembers it. nullopt: no such queue.
 std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue);
 
+// Whether every change to hopper.queues (`relid`) reaches the backends that remember its rows
+// (this file's memory, queue_rows.hpp's): its trigger queues_changed fires for changes made in
+// the ordinary way, and queues_changed_replica and queues_truncated_replica for changes made with
+// session_replication_role = replica (a subscription's apply). ALTER TABLE ... ENABLE TRIGGER ALL,
+// which pg_restore --disable-triggers runs after loading data, makes the replica ones fire in the
+// ordinary way only, and a replicated pause would then go unnoticed. While it is so, nothing is
+// remembered and every call reads the table. Read from the relcache entry's triggers, where a
+// memory is filled: a trigger enabled or disabled invalidates the entry, and with it every memory.
+// Plain C over PostgreSQL's API: call under pg_guard, with the table locked.
+bool changes_reach_backends(Oid relid);
+
 }  // namespace hopper::queue_defaults

@@ -4,8 +4,9 @@
 // afresh each time (4% of a CPU-bound one-at-a-time drain, twice per queue_complete_pull).
 //
 // Every change to hopper.queues fires its statement trigger (hopper.queues_changed), which sends
-// a relcache invalidation of the table; each backend forgets every row when that reaches it, and
-// each lookup first takes the invalidations that have arrived. A row read in a transaction that
+// a relcache invalidation of the table (rows are only remembered while its triggers are enabled
+// so, queue_defaults::changes_reach_backends); each backend forgets every row when that reaches it,
+// and each lookup first takes the invalidations that have arrived. A row read in a transaction that
 // then rolls back its own change to the table is forgotten by the same invalidation, which
 // PostgreSQL replays in the backend at the rollback. Only rows read through the direct paths are
 // remembered, which refuse a hopper.queues with row level security, so no role sees a row another

@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "postgres.h"
+#include "catalog/pg_attribute.h"
 #include "utils/relcache.h"
 }
 
@@ -32,8 +33,16 @@ uint64 generation();
 // changes; unless an invalidation arrived since generation() returned `since`.
 void remember(const void* key, const Oid* rels, int nrels, const int* values, int n, uint64 since);
 
-// The attribute numbers of `names` in `rel` into `out` (0 for a name it has no live column of),
-// remembered under the address of `names`: pass a static array. False if any is 0.
-bool attnums(Relation rel, const char* const* names, int n, int* out);
+// Whether `att` is a live column of type `type` (any type if InvalidOid: an enum's, whose labels
+// the caller checks) with no type modifier. The direct paths read and write a column's values as
+// datums of the type the install script gave it: a value of another type, or one its typmod would
+// have cut or refused (varchar(10), timestamptz(0)), is for the SQL statements, which cast or
+// refuse it.
+bool typed(Form_pg_attribute att, Oid type);
+
+// The attribute numbers of `names` in `rel` into `out` (0 for a name it has no live column of, or
+// whose column is not typed() as `types` says), remembered under the address of `names`: pass
+// static arrays. False if any is 0.
+bool attnums(Relation rel, const char* const* names, const Oid* types, int n, int* out);
 
 }  // namespace hopper::table_layout
