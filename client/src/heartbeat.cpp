@@ -168,15 +168,19 @@ bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
     }
 }
 
-int Heartbeat::release_all(StopReason reason) {
+Heartbeat::Stopped Heartbeat::stop_all(StopReason reason) {
     std::lock_guard<std::mutex> lock(m_);
-    int released = 0;
+    Stopped out;
     for (auto it = entries_.begin(); it != entries_.end();) {
         auto next = std::next(it);
-        if (!it->second.finishing) {
+        if (it->second.ctx) {
+            // Its handler may still be at work: the job stays ours, and beaten, until it returns.
+            out.running.push_back(it->first.first);
+            raise_stop(it, reason);
+        } else if (!it->second.finishing) {
             try {
                 std::lock_guard<std::mutex> c(control_m_);
-                if (control().release(it->first.first, it->first.second)) ++released;
+                if (control().release(it->first.first, it->first.second)) ++out.released;
             } catch (const std::exception& ex) {
                 // The lease runs out by itself (or the reaper sees the connection gone).
                 log_(fmt::format("could not release job {}: {}", it->first.first, ex.what()));
@@ -185,7 +189,7 @@ int Heartbeat::release_all(StopReason reason) {
         }
         it = next;
     }
-    return released;
+    return out;
 }
 
 void Heartbeat::loop() {

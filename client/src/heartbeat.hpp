@@ -48,9 +48,15 @@ class Heartbeat {
 
     bool progress(int64_t id, int64_t token, double fraction,
                   const std::optional<std::string>& detail);
-    // Releases every registered job, then raises its stop flag with `reason`. Returns how many.
-    // Jobs being reported are left to their reports.
-    int release_all(StopReason reason);
+    // At the shutdown deadline: releases the held jobs (no handler works on them) and raises the
+    // running jobs' stop flags with `reason`, keeping their leases until remove(), as their
+    // handlers may still be at work. Jobs being reported are left to their reports. Returns how
+    // many were released, and the ids of the running jobs told to stop.
+    struct Stopped {
+        int released = 0;
+        std::vector<int64_t> running;
+    };
+    Stopped stop_all(StopReason reason);
 
   private:
     using Run = std::pair<int64_t, int64_t>;  // job id, lease token

@@ -424,15 +424,25 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
             log(fmt::format("could not release job {}: {}", j.id, ex.what()));
         }
     }
-    // Running jobs get until the deadline to finish; then they are released and told to stop.
+    // Running jobs get until the deadline to finish; then they are told to stop, and each is
+    // released when its handler returns. Not before: a handler that goes on working on a job
+    // given back would run it at the same time as the worker that takes it next. A thread cannot
+    // be ended from outside, so this waits for every handler, however long it takes; meanwhile
+    // the jobs are heartbeated, and this connection, which their session-bound leases may be
+    // bound to, stays open.
     std::unique_lock<std::mutex> lock(m);
-    bool idle = idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; });
+    if (idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; })) return;
     lock.unlock();
-    if (!idle) {
-        int n = hb.release_all(StopReason::Shutdown);
-        released += static_cast<uint64_t>(n);
-        log(fmt::format("shutdown deadline passed: released {} running job(s)", n));
-    }
+    internal::Heartbeat::Stopped stopped = hb.stop_all(StopReason::Shutdown);
+    released += static_cast<uint64_t>(stopped.released);
+    std::string ids;
+    for (int64_t id : stopped.running) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    log(fmt::format(
+        "shutdown deadline passed: told the handlers of job(s) {} to stop; waiting for them, "
+        "each job is released when its handler returns",
+        ids.empty() ? "(none)" : ids));
+    lock.lock();
+    idle_cv.wait(lock, [&] { return in_flight == 0; });
 }
 
 void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
@@ -549,6 +559,14 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
             return;
         case JobContext::Finished::No:
             break;
+    }
+    if (stopped == StopReason::Shutdown) {
+        // Told to stop by the shutdown deadline: what it returns says nothing of the work (a
+        // handler that returns early on its stop flag would otherwise be completed).
+        report(client, job, [&] {
+            if (client.release(job.id, job.lease_token)) ++released;
+        });
+        return;
     }
     if (outcome == Outcome::Complete && hand_over(job, ctx.result(), stopped)) {
         forget.handed_over = true;  // the fetch loop forgets it once its completion commits

@@ -1584,6 +1584,63 @@ TEST(Worker, ShutdownReleasesJobsPastTheDeadline) {
     }
 }
 
+// A handler that ignores its stop flag past the shutdown deadline may still be working on its
+// job: the job is not released then (another worker could run it at the same time) but kept, and
+// heartbeated, until the handler returns; run() waits for that, as a thread cannot be ended from
+// outside. Once the handler returns, its job is released without using up an attempt.
+TEST(Worker, AHandlerThatIgnoresTheShutdownKeepsItsJobUntilItReturns) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 1s;  // heartbeats every 333 ms
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 1);
+    o.shutdown_timeout = 200ms;
+    Worker w(o);
+    Latch let_go;
+    std::atomic<bool> started{false}, told{false}, returned{false};
+    w.on_any([&](JobContext& job) {
+        started = true;
+        if (job.wait_for_stop(120s) && job.stop_reason() == StopReason::Shutdown) told = true;
+        let_go.wait();  // still at work, whatever the flag says
+        job.set_result(R"({"late": true})");
+    });
+    int64_t id = c.push(q, "{}");
+    Running r(w);
+    std::thread stopper;
+    // Declared after the worker: a test ended early lets the handler go and waits for the stop.
+    struct Finish {
+        Latch& let_go;
+        std::thread& stopper;
+        ~Finish() {
+            let_go.open();
+            if (stopper.joinable()) stopper.join();
+        }
+    } finish{let_go, stopper};
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 30s));
+    stopper = std::thread([&] {
+        r.stop();
+        returned = true;
+    });
+    ASSERT_TRUE(eventually([&] { return told.load(); }, 30s)) << "the deadline stops the handler";
+    Client thief(conninfo());
+    auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        EXPECT_TRUE(thief.pull(q).empty()) << "the job was given away while its handler ran";
+        EXPECT_FALSE(returned.load()) << "run() returned while a handler ran";
+        std::this_thread::sleep_for(100ms);
+    }
+    let_go.open();
+    ASSERT_TRUE(eventually([&] { return returned.load(); }, 30s));
+    JobInfo s = c.job_status(id);
+    EXPECT_EQ(s.state, JobState::Available);
+    EXPECT_EQ(s.attempt, 0) << "a release does not use up an attempt";
+    EXPECT_FALSE(s.last_error);
+    EXPECT_FALSE(s.result) << "a handler told to stop is not taken at its word";
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 0u);
+}
+
 // Pull-to-finish bookkeeping of the helper process: each handled job is one row in `handled`.
 void create_handled_table(Client& c) {
     c.exec(
