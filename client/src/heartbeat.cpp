@@ -2,6 +2,7 @@
 #include "heartbeat.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include <fmt/format.h>
@@ -85,7 +86,7 @@ Duration Heartbeat::interval_for(const Job& job) const {
 void Heartbeat::hold(const Job& job) {
     Duration interval = interval_for(job);
     std::lock_guard<std::mutex> lock(m_);
-    entries_[{job.id, job.lease_token}] = Entry{nullptr, interval, Steady::now() + interval};
+    entries_[{job.id, job.lease_token}] = Entry{nullptr, false, interval, Steady::now() + interval};
 }
 
 StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
@@ -104,8 +105,16 @@ StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
         it->second.ctx = &ctx;
         return StopReason::None;
     }
-    entries_[run] = Entry{&ctx, interval, Steady::now() + interval};
+    entries_[run] = Entry{&ctx, false, interval, Steady::now() + interval};
     return StopReason::None;
+}
+
+void Heartbeat::finish(const Job& job) {
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = entries_.find({job.id, job.lease_token});
+    if (it == entries_.end()) return;  // lost meanwhile: nothing left to keep
+    it->second.ctx = nullptr;
+    it->second.finishing = true;
 }
 
 void Heartbeat::remove(const Job& job) {
@@ -114,19 +123,30 @@ void Heartbeat::remove(const Job& job) {
     gone_.erase({job.id, job.lease_token});
 }
 
+void Heartbeat::remove(const std::vector<int64_t>& ids, const std::vector<int64_t>& tokens) {
+    std::lock_guard<std::mutex> lock(m_);
+    for (size_t i = 0; i < ids.size() && i < tokens.size(); ++i) {
+        entries_.erase({ids[i], tokens[i]});
+        gone_.erase({ids[i], tokens[i]});
+    }
+}
+
+void Heartbeat::raise_stop(std::map<Run, Entry>::iterator it, StopReason reason) {
+    // The flag now; the callbacks (the user's code) on the stopper thread, since m_ is held here
+    // and this is the thread that beats for every job.
+    auto callbacks = it->second.ctx->raise_stop(reason);
+    if (callbacks.empty()) return;
+    {
+        std::lock_guard<std::mutex> lock(stops_m_);
+        for (auto& fn : callbacks) stops_.push_back({it->first.first, std::move(fn)});
+    }
+    stops_cv_.notify_one();
+}
+
 void Heartbeat::drop(std::map<Run, Entry>::iterator it, StopReason reason) {
     if (it->second.ctx) {
-        // The flag now; the callbacks (the user's code) on the stopper thread, since m_ is held
-        // here and this is the thread that beats for every job.
-        auto callbacks = it->second.ctx->raise_stop(reason);
-        if (!callbacks.empty()) {
-            {
-                std::lock_guard<std::mutex> lock(stops_m_);
-                for (auto& fn : callbacks) stops_.push_back({it->first.first, std::move(fn)});
-            }
-            stops_cv_.notify_one();
-        }
-    } else {
+        raise_stop(it, reason);
+    } else if (!it->second.finishing) {
         gone_[it->first] = reason;
     }
     entries_.erase(it);
@@ -148,21 +168,28 @@ bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
     }
 }
 
-int Heartbeat::release_all(StopReason reason) {
+Heartbeat::Stopped Heartbeat::stop_all(StopReason reason) {
     std::lock_guard<std::mutex> lock(m_);
-    int released = 0;
-    while (!entries_.empty()) {
-        auto it = entries_.begin();
-        try {
-            std::lock_guard<std::mutex> c(control_m_);
-            if (control().release(it->first.first, it->first.second)) ++released;
-        } catch (const std::exception& ex) {
-            // The lease runs out by itself (or the reaper sees the connection gone).
-            log_(fmt::format("could not release job {}: {}", it->first.first, ex.what()));
+    Stopped out;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+        auto next = std::next(it);
+        if (it->second.ctx) {
+            // Its handler may still be at work: the job stays ours, and beaten, until it returns.
+            out.running.push_back(it->first.first);
+            raise_stop(it, reason);
+        } else if (!it->second.finishing) {
+            try {
+                std::lock_guard<std::mutex> c(control_m_);
+                if (control().release(it->first.first, it->first.second)) ++out.released;
+            } catch (const std::exception& ex) {
+                // The lease runs out by itself (or the reaper sees the connection gone).
+                log_(fmt::format("could not release job {}: {}", it->first.first, ex.what()));
+            }
+            drop(it, reason);
         }
-        drop(it, reason);
+        it = next;
     }
-    return released;
+    return out;
 }
 
 void Heartbeat::loop() {
@@ -249,6 +276,11 @@ void Heartbeat::beat_due() {
     for (const auto& [run, reason] : lost) {
         auto it = entries_.find(run);
         if (it == entries_.end()) continue;
+        if (it->second.finishing) {
+            // Its report finds the job gone too, and says so.
+            entries_.erase(it);
+            continue;
+        }
         log_(fmt::format("job {} {}: {}", run.first,
                          reason == StopReason::Cancelled ? "was cancelled" : "lease was lost",
                          it->second.ctx ? "stopping its handler" : "it will not be started"));

@@ -1,11 +1,12 @@
 // The worker's control connection and its heartbeat thread. Every job the worker has claimed is
-// registered here, from its pull (held locally, see WorkerOptions::prefetch) through its handler's
-// return; the thread extends each lease every lease/3 and, when the server says the job is no
-// longer ours, raises a running job's stop flag or marks a held one not to be started. Progress
-// reports and releases share the connection, so they never interfere with what a handler does on
-// its own connection. The jobs' on_stop callbacks run on a second thread, holding no lock of this
-// class: user code that runs long, or calls back into the worker, holds up no heartbeat, nor the
-// pulls and handlers that register their jobs here.
+// registered here, from its pull (held locally, see WorkerOptions::prefetch) until its outcome is
+// reported (by its handler's thread, or in the fetch loop's batch of completions); the thread
+// extends each lease every lease/3 and, when the server says the job is no longer ours, raises a
+// running job's stop flag or marks a held one not to be started. Progress reports and releases
+// share the connection, so they never interfere with what a handler does on its own connection. The
+// jobs' on_stop callbacks run on a second thread, holding no lock of this class: user code that
+// runs long, or calls back into the worker, holds up no heartbeat, nor the pulls and handlers that
+// register their jobs here.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "backoff.hpp"
 #include "hopper/worker.hpp"
@@ -37,17 +39,30 @@ class Heartbeat {
     // The job's handler starts: `ctx` must stay alive until remove(). Returns None, or why a held
     // job must not be started after all (its lease was lost, it was cancelled or released).
     StopReason add(const Job& job, JobContext& ctx);
+    // The job's handler returned (its context is about to go): its lease is still kept until
+    // remove(), since its report, or the batch of completions it waits in, may take a while, and a
+    // lease run out meanwhile would have the job run again although its handler succeeded.
+    void finish(const Job& job);
     void remove(const Job& job);
+    void remove(const std::vector<int64_t>& ids, const std::vector<int64_t>& tokens);
 
     bool progress(int64_t id, int64_t token, double fraction,
                   const std::optional<std::string>& detail);
-    // Releases every registered job, then raises its stop flag with `reason`. Returns how many.
-    int release_all(StopReason reason);
+    // At the shutdown deadline: releases the held jobs (no handler works on them) and raises the
+    // running jobs' stop flags with `reason`, keeping their leases until remove(), as their
+    // handlers may still be at work. Jobs being reported are left to their reports. Returns how
+    // many were released, and the ids of the running jobs told to stop.
+    struct Stopped {
+        int released = 0;
+        std::vector<int64_t> running;
+    };
+    Stopped stop_all(StopReason reason);
 
   private:
     using Run = std::pair<int64_t, int64_t>;  // job id, lease token
     struct Entry {
-        JobContext* ctx;  // null while the job is held
+        JobContext* ctx;  // null while the job is held, and once its handler returned
+        bool finishing;   // its handler returned: its report is under way
         Duration interval;
         std::chrono::steady_clock::time_point next;
     };
@@ -56,6 +71,8 @@ class Heartbeat {
     Client& control();  // call with control_m_ held
     Duration interval_for(const Job& job) const;
     void drop(std::map<Run, Entry>::iterator it, StopReason reason);  // call with m_ held
+    // Raises a running job's stop flag and queues its callbacks; call with m_ held.
+    void raise_stop(std::map<Run, Entry>::iterator it, StopReason reason);
     void run_stops();
     void end_stops();  // runs the queued callbacks, then ends the stopper thread
 

@@ -135,8 +135,9 @@ struct Worker::Impl {
     std::optional<JobState> fail_job(Client& client, const Job& job, std::string error,
                                      FailOptions fo);
     bool hand_over(const Job& job, const std::optional<std::string>& result, StopReason stopped);
-    std::vector<Job> complete_and_pull(Client& conn, const PullOptions* po);
-    void complete_one_by_one(Client& conn);
+    std::vector<Job> complete_and_pull(Client& conn, internal::Heartbeat& hb,
+                                       const PullOptions* po);
+    void complete_one_by_one(Client& conn, internal::Heartbeat& hb);
     void account(Client& client, const Returned& f, bool held);
     std::string why_not_ours(Client& client, int64_t id, StopReason stopped);
     const Handler* handler_for(const Job& job) const;
@@ -281,7 +282,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 // Jobs that finished meanwhile are completed on this connection while the other
                 // one waits; a freed slot needs nothing (the waiting pull returns what came).
                 take_returned();
-                if (!unreported.empty()) complete_and_pull(*conn, nullptr);
+                if (!unreported.empty()) complete_and_pull(*conn, hb, nullptr);
                 on_waiter = true;
                 std::optional<internal::WaitingPull::Outcome> got = waiter.await(wake.fd());
                 on_waiter = false;
@@ -314,13 +315,13 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             if (free_slots > 0 && deep) {
                 gathered = false;
                 PullOptions po = pull_options(free_slots);
-                std::vector<Job> jobs = complete_and_pull(*conn, &po);
+                std::vector<Job> jobs = complete_and_pull(*conn, hb, &po);
                 backoff.reset();
                 deep = static_cast<int>(jobs.size()) == po.n;
                 hand_out(jobs, hb);
                 if (deep) continue;
             } else if (!unreported.empty()) {
-                complete_and_pull(*conn, nullptr);
+                complete_and_pull(*conn, hb, nullptr);
             }
             if (!listening && Steady::now() >= waiter_retry_at) {
                 if (int n = slots_free(); n > 0) {
@@ -405,11 +406,13 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
         try {
             if (!fetcher) throw ConnectionError("no connection");
             if (!fetcher->connection().ok()) fetcher->reconnect();
-            complete_and_pull(*fetcher, nullptr);
+            complete_and_pull(*fetcher, hb, nullptr);
         } catch (const std::exception& ex) {
-            for (const Returned& f : unreported)
+            for (const Returned& f : unreported) {
                 log(fmt::format("could not report job {}: {}; its lease will expire", f.job.id,
                                 ex.what()));
+                hb.remove(f.job);
+            }
             unreported.clear();
         }
     }
@@ -421,15 +424,25 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
             log(fmt::format("could not release job {}: {}", j.id, ex.what()));
         }
     }
-    // Running jobs get until the deadline to finish; then they are released and told to stop.
+    // Running jobs get until the deadline to finish; then they are told to stop, and each is
+    // released when its handler returns. Not before: a handler that goes on working on a job
+    // given back would run it at the same time as the worker that takes it next. A thread cannot
+    // be ended from outside, so this waits for every handler, however long it takes; meanwhile
+    // the jobs are heartbeated, and this connection, which their session-bound leases may be
+    // bound to, stays open.
     std::unique_lock<std::mutex> lock(m);
-    bool idle = idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; });
+    if (idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; })) return;
     lock.unlock();
-    if (!idle) {
-        int n = hb.release_all(StopReason::Shutdown);
-        released += static_cast<uint64_t>(n);
-        log(fmt::format("shutdown deadline passed: released {} running job(s)", n));
-    }
+    internal::Heartbeat::Stopped stopped = hb.stop_all(StopReason::Shutdown);
+    released += static_cast<uint64_t>(stopped.released);
+    std::string ids;
+    for (int64_t id : stopped.running) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    log(fmt::format(
+        "shutdown deadline passed: told the handlers of job(s) {} to stop; waiting for them, "
+        "each job is released when its handler returns",
+        ids.empty() ? "(none)" : ids));
+    lock.lock();
+    idle_cv.wait(lock, [&] { return in_flight == 0; });
 }
 
 void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
@@ -507,7 +520,16 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
                             job.kind ? "\"" + *job.kind + "\"" : std::string("(none)"), opt.name,
                             known.empty() ? "nothing" : known);
     }
-    hb.remove(job);
+    // Its lease is kept until the outcome is reported, below or in the fetch loop's batch.
+    hb.finish(job);
+    struct Forget {
+        internal::Heartbeat& hb;
+        const Job& job;
+        bool handed_over = false;
+        ~Forget() {
+            if (!handed_over) hb.remove(job);
+        }
+    } forget{hb, job};
     // A handler that left a transaction open (begun and never ended, or failed inside it) would
     // have this job's report, and every later job of this thread, run inside it: it is rolled
     // back, and a job that was to complete fails instead, since what its handler wrote there is
@@ -538,7 +560,18 @@ void Worker::Impl::process(Client& client, internal::Heartbeat& hb, const Job& j
         case JobContext::Finished::No:
             break;
     }
-    if (outcome == Outcome::Complete && hand_over(job, ctx.result(), stopped)) return;
+    if (stopped == StopReason::Shutdown) {
+        // Told to stop by the shutdown deadline: what it returns says nothing of the work (a
+        // handler that returns early on its stop flag would otherwise be completed).
+        report(client, job, [&] {
+            if (client.release(job.id, job.lease_token)) ++released;
+        });
+        return;
+    }
+    if (outcome == Outcome::Complete && hand_over(job, ctx.result(), stopped)) {
+        forget.handed_over = true;  // the fetch loop forgets it once its completion commits
+        return;
+    }
     report(client, job, [&] {
         bool held;
         if (outcome == Outcome::Complete)
@@ -589,7 +622,8 @@ std::string Worker::Impl::why_not_ours(Client& client, int64_t id, StopReason st
 // trip and one commit for all of them. A connection error leaves them for the next turn; any other
 // error (a job deleted meanwhile, say) has them completed one by one so that one cannot hold up the
 // rest.
-std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions* po) {
+std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, internal::Heartbeat& hb,
+                                                 const PullOptions* po) {
     if (unreported.empty()) return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
     std::vector<int64_t> ids, tokens, done;
     std::vector<std::optional<std::string>> results;
@@ -612,9 +646,10 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
     } catch (const std::exception& ex) {
         log(fmt::format("completing {} jobs at once failed, one by one instead: {}", ids.size(),
                         ex.what()));
-        complete_one_by_one(conn);
+        complete_one_by_one(conn, hb);
         return po ? conn.pull(opt.queue, *po) : std::vector<Job>{};
     }
+    hb.remove(ids, tokens);
     std::set<int64_t> held(done.begin(), done.end());
     for (const Returned& f : unreported) account(conn, f, held.count(f.job.id) > 0);
     unreported.clear();
@@ -625,7 +660,7 @@ std::vector<Job> Worker::Impl::complete_and_pull(Client& conn, const PullOptions
 // operator's cancel, a lock timeout) is met again within the minute and the shutdown deadline, as
 // report() does for a handler's own report; a lost connection leaves the jobs not yet completed
 // for the next turn, as it does a whole batch. Given up, a job waits for its lease to run out.
-void Worker::Impl::complete_one_by_one(Client& conn) {
+void Worker::Impl::complete_one_by_one(Client& conn, internal::Heartbeat& hb) {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     auto give_up_at = Steady::now() + std::chrono::seconds(60);
     auto done = unreported.begin();
@@ -648,6 +683,7 @@ void Worker::Impl::complete_one_by_one(Client& conn) {
             } catch (const std::exception& e) {
                 log(fmt::format("could not report job {}: {}", f.job.id, e.what()));
             }
+            hb.remove(f.job);
             ++done;
         }
     } catch (...) {

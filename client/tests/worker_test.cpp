@@ -123,6 +123,102 @@ TEST(Worker, AJobDeletedWhileRunningDoesNotHoldUpTheOthers) {
     EXPECT_EQ(w.stats().completed, 4u);
 }
 
+// Opened once by the test; handlers wait on it for as long as it takes. (Gate's wait gives up
+// after 5 s.) The test opens it on every way out, so that no handler is left waiting.
+class Latch {
+  public:
+    void open() {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            open_ = true;
+        }
+        cv_.notify_all();
+    }
+    void wait() {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] { return open_; });
+    }
+
+  private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool open_ = false;
+};
+
+// Sessions named `queue` waiting for a lock inside `function`.
+int64_t waiting_for_lock(Client& c, const std::string& queue, const std::string& function) {
+    return c
+        .exec(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1"
+            " AND wait_event_type = 'Lock' AND query LIKE '%' || $2 || '%'",
+            queue, function)
+        .int64(0, 0);
+}
+
+// Jobs whose handlers returned wait for the fetch loop to complete them together. When that
+// completion is held up (here another session holds the row of the batch's first job, so the
+// batch waits for it), the jobs waiting behind it are still heartbeated: no other worker takes
+// them over when their lease would have run out, and each runs once.
+TEST(Worker, JobsWaitingForABatchedCompletionKeepTheirLease) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 1s;  // heartbeats every 333 ms
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 2);
+    o.conninfo = test::named_conninfo(q);
+    o.prefetch = 0;
+    Worker w(o);
+    Latch first_go, second_go;
+    std::atomic<int> runs{0};
+    w.on("first", [&](JobContext&) {
+        ++runs;
+        first_go.wait();
+    });
+    w.on("second", [&](JobContext&) {
+        ++runs;
+        second_go.wait();
+    });
+    PushOptions first, second;
+    first.kind = "first";
+    second.kind = "second";
+    int64_t a = c.push(q, "{}", first);
+    int64_t b = c.push(q, "{}", second);
+    Running r(w);
+    // Declared after the worker, so that a test ended early lets the handlers go before the
+    // worker's shutdown waits for them.
+    struct OpenOnExit {
+        Latch& a;
+        Latch& b;
+        ~OpenOnExit() {
+            a.open();
+            b.open();
+        }
+    } open_on_exit{first_go, second_go};
+    ASSERT_TRUE(eventually([&] { return runs.load() == 2; }, 30s));
+    Client locker(conninfo());
+    locker.exec("BEGIN");
+    locker.exec("SELECT 1 FROM hopper.jobs WHERE id = $1 FOR UPDATE", a);
+    first_go.open();
+    // The fetch loop's completion of the first job waits for the row.
+    ASSERT_TRUE(
+        eventually([&] { return waiting_for_lock(c, q, "queue_complete_many") == 1; }, 30s));
+    second_go.open();  // its completion waits behind the first one's
+    Client thief(conninfo());
+    auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        EXPECT_TRUE(thief.pull(q).empty()) << "a job whose handler succeeded was taken over";
+        std::this_thread::sleep_for(100ms);
+    }
+    locker.exec("ROLLBACK");
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 2; }, 30s));
+    r.stop();
+    for (int64_t id : {a, b}) EXPECT_EQ(c.job_status(id).attempt, 1) << "job " << id;
+    EXPECT_EQ(runs.load(), 2);
+    EXPECT_EQ(w.stats().completed, 2u);
+    EXPECT_EQ(w.stats().lost, 0u);
+}
+
 TEST(Worker, PullsInBatchesWhenTheQueueIsDeep) {
     Client c(conninfo());
     std::string q = unique_queue("w");
@@ -673,6 +769,58 @@ TEST(Worker, AWaitingPullThatCannotReconnectDoesNotHoldUpCompletions) {
     EXPECT_TRUE(eventually([&] { return waiting_pulls(c, q) == 1; }, 15s));
     int64_t next = c.push(q, "{}");
     EXPECT_TRUE(eventually([&] { return state_is(c, next, JobState::Completed); }, 5s));
+}
+
+// A handler's own report (a failure always goes on its thread's connection) that cannot get
+// through, here because that connection was lost and cannot come back for a while, is made again
+// for up to a minute: meanwhile the job keeps its lease, so no other worker runs it again, and the
+// outcome recorded at last is the handler's.
+TEST(Worker, AJobWhoseReportIsRetriedKeepsItsLease) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 1s;  // heartbeats every 333 ms
+    qo.max_attempts = 1;
+    c.queue_create(q, qo);
+    LimitedRole role(c, "hopper_test_report");
+    WorkerOptions o = options(q, 1);
+    o.conninfo += " user=" + role.name();
+    o.prefetch = 0;
+    o.max_backoff = 1s;
+    Worker w(o);
+    Latch fail_now;
+    std::atomic<int> pid{0}, runs{0};
+    w.on_any([&](JobContext& job) {
+        ++runs;
+        job.progress(0.5);  // the heartbeat's connection is open before the limit
+        pid = job.client().connection().backend_pid();
+        fail_now.wait();
+        throw std::runtime_error("boom");
+    });
+    int64_t id = c.push(q, "{}");
+    Running r(w);
+    struct OpenOnExit {  // declared after the worker: a test ended early lets the handler go
+        Latch& l;
+        ~OpenOnExit() { l.open(); }
+    } open_on_exit{fail_now};
+    ASSERT_TRUE(eventually([&] { return c.job_status(id).progress == 0.5 && pid.load() != 0; }));
+    role.limit(0);
+    c.exec("SELECT pg_catalog.pg_terminate_backend($1)", pid.load());
+    fail_now.open();
+    Client thief(conninfo());
+    auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        EXPECT_TRUE(thief.pull(q).empty()) << "a job whose failure was being reported was taken";
+        std::this_thread::sleep_for(100ms);
+    }
+    role.limit(-1);
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Dead); }, 30s));
+    JobInfo info = c.job_status(id);
+    EXPECT_EQ(info.attempt, 1);
+    EXPECT_EQ(info.last_error.value_or(""), "boom");
+    EXPECT_EQ(runs.load(), 1);
+    r.stop();
+    EXPECT_EQ(w.stats().failed, 1u);
 }
 
 TEST(Worker, StopEndsAWaitingPullAtOnce) {
@@ -1434,6 +1582,63 @@ TEST(Worker, ShutdownReleasesJobsPastTheDeadline) {
         EXPECT_EQ(s.state, JobState::Available) << "job " << id;
         EXPECT_FALSE(s.last_error) << "a release is not a failure";
     }
+}
+
+// A handler that ignores its stop flag past the shutdown deadline may still be working on its
+// job: the job is not released then (another worker could run it at the same time) but kept, and
+// heartbeated, until the handler returns; run() waits for that, as a thread cannot be ended from
+// outside. Once the handler returns, its job is released without using up an attempt.
+TEST(Worker, AHandlerThatIgnoresTheShutdownKeepsItsJobUntilItReturns) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 1s;  // heartbeats every 333 ms
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 1);
+    o.shutdown_timeout = 200ms;
+    Worker w(o);
+    Latch let_go;
+    std::atomic<bool> started{false}, told{false}, returned{false};
+    w.on_any([&](JobContext& job) {
+        started = true;
+        if (job.wait_for_stop(120s) && job.stop_reason() == StopReason::Shutdown) told = true;
+        let_go.wait();  // still at work, whatever the flag says
+        job.set_result(R"({"late": true})");
+    });
+    int64_t id = c.push(q, "{}");
+    Running r(w);
+    std::thread stopper;
+    // Declared after the worker: a test ended early lets the handler go and waits for the stop.
+    struct Finish {
+        Latch& let_go;
+        std::thread& stopper;
+        ~Finish() {
+            let_go.open();
+            if (stopper.joinable()) stopper.join();
+        }
+    } finish{let_go, stopper};
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 30s));
+    stopper = std::thread([&] {
+        r.stop();
+        returned = true;
+    });
+    ASSERT_TRUE(eventually([&] { return told.load(); }, 30s)) << "the deadline stops the handler";
+    Client thief(conninfo());
+    auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        EXPECT_TRUE(thief.pull(q).empty()) << "the job was given away while its handler ran";
+        EXPECT_FALSE(returned.load()) << "run() returned while a handler ran";
+        std::this_thread::sleep_for(100ms);
+    }
+    let_go.open();
+    ASSERT_TRUE(eventually([&] { return returned.load(); }, 30s));
+    JobInfo s = c.job_status(id);
+    EXPECT_EQ(s.state, JobState::Available);
+    EXPECT_EQ(s.attempt, 0) << "a release does not use up an attempt";
+    EXPECT_FALSE(s.last_error);
+    EXPECT_FALSE(s.result) << "a handler told to stop is not taken at its word";
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 0u);
 }
 
 // Pull-to-finish bookkeeping of the helper process: each handled job is one row in `handled`.

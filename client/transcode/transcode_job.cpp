@@ -216,8 +216,9 @@ void Transcode::on_stopped() {
             mark_cancelled(db_, p_.video_id, job_.id());
             break;
         case hopper::StopReason::Shutdown:
-            // The runtime released the job: it runs again, on this worker or another.
-            mark_pending(db_, p_.video_id, job_.id());
+            // The runtime releases the job when this handler returns: it runs again, on this
+            // worker or another.
+            mark_pending(db_, p_.video_id, job_.id(), job_.job().lease_token);
             break;
         case hopper::StopReason::Lost:
         case hopper::StopReason::None:

@@ -307,13 +307,16 @@ bool mark_cancelled(hopper::Client& client, const std::string& video_id, int64_t
     return r.affected_rows() == 1;
 }
 
-void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id) {
+void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                  int64_t lease_token) {
     client.exec(
         "UPDATE transcode.videos SET processing_status = 'pending', updated_at = pg_catalog.now() "
         "WHERE id = $1 AND job_id = $2 AND processing_status = 'processing' "
-        // Released means another worker may pull the job at once: never undo its claim.
-        "  AND (SELECT s.state FROM hopper.job_status($2) s) <> 'running'",
-        video_id, job_id);
+        // Run by another worker now (our lease lost and the job taken over): never undo its
+        // claim. Still ours, the runtime releases the job only after this handler returns.
+        "  AND NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = $2 AND j.state = 'running' "
+        "    AND j.lease_token <> $3)",
+        video_id, job_id, lease_token);
 }
 
 std::optional<std::string> video_json(hopper::Client& client, const std::string& video_id) {

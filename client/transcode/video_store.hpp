@@ -95,8 +95,10 @@ bool mark_failed(hopper::Client& client, const std::string& video_id, int64_t jo
 // retried since (then the row is the new attempt's). false: nothing written.
 bool mark_cancelled(hopper::Client& client, const std::string& video_id, int64_t job_id);
 
-// A released job (worker shutdown) will run again: the video waits as pending.
-void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id);
+// A job stopped by the worker's shutdown is released when its handler returns, and will run
+// again: the video waits as pending, unless another worker runs the job already.
+void mark_pending(hopper::Client& client, const std::string& video_id, int64_t job_id,
+                  int64_t lease_token);
 
 // JSON for one video row (with its job id), or nullopt if there is no such video.
 std::optional<std::string> video_json(hopper::Client& client, const std::string& video_id);

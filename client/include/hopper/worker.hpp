@@ -59,7 +59,8 @@ enum class StopReason {
     None,
     Lost,       // the lease expired and another worker took the job, or it was released
     Cancelled,  // an operator cancelled it (queue_cancel)
-    Shutdown,   // the worker is shutting down and the deadline passed: the job was released
+    Shutdown,   // the worker is shutting down and the deadline passed: the job is released when
+                // the handler returns
 };
 std::string_view to_string(StopReason r);
 
@@ -172,7 +173,8 @@ struct WorkerOptions {
     // when listening, the fallback poll when no NOTIFY arrives.
     Duration poll_interval = std::chrono::seconds(2);
     double poll_jitter = 0.25;  // +- fraction of poll_interval, so workers do not beat in step
-    Duration shutdown_timeout = std::chrono::seconds(30);   // then running jobs are released
+    // Then running handlers are told to stop, and each job is released when its handler returns.
+    Duration shutdown_timeout = std::chrono::seconds(30);
     Duration min_backoff = std::chrono::milliseconds(100);  // after database errors, doubling
     Duration max_backoff = std::chrono::seconds(10);
     bool handle_signals = true;  // SIGINT/SIGTERM start a graceful shutdown during run()
@@ -210,7 +212,9 @@ class Worker {
     Worker& on_any(Handler handler);
 
     // Runs until stop() or a signal, then shuts down gracefully: stops pulling, waits up to
-    // shutdown_timeout for running jobs, releases the rest. Returns when everything has stopped.
+    // shutdown_timeout for running jobs, then tells their handlers to stop and releases each job
+    // when its handler returns. Returns when every handler has returned: a thread cannot be ended
+    // from outside, so one that ignores its stop flag holds run() up.
     void run();
     // Starts the graceful shutdown; safe from any thread.
     void stop();

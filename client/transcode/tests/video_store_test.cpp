@@ -65,6 +65,25 @@ TEST_F(VideoStoreTest, AWorkerWhoseLeaseWasTakenOverWritesNothing) {
     EXPECT_EQ(field(s.video_id, "error"), "disk full");
 }
 
+// A job stopped by the worker's shutdown is released only once its handler returns, after the
+// handler has marked its row pending: the row is marked while the job is still the handler's. A
+// worker whose lease was taken over leaves the new owner's row alone.
+TEST_F(VideoStoreTest, AStoppedWorkerMarksItsRowPendingWhileItStillHoldsTheJob) {
+    std::string q = unique_queue("pending");
+    Submitted s = submit_video(c, q, std::string("pending"), "/in/a.mp4", std::nullopt);
+    hopper::Job old_run = c.pull(q).at(0);
+    ASSERT_TRUE(claim_video(c, s.video_id, s.job_id));
+    mark_pending(c, s.video_id, s.job_id, old_run.lease_token);
+    EXPECT_EQ(field(s.video_id, "processing_status"), "pending");
+
+    ASSERT_TRUE(claim_video(c, s.video_id, s.job_id));
+    hopper::Job new_run = take_over(q);
+    ASSERT_NE(new_run.lease_token, old_run.lease_token);
+    ASSERT_TRUE(claim_video(c, s.video_id, s.job_id));
+    mark_pending(c, s.video_id, s.job_id, old_run.lease_token);
+    EXPECT_EQ(field(s.video_id, "processing_status"), "processing");
+}
+
 // A cancelled job has no lease left to check: its row still becomes failed ("cancelled"), but
 // not once the job was retried and runs again.
 TEST_F(VideoStoreTest, ACancelledJobsRowFailsUntilTheJobIsRetried) {
