@@ -51,7 +51,8 @@ ROLLBACK TO SAVEPOINT before_claim;
 SELECT payload->>'n' AS n FROM hopper.queue_pull('resume', 1);
 COMMIT;
 
--- A job released by its worker goes back behind the jobs of its priority, as without resuming.
+-- A job released by its worker keeps its place, below the job claimed after it: the claims had
+-- moved past it, and the release brings them back to it.
 SELECT count(*) AS pushed FROM hopper.queue_push_batch('resume',
     ARRAY['{"n": "r1"}', '{"n": "r2"}', '{"n": "r3"}']::jsonb[], priority => -4);
 SELECT id AS r1, lease_token AS r1_token FROM hopper.queue_pull('resume', 1) \gset

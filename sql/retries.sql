@@ -85,11 +85,15 @@ SELECT hopper.queue_push('retry', '{}', run_at => now() + interval '1 hour') AS 
 SELECT pg_temp.try(format('SELECT hopper.queue_retry(%s)', :later));
 SELECT hopper.queue_cancel(:later) AS cancelled;
 
--- Release: back to available without spending an attempt.
+-- Release: back to available without spending an attempt. The claim is undone: the job keeps
+-- its run_at (its place in pull order) and shows no start or worker of the claim.
 SELECT hopper.queue_push('retry', '{"job": "release me"}', priority => -20) AS r1 \gset
-SELECT lease_token AS rt, attempt FROM hopper.queue_pull('retry') \gset
+SELECT run_at AS r1_run_at FROM hopper.jobs WHERE id = :r1 \gset
+SELECT lease_token AS rt, attempt FROM hopper.queue_pull('retry', worker => 'releaser') \gset
+SELECT started_at IS NOT NULL AS started, worker FROM hopper.job_status(:r1);
 SELECT hopper.queue_release(:r1, :rt) AS released;
-SELECT state, attempt FROM hopper.job_status(:r1);
+SELECT state, attempt, run_at = :'r1_run_at' AS kept_run_at, started_at, worker
+FROM hopper.job_status(:r1);
 SELECT hopper.queue_release(:r1, :rt) AS released_twice;
 
 -- A cancelled job whose queue is gone (its row deleted by hand) is not put back into no queue.

@@ -84,8 +84,13 @@ SELECT state, attempt, worker, last_error, run_at > now() AS waits,
        errors->0->>'worker' AS error_worker
 FROM hopper.jobs WHERE id = :failing;
 SELECT count(*) AS while_backing_off FROM hopper.queue_take('take-fail');
--- retry_in overrides the backoff; the last attempt's failure buries the job.
+-- Nor is it failed again: no take can have taken it since (sql/fail_taken_repeat.sql).
+SELECT hopper.queue_fail_taken(:failing, 'smtp timeout') IS NULL AS backing_off_gives_null;
+-- Taken once due (here by a take dated past the backoff), the last attempt's failure buries it.
+BEGIN;
+SELECT attempt AS taken_late FROM hopper.queue_take('take-fail', at => now() + interval '1 day');
 SELECT hopper.queue_fail_taken(:failing, 'smtp timeout again', retry_in => '0') AS second_failure;
+COMMIT;
 SELECT state, attempt, last_error, jsonb_array_length(errors) AS errors
 FROM hopper.job_history WHERE id = :failing;
 -- permanent buries at once. A job no longer available (finished) gives NULL.
@@ -127,10 +132,11 @@ SELECT payload->>'n' AS n, state, attempt, last_error, worker, run_at > now() AS
 FROM hopper.jobs WHERE queue = 'take-here';
 SELECT payload->>'n' AS n, state, attempt FROM hopper.job_history WHERE queue = 'take-here'
 ORDER BY n;
--- A waiting job is failed as before (here to skip its backoff); then taken and failed twice in
--- one transaction, the newest version comes back each time.
+-- A waiting job taken by a take dated past its backoff, and failed with retry_in => '0'; then
+-- taken and failed twice more in one transaction, the newest version comes back each time.
 SELECT id AS here FROM hopper.jobs WHERE queue = 'take-here' \gset
 BEGIN;
+SELECT attempt AS taken_late FROM hopper.queue_take('take-here', at => now() + interval '1 day');
 SELECT hopper.queue_fail_taken(:here, 'backoff skipped', retry_in => '0') AS made_available;
 SELECT attempt AS taken_attempt FROM hopper.queue_take('take-here');
 SAVEPOINT work;

@@ -116,7 +116,7 @@ void complete_rows(void* arg) {
     Snapshot snap = GetActiveSnapshot();
     CommandId cid = GetCurrentCommandId(true);
     TupleTableSlot* found = table_slot_create(jobs, nullptr);
-    TupleTableSlot* locked = table_slot_create(jobs, nullptr);
+    TupleTableSlot* newest = table_slot_create(jobs, nullptr);
     IndexScanDesc scan = index_beginscan(jobs, idx, snap, 1, 0);
     Datum extras[kHistoryExtras];
     bool extra_nulls[kHistoryExtras] = {};
@@ -157,25 +157,45 @@ void complete_rows(void* arg) {
             if (!holds(found, col, running, item.id, item.token)) continue;
         }
         // As the DELETE does: delete the version the snapshot sees, waiting for whoever holds
-        // it. Only if someone changed it meanwhile (a heartbeat, say) is its newest version
-        // locked and re-checked, as EvalPlanQual would; a row lock taken up front would cost
-        // every completion a WAL record for the rare case.
+        // it; a row lock taken up front would cost every completion a WAL record for the rare
+        // case. If someone changed it meanwhile, the newest version is deleted if it still holds
+        // the token, and nothing is locked if it does not: EvalPlanQual would lock it first and
+        // keep the lock after the re-check failed, so a worker that lost the job (its lease taken
+        // over while it completed) would hold the new holder's heartbeat and complete, and every
+        // claim would skip the job, until its own transaction ended.
         CheckCmdReplicaIdentity(jobs, CMD_DELETE);
         slot_getallattrs(found);
         TupleTableSlot* row = found;
         TM_FailureData tmfd;
         TM_Result res = table_tuple_delete(jobs, &found->tts_tid, cid, snap, InvalidSnapshot, true,
                                            &tmfd, false);
-        if (res == TM_Updated) {
-            res = table_tuple_lock(jobs, &found->tts_tid, snap, locked, cid, LockTupleExclusive,
-                                   LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-            if (res != TM_Ok || !holds(locked, col, running, item.id, item.token)) continue;
-            row = locked;
-            slot_getallattrs(row);
-            simple_table_tuple_delete(jobs, &row->tts_tid, snap);
-        } else if (res != TM_Ok) {
-            continue;  // deleted by someone else, or already by this call (a repeated id)
+        while (res == TM_Updated) {
+            // As the DELETE: a snapshot of the transaction must not see a later version.
+            if (IsolationUsesXactSnapshot())
+                ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                                errmsg("could not serialize access due to concurrent update")));
+            // The updater has ended (the delete waited for it): the version now visible is the
+            // newest committed one. Deleting it fails, as above, if it changed again since.
+            CHECK_FOR_INTERRUPTS();
+            Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+            ScanKeyData key;
+            ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid,
+                                   F_INT8EQ, Int64GetDatum(item.id));
+            IndexScanDesc again = index_beginscan(jobs, idx, latest, 1, 0);
+            index_rescan(again, &key, 1, nullptr, 0);
+            bool mine = index_getnext_slot(again, ForwardScanDirection, newest) &&
+                        holds(newest, col, running, item.id, item.token);
+            index_endscan(again);
+            if (mine) {
+                slot_getallattrs(newest);
+                row = newest;
+                res = table_tuple_delete(jobs, &newest->tts_tid, cid, latest, InvalidSnapshot, true,
+                                         &tmfd, false);
+            }
+            UnregisterSnapshot(latest);
+            if (!mine) break;
         }
+        if (res != TM_Ok) continue;  // lost, deleted by someone else, or by this call already
 
         Datum* v = row->tts_values;
         bool* isnull = row->tts_isnull;
@@ -212,7 +232,7 @@ void complete_rows(void* arg) {
     }
 
     index_endscan(scan);
-    ExecDropSingleTupleTableSlot(locked);
+    ExecDropSingleTupleTableSlot(newest);
     ExecDropSingleTupleTableSlot(found);
     history_close(&history);
     close_queues(&queues);

@@ -6,7 +6,14 @@
 // just as queue_fail does for a leased job. Called in the transaction that took the job, after
 // rolling back to a savepoint made after the take, it first puts the job back (taken_here), so no
 // other worker can take it before the failure is recorded. Called after the take itself rolled
-// back, it fails the job if it is still available.
+// back, it fails the job if it is still available and due.
+//
+// It has no token, so two calls for one take (a client retrying a call whose reply it lost, two
+// error handlers) must not count two attempts and bury the job early. In the transaction that
+// recorded the failure, a second call finds it remembered (taken_here) and changes nothing. In a
+// later one, the job the first call failed waits out its backoff: not due, so not a job anyone
+// could have taken since, and it is left alone. (With retry_in => '0' a repeat in a later
+// transaction cannot be told from a new failure.)
 #include "hopper/args.hpp"
 #include "hopper/batches.hpp"
 #include "hopper/failed_attempt.hpp"
@@ -14,6 +21,7 @@
 #include "hopper/taken_here.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 }
@@ -33,11 +41,16 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
     spi::Arg worker_arg = spi::arg_text(worker);
 
     // The job must be available: a taker that still holds it makes this wait for its end, and if
-    // that taker commits, the job is finished and not ours to fail. `f` is the job as the failed
-    // attempt leaves it: attempt counted, this worker recorded.
+    // that taker commits, the job is finished and not ours to fail. Unless put back from this
+    // transaction's take ($6), it must be due as well: a take only takes due jobs, and one that
+    // is not is waiting out the backoff of a failure already recorded. By the statement's
+    // clock, not the transaction's: a take that waited may have taken a job that fell due after
+    // its transaction began. `f` is the job as the failed attempt leaves it: attempt counted,
+    // this worker recorded.
     static spi::Statement retry(
         "WITH f AS (SELECT j.id, j.queue, j.attempt + 1 AS attempt, j.max_attempts, j.errors, "
         "    $5::text AS worker FROM hopper.jobs j WHERE j.id = $1 AND j.state OPERATOR(pg_catalog.=) 'available' "
+        "    AND ($6 OR j.run_at <= pg_catalog.statement_timestamp()) "
         "    FOR UPDATE OF j) "
         "UPDATE hopper.jobs j SET attempt = f.attempt, worker = f.worker, "
         "  run_at = pg_catalog.now() + COALESCE($3, " HOPPER_BACKOFF("f", "q") "), "
@@ -45,10 +58,11 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         "FROM f, hopper.queues q "
         "WHERE j.id = f.id AND q.name = f.queue AND NOT $4 AND f.attempt < f.max_attempts "
         "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at, q.limited",
-        {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID}, spi::Planning::kWalkIndexes);
+        {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID, BOOLOID}, spi::Planning::kWalkIndexes);
     // Dead: to history with the error, as the attempt that failed (started when it was taken).
     static spi::Statement bury(
         "WITH g AS (DELETE FROM hopper.jobs WHERE id = $1 AND state OPERATOR(pg_catalog.=) 'available' "
+        "  AND ($4 OR run_at <= pg_catalog.statement_timestamp()) "
         "  RETURNING id, queue, priority, run_at, attempt + 1 AS attempt, max_attempts, created_at, "
         "    pg_catalog.now() AS started_at, kind, $3::text AS worker, dedup_key, concurrency_key, "
         "    progress, errors, progress_detail, payload), "
@@ -57,21 +71,29 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "pg_catalog.now()") ", NULL FROM g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", " HOPPER_QUEUE_LIMITED("g") " FROM g",
-        {INT8OID, TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
+        {INT8OID, TEXTOID, TEXTOID, BOOLOID}, spi::Planning::kWalkIndexes);
 
+    // Read only: the command id below that of anything this call writes.
+    const CommandId began = GetCurrentCommandId(false);
     spi::Connection conn;
+    bool restored = taken_here::restore(conn, id);
+    if (!restored && taken_here::failed_since_take(id)) {
+        conn.finish();
+        PG_RETURN_NULL();  // failed already for this take, in this transaction
+    }
     // A job still waiting in a packed row (its take rolled back) becomes a row of its own first,
     // as a cancel makes it: the statements below look in hopper.jobs.
-    if (!taken_here::restore(conn, id)) batches::unpack_job(conn, id);
+    if (!restored) batches::unpack_job(conn, id);
     const char* state = failed_attempt::settle(
         conn, id,
         [&] {
-            return conn.exec(
-                retry, {spi::arg(id), error, retry_in_arg, spi::arg_bool(permanent), worker_arg});
+            return conn.exec(retry, {spi::arg(id), error, retry_in_arg, spi::arg_bool(permanent),
+                                     worker_arg, spi::arg_bool(restored)});
         },
         [&] {
-            return conn.exec(bury, {spi::arg(id), error, worker_arg});
+            return conn.exec(bury, {spi::arg(id), error, worker_arg, spi::arg_bool(restored)});
         });
+    if (state != nullptr) taken_here::remember_failure(id, began);
     conn.finish();
     if (state == nullptr) PG_RETURN_NULL();
     PG_RETURN_TEXT_P(pg_guard([&] { return cstring_to_text(state); }));

@@ -79,10 +79,16 @@ HOPPER_FUNCTION(hopper_queue_progress) {
 HOPPER_FUNCTION(hopper_queue_release) {
     int64_t id = args::job_id(fcinfo, 0);
     int64_t token = args::lease_token(fcinfo, 1);
-    // Giving a job back costs no attempt: the worker did not fail it, it chose not to run it.
+    // Giving a job back costs no attempt: the worker did not fail it, it chose not to run it. So
+    // the claim is undone: the job keeps its place in pull order (it was due when claimed; a
+    // worker shutting down must not send it behind every job of its priority that fell due since)
+    // and shows no start or worker of the attempt that did not happen. Only a job claimed with
+    // `at` ahead of the clock, not due yet, is due from now, as before. The claim hint learns of
+    // the key however old it is (made_available lowers it at commit).
     static spi::Statement st(
         "UPDATE hopper.jobs SET state = 'available', attempt = attempt - 1, "
-        "run_at = pg_catalog.now(), lease_token = NULL, lease_until = NULL, claimed_pid = NULL, "
+        "run_at = LEAST(run_at, pg_catalog.now()), started_at = NULL, worker = NULL, "
+        "lease_token = NULL, lease_until = NULL, claimed_pid = NULL, "
         "claimed_backend_start = NULL, session_bound = false WHERE id = $1 AND lease_token = $2 "
         "  AND state OPERATOR(pg_catalog.=) 'running' "
         "    RETURNING queue, priority, "

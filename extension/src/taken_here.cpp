@@ -7,6 +7,7 @@
 #include "hopper/queues.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <array>
 #include <string>
 #include <unordered_map>
@@ -46,6 +47,16 @@ namespace {
 // counts as this transaction's, so that is harmless.
 std::unordered_map<int64_t, CommandId> taken;
 bool callbacks_registered = false;
+
+// Failures queue_fail_taken recorded in the current top-level transaction: the command id current
+// when the call began (below that of any later take of the job, above that of any earlier one),
+// and the subtransaction that recorded it, so that a rollback to a savepoint forgets a failure it
+// undid.
+struct Failure {
+    CommandId began;
+    SubTransactionId subxact;
+};
+std::unordered_map<int64_t, Failure> failed;
 
 // "hopper:done" of the taken jobs of queues that announce finished jobs, sent just before commit
 // rather than by the take: a job put back by restore() was not completed, and a NOTIFY cannot be
@@ -101,6 +112,7 @@ void on_transaction_event(XactEvent event, void*) {
         case XACT_EVENT_PARALLEL_COMMIT:
         case XACT_EVENT_PARALLEL_ABORT:
             taken.clear();
+            failed.clear();
             done_events.clear();
             return;
         default:
@@ -110,16 +122,29 @@ void on_transaction_event(XactEvent event, void*) {
 
 void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
                              void*) {
-    if (done_events.empty()) return;
+    if (done_events.empty() && failed.empty()) return;
     if (event == SUBXACT_EVENT_ABORT_SUB) {
         // In place: nothing here may throw into PostgreSQL's abort path.
         done_events.erase(std::remove_if(done_events.begin(), done_events.end(),
                                          [&](const DoneEvent& e) { return e.subxact == mine; }),
                           done_events.end());
+        for (auto it = failed.begin(); it != failed.end();)
+            it = it->second.subxact == mine ? failed.erase(it) : std::next(it);
     } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
         for (DoneEvent& e : done_events)
             if (e.subxact == mine) e.subxact = parent;
+        for (auto& [id, f] : failed)
+            if (f.subxact == mine) f.subxact = parent;
     }
+}
+
+void register_callbacks() {
+    if (callbacks_registered) return;
+    pg_guard([] {
+        RegisterXactCallback(on_transaction_event, nullptr);
+        RegisterSubXactCallback(on_subtransaction_event, nullptr);
+    });
+    callbacks_registered = true;
 }
 
 void log_done_event(int64_t id, const std::string& queue) {
@@ -342,13 +367,7 @@ bool read_packed_version(spi::Connection& conn, int64_t id, Row* out) {
 }  // namespace
 
 void remember(int64_t id, const std::string& queue, bool queue_notifies_done) {
-    if (!callbacks_registered) {
-        pg_guard([] {
-            RegisterXactCallback(on_transaction_event, nullptr);
-            RegisterSubXactCallback(on_subtransaction_event, nullptr);
-        });
-        callbacks_registered = true;
-    }
+    register_callbacks();
     // Read only, not marked used: the take's cost and command counter are as they were.
     taken[id] = GetCurrentCommandId(false);
     if (queue_notifies_done && guc::notify) log_done_event(id, queue);
@@ -395,6 +414,18 @@ bool restore(spi::Connection& conn, int64_t id) {
     conn.exec(unrecord, {spi::arg(id)});
     if (!done_events.empty()) log_done_event(id, std::string());
     return true;
+}
+
+void remember_failure(int64_t id, CommandId began) {
+    register_callbacks();
+    failed[id] = Failure{began, GetCurrentSubTransactionId()};
+}
+
+bool failed_since_take(int64_t id) {
+    auto f = failed.find(id);
+    if (f == failed.end()) return false;
+    auto t = taken.find(id);
+    return t == taken.end() || f->second.began >= t->second;
 }
 
 }  // namespace hopper::taken_here

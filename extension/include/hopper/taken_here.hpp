@@ -30,4 +30,14 @@ void remember(int64_t id, const std::string& queue, bool queue_notifies_done);
 // buried, stays finished). Returns false (and changes nothing) otherwise.
 bool restore(spi::Connection& conn, int64_t id);
 
+// By queue_fail_taken once it recorded a failure of job `id`, with the command id current when
+// the call began. Forgotten if the subtransaction that recorded it rolls back.
+void remember_failure(int64_t id, CommandId began);
+
+// Whether this transaction recorded a failure of job `id` (and did not roll it back) since it
+// last took the job, or at all if it never took it: a second queue_fail_taken for the same take
+// (a client retrying a call whose reply it lost, two error handlers) must not count a second
+// attempt.
+bool failed_since_take(int64_t id);
+
 }  // namespace hopper::taken_here
