@@ -1,7 +1,7 @@
-# The reaper's batches (hopper.reaper_batch_size jobs each) must go on past jobs they cannot
-# handle: jobs another session holds locked, and jobs whose rescue a trigger of the user's
-# refuses. Such jobs stay first in the batches' order: before, a batch full of them rescued
-# nothing at every pass, and the jobs after them waited for ever.
+# The reaper's batches (hopper.reaper_batch_size jobs or history rows each) must go on past rows
+# they cannot handle: rows another session holds locked, and rows whose rescue or delete a trigger
+# of the user's refuses. Such rows stay first in the batches' order: before, a batch full of them
+# rescued or pruned nothing at every pass, and the rows after them waited for ever.
 use strict;
 use warnings;
 
@@ -146,6 +146,73 @@ ok(defined wait_until($node, 'postgres',
 		  . "AND state = 'running'", 20),
 	'the refused jobs are rescued once they can be');
 $node->safe_psql('postgres', 'DROP TRIGGER refuse_dead ON hopper.job_history');
+
+# 3. History retention: a trigger that refuses the delete of some rows or skips it, and rows
+# another session holds locked.
+$node->safe_psql('postgres', q{
+	CREATE FUNCTION public.refuse_prune() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF OLD.payload ? 'bad' THEN RAISE EXCEPTION 'prune of job % refused', OLD.id; END IF;
+		IF OLD.payload ? 'keep' THEN RETURN NULL; END IF;
+		RETURN OLD;
+	END$$;
+	CREATE TRIGGER refuse_prune BEFORE DELETE ON hopper.job_history
+		FOR EACH ROW EXECUTE FUNCTION public.refuse_prune();
+	SELECT hopper.queue_create(q) FROM unnest(ARRAY['bad_history', 'locked_history', 'kept_history']) q;
+	SELECT hopper.queue_push('bad_history', '{"bad": 1}'), hopper.queue_push('bad_history', '{"bad": 2}');
+	SELECT hopper.queue_push('kept_history', '{"keep": 1}'), hopper.queue_push('kept_history', '{"keep": 2}');
+});
+# The refused and locked rows finish first, so that they come first in any order.
+my $finish = "SELECT count(*) FROM hopper.queue_pull('%s', 10) j "
+  . "WHERE hopper.queue_complete(j.id, j.lease_token)";
+$node->safe_psql('postgres', sprintf($finish, $_)) for ('bad_history', 'kept_history');
+$node->safe_psql('postgres', q{
+	SELECT hopper.queue_push('locked_history', pg_catalog.jsonb_build_object('n', i))
+		FROM generate_series(1, 2) i;
+});
+$node->safe_psql('postgres', sprintf($finish, 'locked_history'));
+$node->safe_psql('postgres', q{
+	SELECT hopper.queue_push(q, pg_catalog.jsonb_build_object('good', i))
+		FROM unnest(ARRAY['bad_history', 'locked_history', 'kept_history']) q, generate_series(1, 3) i;
+});
+$node->safe_psql('postgres', sprintf($finish, $_)) for ('bad_history', 'locked_history', 'kept_history');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM hopper.job_history WHERE queue IN ('bad_history', 'locked_history', 'kept_history')"),
+	'15', 'fifteen jobs in history');
+session_query($holder,
+	"BEGIN; SELECT id FROM hopper.job_history WHERE queue = 'locked_history' "
+	  . "AND NOT payload ? 'good' FOR UPDATE");
+# Retention takes effect from now on.
+$node->safe_psql('postgres',
+	"SELECT hopper.queue_create(q, retention => '1 second') "
+	  . "FROM unnest(ARRAY['bad_history', 'locked_history', 'kept_history']) q");
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 0 FROM hopper.job_history "
+		  . "WHERE queue IN ('bad_history', 'locked_history', 'kept_history') AND payload ? 'good'", 20),
+	'retention prunes the rows after a full batch of refused, skipped or locked ones');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM hopper.job_history WHERE queue = 'bad_history' AND payload ? 'bad'"),
+	'2', 'the refused rows are kept');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM hopper.job_history WHERE queue = 'kept_history' AND payload ? 'keep'"),
+	'2', 'the skipped rows are kept');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM hopper.job_history WHERE queue = 'locked_history'"),
+	'2', 'the locked rows are kept');
+# Read once every row is past its retention: a reaper that waited for the locked rows would stand
+# still from then on.
+my $last_run = $node->safe_psql('postgres', 'SELECT last_run FROM hopper.reaper_status()');
+ok(defined wait_until($node, 'postgres',
+		"SELECT last_run > '$last_run' FROM hopper.reaper_status()", 10),
+	'the reaper does not wait for the locked rows: its passes go on');
+like(slurp_file($node->logfile),
+	qr/pruning job \d+ from the history of queue "bad_history" failed: prune of job \d+ refused/,
+	'a refused prune is reported, naming the job');
+session_query($holder, 'COMMIT');
+$node->safe_psql('postgres', 'DROP TRIGGER refuse_prune ON hopper.job_history');
+ok(defined wait_until($node, 'postgres',
+		"SELECT count(*) = 0 FROM hopper.job_history WHERE queue IN ('bad_history', 'locked_history')", 20),
+	'they are pruned once they can be');
 
 $holder->{run}->finish;
 $node->stop;
