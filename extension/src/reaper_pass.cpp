@@ -49,6 +49,46 @@ uint64_t in_batches(int64_t batch, Step&& step) {
     }
 }
 
+// Repeats one batched rescue, each batch in its own transaction, while batches come back full
+// (Counts::seen: jobs taken up, rescued or not). A batch that fails as a whole (a trigger of the
+// user's raising for one of its jobs, say) is run again one job at a time in a transaction of its
+// own, each job in a subtransaction: the jobs that fail are reported and left as they are, the
+// others are rescued, and the cursor walks past them all. Before, the failing job undid its whole
+// batch at every pass, and no job of the queue after it was ever rescued. A batch that succeeds
+// pays nothing for this. The cursor moves only with a transaction that committed.
+template <typename Batch, typename OneByOne>
+uint64_t rescue_in_batches(int64_t batch, Batch&& step, OneByOne&& one_by_one) {
+    uint64_t total = 0;
+    rescue::Cursor after;
+    for (;;) {
+        rescue::Counts c;
+        rescue::Cursor moved = after;
+        bool failed = false;
+        try {
+            worker::in_transaction([&] {
+                spi::Connection conn;
+                c = step(conn, moved);
+                conn.finish();
+            });
+        } catch (const PgError& e) {
+            if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
+            failed = true;
+        }
+        if (failed) {
+            moved = after;
+            worker::in_transaction([&] {
+                spi::Connection conn;
+                c = one_by_one(conn, moved);
+                conn.finish();
+            });
+        }
+        after = moved;
+        total += c.retried + c.dead;
+        if (c.seen < static_cast<uint64_t>(batch)) return total;
+        check_for_interrupts();
+    }
+}
+
 // Whether queue got jobs that became due in (since, until]: scheduled jobs whose time came, and
 // retried or rescued jobs whose backoff ended. Their LISTENing workers need a wake-up. Jobs due
 // at once when pushed (run_at = created_at) were announced by their push already, so the
@@ -114,25 +154,34 @@ PassOutcome run_steps(PassState& state) {
 
     const int64_t batch = batch_size;
 
-    // Crashed session-bound workers first: their jobs need no lease to run out. A failure here
-    // (a trigger of the user's, say) is reported and the rest of the pass runs.
+    // Crashed session-bound workers first: their jobs need no lease to run out. A job whose
+    // rescue fails (a trigger of the user's, say) is reported and left; a failure of the step
+    // itself is reported and the rest of the pass runs.
     worker::reported("rescuing the jobs of gone sessions", [&] {
-        state.rescued += in_batches(batch, [&](spi::Connection& conn) {
-            rescue::Counts c = rescue::orphaned_sessions(conn, transaction_now(), batch);
-            return c.retried + c.dead;
-        });
+        state.rescued += rescue_in_batches(
+            batch,
+            [&](spi::Connection& conn, rescue::Cursor& after) {
+                return rescue::orphaned_sessions(conn, transaction_now(), batch, &after);
+            },
+            [&](spi::Connection& conn, rescue::Cursor& after) {
+                return rescue::orphaned_sessions_one_by_one(conn, transaction_now(), batch, after);
+            });
     });
 
-    // One queue whose rescue fails (a trigger of the user's on hopper.jobs that raises, say) is
-    // reported and passed over: the other queues' expired leases, the schedules and the pruning
-    // still run. A cancel or shutdown ends the pass as before.
+    // Each queue's expired leases, as the orphans above. One queue whose rescue fails otherwise
+    // is reported and passed over: the other queues' expired leases, the schedules and the
+    // pruning still run. A cancel or shutdown ends the pass as before.
     for (const std::string& queue : queues) {
         worker::reported("rescuing the expired leases of queue \"" + queue + "\"", [&] {
-            state.rescued += in_batches(batch, [&](spi::Connection& conn) {
-                rescue::Counts c = rescue::expired_leases(conn, queue, transaction_now(), batch,
-                                                          /*backoff=*/true);
-                return c.retried + c.dead;
-            });
+            state.rescued += rescue_in_batches(
+                batch,
+                [&](spi::Connection& conn, rescue::Cursor& after) {
+                    return rescue::expired_leases(conn, queue, transaction_now(), batch, after);
+                },
+                [&](spi::Connection& conn, rescue::Cursor& after) {
+                    return rescue::expired_leases_one_by_one(conn, queue, transaction_now(), batch,
+                                                             after);
+                });
         });
         check_for_interrupts();
     }

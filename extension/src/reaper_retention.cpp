@@ -1,16 +1,19 @@
 // History retention, run by the reaper every hopper.reaper_prune_interval. See
 // include/hopper/reaper_pass.hpp.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "hopper/reaper_pass.hpp"
 #include "hopper/spi.hpp"
+#include "hopper/subtransaction.hpp"
 #include "hopper/worker_txn.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
@@ -51,6 +54,163 @@ template <typename Step>
 void isolated(const std::string& what, Step&& step) {
     worker::reported(what, [&] { worker::in_transaction(std::forward<Step>(step)); });
 }
+
+// Where a queue's row deletes have got to, in the order of job_history_queue_idx: (state,
+// finished_at), and the rows at that place that were passed over. A row a batch passed over (kept
+// by a trigger of the user's, or whose delete failed) stays past its retention and first in that
+// order: without the cursor a batch full of them ended the queue's pruning at every run. No id
+// in the order: a batched completion gives thousands of rows one finished_at, and sorting them
+// by id cost a read of them all per batch.
+struct HistoryCursor {
+    bool started = false;
+    std::string state;
+    TimestampTz finished_at = 0;
+    std::vector<int64_t> passed;  // ids at (state, finished_at) passed over
+};
+
+struct PruneCounts {
+    uint64_t deleted = 0;
+    uint64_t seen = 0;  // rows taken up, deleted or not
+};
+
+// Moves the cursor to (state, finished_at), where the rows of ids were passed over.
+void move_to(HistoryCursor& after, const std::string& state, TimestampTz finished_at,
+             const std::vector<int64_t>& ids) {
+    if (!after.started || after.state != state || after.finished_at != finished_at)
+        after.passed.clear();
+    after.started = true;
+    after.state = state;
+    after.finished_at = finished_at;
+    after.passed.insert(after.passed.end(), ids.begin(), ids.end());
+}
+
+Datum int8_array(const std::vector<int64_t>& ids) {
+    std::vector<Datum> elems;
+    elems.reserve(ids.size());
+    for (int64_t id : ids) elems.push_back(Int64GetDatum(id));
+    return pg_guard([&] {
+        return PointerGetDatum(construct_array(elems.data(), static_cast<int>(elems.size()),
+                                               INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+    });
+}
+
+// The queue's rows past its retention, in cursor order from `after` on. Each batch reads the
+// queue's retention afresh and holds its row until it commits: a retention raised meanwhile
+// applies from the next batch on. A row held by someone else (a limit being set, say) leaves the
+// queue to the next run. Rows another session holds locked are passed over, not waited for: the
+// reaper's other work waited behind them.
+#define HOPPER_PRUNE_CUTOFF                                                        \
+    "WITH q AS (SELECT pg_catalog.now() - retention AS cutoff FROM hopper.queues " \
+    "  WHERE name = $1 FOR SHARE SKIP LOCKED) "
+#define HOPPER_PRUNE_DOOMED(past, lock)                                    \
+    "SELECT id, finished_at, state, state::pg_catalog.text AS state_name " \
+    "FROM hopper.job_history "                                             \
+    "WHERE queue = $1 AND finished_at < (SELECT cutoff FROM q) " past      \
+    "ORDER BY state, finished_at LIMIT $2 " lock
+#define HOPPER_PRUNE_PAST                                     \
+    "AND state OPERATOR(pg_catalog.>=) $3::hopper.job_state " \
+    "AND (state, finished_at) >= ($3::hopper.job_state, $4) AND NOT (id = ANY ($5)) "
+// One row per row passed over at the last place taken up (or one row with a NULL id), each with
+// the counts and that place. Those rows are looked for only when some row was not deleted.
+#define HOPPER_PRUNE_BATCH(past) \
+    HOPPER_PRUNE_CUTOFF ", doomed AS MATERIALIZED (" HOPPER_PRUNE_DOOMED(                    \
+        past, "FOR UPDATE SKIP LOCKED") "), "                                                 \
+    "deleted AS ("                                                                            \
+    "  DELETE FROM hopper.job_history h USING doomed d "                                      \
+    "  WHERE h.id = d.id AND h.finished_at = d.finished_at AND h.queue = $1 "                 \
+    "    AND h.finished_at < (SELECT cutoff FROM q) RETURNING h.id, h.finished_at), "         \
+    "last AS (SELECT d.state, d.state_name, d.finished_at FROM doomed d "                    \
+    "  ORDER BY d.state DESC, d.finished_at DESC LIMIT 1) "                                   \
+    "SELECT (SELECT pg_catalog.count(*) FROM deleted), (SELECT pg_catalog.count(*) FROM doomed), " \
+    "  l.state_name, l.finished_at, p.id FROM (SELECT 1) z LEFT JOIN last l ON true "         \
+    "LEFT JOIN LATERAL (SELECT d.id FROM doomed d "                                           \
+    "  WHERE (SELECT pg_catalog.count(*) FROM deleted) < (SELECT pg_catalog.count(*) FROM doomed) " \
+    "  AND d.state OPERATOR(pg_catalog.=) l.state AND d.finished_at = l.finished_at "         \
+    "  AND NOT EXISTS (SELECT 1 FROM deleted x "                                              \
+    "    WHERE x.id = d.id AND x.finished_at = d.finished_at)) p ON true"
+
+spi::Result prune_rows(spi::Connection& conn, spi::Statement& first, spi::Statement& next,
+                       const std::string& queue, int64_t batch, const HistoryCursor& after) {
+    if (!after.started) return conn.exec(first, {spi::arg_text(queue), spi::arg(batch)});
+    return conn.exec(next, {spi::arg_text(queue), spi::arg(batch), spi::arg_text(after.state),
+                            spi::arg_datum(TimestampTzGetDatum(after.finished_at)),
+                            spi::arg_datum(int8_array(after.passed))});
+}
+
+PruneCounts prune_batch(spi::Connection& conn, const std::string& queue, int64_t batch,
+                        HistoryCursor& after) {
+    static spi::Statement first(HOPPER_PRUNE_BATCH(""), {TEXTOID, INT8OID});
+    static spi::Statement next(HOPPER_PRUNE_BATCH(HOPPER_PRUNE_PAST),
+                               {TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INT8ARRAYOID});
+    spi::Result r = prune_rows(conn, first, next, queue, batch, after);
+    PruneCounts c;
+    c.deleted = static_cast<uint64_t>(r.get_int64(0, 1));
+    c.seen = static_cast<uint64_t>(r.get_int64(0, 2));
+    if (r.is_null(0, 3)) return c;
+    std::vector<int64_t> passed;
+    for (uint64_t i = 0; i < r.rows(); ++i)
+        if (!r.is_null(i, 5)) passed.push_back(r.get_int64(i, 5));
+    move_to(after, r.get_text(0, 3), r.get_timestamptz(0, 4), passed);
+    return c;
+}
+
+// The batch again after it failed as a whole, a row at a time, each in a subtransaction: a row
+// whose delete fails is logged as a WARNING naming its job and kept; the others go.
+PruneCounts prune_one_by_one(spi::Connection& conn, const std::string& queue, int64_t batch,
+                             HistoryCursor& after) {
+    static spi::Statement first(HOPPER_PRUNE_CUTOFF HOPPER_PRUNE_DOOMED("", ""),
+                                {TEXTOID, INT8OID});
+    static spi::Statement next(HOPPER_PRUNE_CUTOFF HOPPER_PRUNE_DOOMED(HOPPER_PRUNE_PAST, ""),
+                               {TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INT8ARRAYOID});
+    static spi::Statement one(
+        HOPPER_PRUNE_CUTOFF
+        ", doomed AS MATERIALIZED ("
+        "  SELECT id, finished_at FROM hopper.job_history WHERE id = $2 AND finished_at = $3 "
+        "    AND queue = $1 AND finished_at < (SELECT cutoff FROM q) FOR UPDATE SKIP LOCKED) "
+        "DELETE FROM hopper.job_history h USING doomed d "
+        "WHERE h.id = d.id AND h.finished_at = d.finished_at RETURNING 1",
+        {TEXTOID, INT8OID, TIMESTAMPTZOID});
+    struct Row {
+        int64_t id;
+        TimestampTz finished_at;
+        std::string state;
+    };
+    std::vector<Row> rows;
+    spi::Result r = prune_rows(conn, first, next, queue, batch, after);
+    for (uint64_t i = 0; i < r.rows(); ++i)
+        rows.push_back({r.get_int64(i, 1), r.get_timestamptz(i, 2), r.get_text(i, 4)});
+    PruneCounts c;
+    for (const Row& row : rows) {
+        bool gone = false;
+        std::optional<PgError> failed = in_subtransaction([&] {
+            gone = !conn.exec(one, {spi::arg_text(queue), spi::arg(row.id),
+                                    spi::arg_datum(TimestampTzGetDatum(row.finished_at))})
+                        .empty();
+        });
+        if (failed)
+            pg_guard([&] {
+                ereport(WARNING,
+                        (errcode(failed->sqlstate()),
+                         errmsg("pruning job %lld from the history of queue \"%s\" failed: %s",
+                                static_cast<long long>(row.id), queue.c_str(), failed->what()),
+                         errhint("Its history row is kept and tried again at the next retention "
+                                 "run; the other rows were pruned.")));
+            });
+        if (failed || !gone) {
+            move_to(after, row.state, row.finished_at, {row.id});
+        } else {
+            ++c.deleted;
+            move_to(after, row.state, row.finished_at, {});
+        }
+    }
+    c.seen = rows.size();
+    return c;
+}
+
+#undef HOPPER_PRUNE_BATCH
+#undef HOPPER_PRUNE_PAST
+#undef HOPPER_PRUNE_DOOMED
+#undef HOPPER_PRUNE_CUTOFF
 
 }  // namespace
 
@@ -136,33 +296,43 @@ uint64_t prune_history(int64_t batch) {
         conn.finish();
     });
     for (const std::string& queue : queues) {
+        HistoryCursor after;
         bool more = true;
         while (more) {
             uint64_t deleted = 0;
-            isolated("pruning the history of queue \"" + queue + "\"", [&] {
-                spi::Connection conn;
-                // Each batch reads the queue's retention afresh and holds its row until it
-                // commits: a retention raised meanwhile applies from the next batch on (before,
-                // a run went on deleting with the cutoff it began with). A row held by someone
-                // else (a limit being set, say) leaves the queue to the next run.
-                static spi::Statement st(
-                    "WITH q AS (SELECT pg_catalog.now() - retention AS cutoff FROM hopper.queues "
-                    "  WHERE name = $1 FOR SHARE SKIP LOCKED), "
-                    "doomed AS ("
-                    "  SELECT id, finished_at FROM hopper.job_history "
-                    "  WHERE queue = $1 AND finished_at < (SELECT cutoff FROM q) LIMIT $2), "
-                    "deleted AS ("
-                    "  DELETE FROM hopper.job_history h USING doomed d "
-                    "  WHERE h.id = d.id AND h.finished_at = d.finished_at AND h.queue = $1 "
-                    "    AND h.finished_at < (SELECT cutoff FROM q) RETURNING 1) "
-                    "SELECT pg_catalog.count(*) FROM deleted",
-                    {TEXTOID, INT8OID});
-                spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg(batch)});
-                deleted = static_cast<uint64_t>(r.get_int64(0, 1));
-                conn.finish();
-            });
+            uint64_t seen = 0;
+            HistoryCursor moved = after;
+            bool failed = false;
+            // A batch that fails as a whole (a trigger of the user's refusing one row's delete)
+            // is run again a row at a time, and the cursor walks past the rows that fail: before,
+            // such a row undid its batch at every run, and none of the queue's history after it
+            // was ever pruned. Any other failure leaves the queue to the next run.
+            try {
+                worker::in_transaction([&] {
+                    spi::Connection conn;
+                    PruneCounts c = prune_batch(conn, queue, batch, moved);
+                    deleted = c.deleted;
+                    seen = c.seen;
+                    conn.finish();
+                });
+            } catch (const PgError& e) {
+                if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
+                failed = true;
+            }
+            if (failed) {
+                moved = after;
+                deleted = seen = 0;
+                isolated("pruning the history of queue \"" + queue + "\"", [&] {
+                    spi::Connection conn;
+                    PruneCounts c = prune_one_by_one(conn, queue, batch, moved);
+                    deleted = c.deleted;
+                    seen = c.seen;
+                    conn.finish();
+                });
+            }
+            after = moved;
             pruned += deleted;
-            more = deleted >= static_cast<uint64_t>(batch);
+            more = seen >= static_cast<uint64_t>(batch);
             check_for_interrupts();
         }
     }

@@ -1,9 +1,16 @@
 // See include/hopper/rescue.hpp.
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "hopper/args.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/sql.hpp"
+#include "hopper/subtransaction.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -12,6 +19,76 @@ extern "C" {
 }
 
 namespace hopper::rescue {
+
+namespace {
+
+// Rescues the jobs of queue that the CTE `expired` (ids, locked) names. $1 queue, $2 the clock,
+// $3 most jobs, $4 backoff; the CTE may use $5 and $6.
+#define HOPPER_RESCUE_EXPIRED(expired) \
+    "WITH expired AS MATERIALIZED (" expired "), "                                                 \
+    "q AS (SELECT * FROM hopper.queues WHERE name = $1), "                                         \
+    "gone AS ("                                                                                    \
+    "  DELETE FROM hopper.jobs j USING expired e WHERE j.id = e.id AND j.attempt >= j.max_attempts " \
+    "  RETURNING j.*), "                                                                           \
+    "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")                                   \
+    "  g.progress, 'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')', "             \
+    HOPPER_ERRORS_APPEND("g", "'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')'", "$2") \
+    ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "$2") ", NULL FROM gone g " \
+    "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "                                               \
+    "dead AS (SELECT g.id, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done FROM gone g), "      \
+    "back AS ("                                                                                    \
+    "  UPDATE hopper.jobs j SET state = 'available', "                                             \
+    "    run_at = CASE WHEN $4 THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) ELSE $2 END, " \
+    "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, " \
+    "    session_bound = false, "                                                                  \
+    "    last_error = 'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')', "          \
+    "    errors = " HOPPER_ERRORS_APPEND("j", "'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')'", "$2") \
+    "  FROM expired e WHERE j.id = e.id AND j.attempt < j.max_attempts RETURNING j.id) "          \
+    "SELECT (SELECT pg_catalog.count(*) FROM back), d.id, d.notify_done, "                         \
+    "  COALESCE((SELECT limited FROM q), false) "                                                  \
+    "FROM (SELECT NULL::bigint AS id) z "                                                          \
+    "LEFT JOIN dead d ON true"
+
+#define HOPPER_EXPIRED_OF_QUEUE                                                                   \
+    "SELECT id FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'running' AND " \
+    "lease_until < $2 "
+
+// The reaper's order for expired leases, from a cursor on: a job a batch passed over (a trigger
+// of the user's refused its rescue) stays expired and first in lease order.
+#define HOPPER_EXPIRED_AFTER_CURSOR \
+    "AND lease_until >= $5 AND (lease_until, id) > ($5, $6) ORDER BY lease_until, id LIMIT $3 "
+
+Counts expired_result(const std::string& queue, const spi::Result& r) {
+    Counts c;
+    // Jobs put back keep their ids but get run_at = at, which may lie below the claim hint.
+    if (r.rows() > 0 && r.get_int64(0, 1) > 0) claim_hint::clear_at_end(queue);
+    // The rescued jobs' slots are free: a pull waiting on a limited queue may take them.
+    bool limited = r.rows() > 0 && r.get_bool(0, 4);
+    if (limited && (r.get_int64(0, 1) > 0 || !r.is_null(0, 2))) notify::slot_freed(queue);
+    for (uint64_t i = 0; i < r.rows(); ++i) {
+        c.retried = static_cast<uint64_t>(r.get_int64(i, 1));
+        if (!r.is_null(i, 2)) {
+            ++c.dead;
+            notify::job_done(r.get_int64(i, 2), queue, "dead", r.get_bool(i, 3));
+        }
+    }
+    c.seen = c.retried + c.dead;
+    return c;
+}
+
+// A job the reaper's batch failed on, told once per pass: it is left as it is for the next one.
+void report_refused(int64_t id, const std::string& queue, const PgError& e) {
+    pg_guard([&] {
+        ereport(WARNING,
+                (errcode(e.sqlstate()),
+                 errmsg("rescue of job %lld (queue \"%s\") failed: %s", static_cast<long long>(id),
+                        queue.c_str(), e.what()),
+                 errhint("The job is left as it is and tried again at the next pass of the "
+                         "reaper; the other jobs were rescued.")));
+    });
+}
+
+}  // namespace
 
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
                       int64_t limit, bool backoff) {
@@ -28,49 +105,76 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     // One statement: lock the expired jobs (skipping any another session is rescuing), move the
     // exhausted ones to history as dead, put the others back.
     static spi::Statement st(
-        "WITH expired AS MATERIALIZED ("
-        "  SELECT id FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'running' AND lease_until < $2 "
-        "  ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED), "
-        "q AS (SELECT * FROM hopper.queues WHERE name = $1), "
-        "gone AS ("
-        "  DELETE FROM hopper.jobs j USING expired e WHERE j.id = e.id AND j.attempt >= j.max_attempts "
-        "  RETURNING j.*), "
-        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
-        "  g.progress, 'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')', "
-        HOPPER_ERRORS_APPEND("g", "'lease expired (worker ' || COALESCE(g.worker, 'unknown') || ')'", "$2")
-        ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "$2") ", NULL FROM gone g "
-        "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "
-        "dead AS (SELECT g.id, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done FROM gone g), "
-        "back AS ("
-        "  UPDATE hopper.jobs j SET state = 'available', "
-        "    run_at = CASE WHEN $4 THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) ELSE $2 END, "
-        "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
-        "    session_bound = false, "
-        "    last_error = 'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')', "
-        "    errors = " HOPPER_ERRORS_APPEND("j", "'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')'", "$2")
-        "  FROM expired e WHERE j.id = e.id AND j.attempt < j.max_attempts RETURNING j.id) "
-        "SELECT (SELECT pg_catalog.count(*) FROM back), d.id, d.notify_done, "
-        "  COALESCE((SELECT limited FROM q), false) "
-        "FROM (SELECT NULL::bigint AS id) z "
-        "LEFT JOIN dead d ON true",
+        HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE
+                              "ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED"),
         {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                                    spi::arg(limit), spi::arg_bool(backoff)});
+    return expired_result(queue, r);
+}
+
+Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                      int64_t limit, const Cursor& after) {
+    if (!after.started) return expired_leases(conn, queue, at, limit, /*backoff=*/true);
+    static spi::Statement st(
+        HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE HOPPER_EXPIRED_AFTER_CURSOR
+                              "FOR UPDATE SKIP LOCKED"),
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, TIMESTAMPTZOID, INT8OID},
+        spi::Planning::kWalkIndexes);
+    spi::Result r =
+        conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
+                       spi::arg(limit), spi::arg_bool(true),
+                       spi::arg_datum(TimestampTzGetDatum(after.at)), spi::arg(after.id)});
+    return expired_result(queue, r);
+}
+
+Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                                 int64_t limit, Cursor& after) {
+    // The batch's jobs, read without locks: each one's own statement locks it, and passes over
+    // it if another session holds it.
+    static spi::Statement first(
+        "SELECT id, lease_until FROM hopper.jobs WHERE queue = $1 "
+        "  AND state OPERATOR(pg_catalog.=) 'running' AND lease_until < $2 "
+        "ORDER BY lease_until, id LIMIT $3",
+        {TEXTOID, TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
+    static spi::Statement next(
+        "SELECT id, lease_until FROM hopper.jobs WHERE queue = $1 "
+        "  AND state OPERATOR(pg_catalog.=) 'running' AND lease_until < "
+        "$2 " HOPPER_EXPIRED_AFTER_CURSOR,
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, TIMESTAMPTZOID, INT8OID},
+        spi::Planning::kWalkIndexes);
+    static spi::Statement one(
+        HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE "AND id = $5 FOR UPDATE SKIP LOCKED"),
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, INT8OID}, spi::Planning::kWalkIndexes);
+    spi::Arg queue_arg = spi::arg_text(queue);
+    spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
+    spi::Result jobs =
+        after.started
+            ? conn.exec(next, {queue_arg, at_arg, spi::arg(limit), spi::arg_bool(true),
+                               spi::arg_datum(TimestampTzGetDatum(after.at)), spi::arg(after.id)})
+            : conn.exec(first, {queue_arg, at_arg, spi::arg(limit)});
+    std::vector<std::pair<int64_t, TimestampTz>> ids;
+    for (uint64_t i = 0; i < jobs.rows(); ++i)
+        ids.emplace_back(jobs.get_int64(i, 1), jobs.get_timestamptz(i, 2));
     Counts c;
-    // Jobs put back keep their ids but get run_at = at, which may lie below the claim hint.
-    if (r.rows() > 0 && r.get_int64(0, 1) > 0) claim_hint::clear_at_end(queue);
-    // The rescued jobs' slots are free: a pull waiting on a limited queue may take them.
-    bool limited = r.rows() > 0 && r.get_bool(0, 4);
-    if (limited && (r.get_int64(0, 1) > 0 || !r.is_null(0, 2))) notify::slot_freed(queue);
-    for (uint64_t i = 0; i < r.rows(); ++i) {
-        c.retried = static_cast<uint64_t>(r.get_int64(i, 1));
-        if (!r.is_null(i, 2)) {
-            ++c.dead;
-            notify::job_done(r.get_int64(i, 2), queue, "dead", r.get_bool(i, 3));
-        }
+    for (const auto& [id, lease_until] : ids) {
+        std::optional<PgError> failed = in_subtransaction([&] {
+            spi::Result r = conn.exec(
+                one, {queue_arg, at_arg, spi::arg(limit), spi::arg_bool(true), spi::arg(id)});
+            Counts one_job = expired_result(queue, r);
+            c.retried += one_job.retried;
+            c.dead += one_job.dead;
+        });
+        if (failed) report_refused(id, queue, *failed);
+        after = {true, lease_until, id};
     }
+    c.seen = ids.size();
     return c;
 }
+
+#undef HOPPER_RESCUE_EXPIRED
+#undef HOPPER_EXPIRED_OF_QUEUE
+#undef HOPPER_EXPIRED_AFTER_CURSOR
 
 Counts for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
                        int64_t wanted, uint64_t claimed) {
@@ -79,53 +183,73 @@ Counts for_short_claim(spi::Connection& conn, const std::string& queue, Timestam
     return expired_leases(conn, queue, args::lease_clock(at), missing, /*backoff=*/false);
 }
 
-Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
+namespace {
+
 #define HOPPER_GONE_ERROR(alias) \
     "'worker backend gone (pid ' || " alias ".claimed_pid::pg_catalog.text || ')'"
-    // The live set is read after the statement's snapshot is taken, so a claimer whose claim we
-    // see and who is missing from it has really exited. (A backend whose start time this role may
-    // not see counts as alive: better late than a job taken from a live worker.) Candidates are
-    // then locked together with the token seen: a job re-claimed meanwhile by a newer backend has
-    // another token and is left.
-    static spi::Statement st(
-        "WITH live AS MATERIALIZED ("
-        "  SELECT a.pid, a.backend_start FROM pg_catalog.pg_stat_get_activity(NULL::integer) a "
-        "  WHERE a.pid IS NOT NULL), "
-        "candidates AS MATERIALIZED ("
-        "  SELECT j.id, j.lease_token FROM hopper.jobs j "
-        "  WHERE j.state OPERATOR(pg_catalog.=) 'running' AND j.lease_until IS NOT NULL AND j.session_bound AND NOT EXISTS ("
-        "    SELECT 1 FROM live l WHERE l.pid = j.claimed_pid "
-        "      AND (l.backend_start = j.claimed_backend_start OR l.backend_start IS NULL)) "
-        "  ORDER BY j.id LIMIT $2), "
-        "orphans AS MATERIALIZED ("
-        "  SELECT j.id FROM hopper.jobs j JOIN candidates c "
-        "    ON c.id = j.id AND c.lease_token = j.lease_token "
-        "  WHERE j.state OPERATOR(pg_catalog.=) 'running' FOR UPDATE OF j SKIP LOCKED), "
-        "gone AS ("
-        "  DELETE FROM hopper.jobs j USING orphans o WHERE j.id = o.id AND j.attempt >= j.max_attempts "
-        "  RETURNING j.*), "
-        "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")
-        "  g.progress, " HOPPER_GONE_ERROR("g") ", "
-        HOPPER_ERRORS_APPEND("g", HOPPER_GONE_ERROR("g"), "$1")
-        ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "$1") ", NULL FROM gone g "
-        "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "
-        "dead AS (SELECT g.id, g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done, "
-        HOPPER_QUEUE_LIMITED("g") " AS limited FROM gone g), "
-        "back AS ("
-        "  UPDATE hopper.jobs j SET state = 'available', run_at = $1, "
-        "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
-        "    session_bound = false, last_error = " HOPPER_GONE_ERROR("j") ", "
-        "    errors = " HOPPER_ERRORS_APPEND("j", HOPPER_GONE_ERROR("j"), "$1")
-        "  FROM orphans o WHERE j.id = o.id AND j.attempt < j.max_attempts RETURNING j.queue) "
-        "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint, false, false FROM back b "
-        "GROUP BY b.queue "
-        "UNION ALL SELECT 'dead'::text, d.queue, d.id, d.notify_done, d.limited FROM dead d",
-        {TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
-#undef HOPPER_GONE_ERROR
-    spi::Result r = conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit)});
+
+// The session-bound running jobs whose claimer has left, from the CTE `live` (alias j).
+#define HOPPER_ORPHAN                                                                             \
+    "j.state OPERATOR(pg_catalog.=) 'running' AND j.lease_until IS NOT NULL AND j.session_bound " \
+    "AND NOT EXISTS ("                                                                            \
+    "    SELECT 1 FROM live l WHERE l.pid = j.claimed_pid "                                       \
+    "      AND (l.backend_start = j.claimed_backend_start OR l.backend_start IS NULL)) "
+
+#define HOPPER_LIVE                                                                          \
+    "WITH live AS MATERIALIZED ("                                                            \
+    "  SELECT a.pid, a.backend_start FROM pg_catalog.pg_stat_get_activity(NULL::integer) a " \
+    "  WHERE a.pid IS NOT NULL) "
+
+// Rescues the orphans among the candidates `which` picks: $1 the clock, $2 most jobs, $3 an id.
+// The live set is read after the statement's snapshot is taken, so a claimer whose claim we see
+// and who is missing from it has really exited. (A backend whose start time this role may not
+// see counts as alive: better late than a job taken from a live worker.) Candidates are then
+// locked together with the token seen: a job re-claimed meanwhile by a newer backend has another
+// token and is left. The last row tells how many candidates there were and the last one's id.
+#define HOPPER_RESCUE_ORPHANS(which) \
+    HOPPER_LIVE ", candidates AS MATERIALIZED ("                                               \
+    "  SELECT j.id, j.lease_token FROM hopper.jobs j WHERE " HOPPER_ORPHAN which "), "         \
+    "orphans AS MATERIALIZED ("                                                                \
+    "  SELECT j.id FROM hopper.jobs j JOIN candidates c "                                      \
+    "    ON c.id = j.id AND c.lease_token = j.lease_token "                                    \
+    "  WHERE j.state OPERATOR(pg_catalog.=) 'running' FOR UPDATE OF j SKIP LOCKED), "          \
+    "gone AS ("                                                                                \
+    "  DELETE FROM hopper.jobs j USING orphans o WHERE j.id = o.id AND j.attempt >= j.max_attempts " \
+    "  RETURNING j.*), "                                                                       \
+    "kept AS (" HOPPER_HISTORY_INSERT HOPPER_HISTORY_SELECT("g")                               \
+    "  g.progress, " HOPPER_GONE_ERROR("g") ", "                                               \
+    HOPPER_ERRORS_APPEND("g", HOPPER_GONE_ERROR("g"), "$1")                                    \
+    ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "$1") ", NULL FROM gone g " \
+    "  WHERE " HOPPER_QUEUE_KEEPS_HISTORY("g") "), "                                           \
+    "dead AS (SELECT g.id, g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done, "      \
+    HOPPER_QUEUE_LIMITED("g") " AS limited FROM gone g), "                                     \
+    "back AS ("                                                                                \
+    "  UPDATE hopper.jobs j SET state = 'available', run_at = $1, "                            \
+    "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, " \
+    "    session_bound = false, last_error = " HOPPER_GONE_ERROR("j") ", "                     \
+    "    errors = " HOPPER_ERRORS_APPEND("j", HOPPER_GONE_ERROR("j"), "$1")                    \
+    "  FROM orphans o WHERE j.id = o.id AND j.attempt < j.max_attempts RETURNING j.queue) "    \
+    "SELECT 'back'::text, b.queue, pg_catalog.count(*)::bigint, false, false FROM back b "     \
+    "GROUP BY b.queue "                                                                        \
+    "UNION ALL SELECT 'dead'::text, d.queue, d.id, d.notify_done, d.limited FROM dead d "      \
+    "UNION ALL SELECT 'seen'::text, pg_catalog.max(c.id)::pg_catalog.text, pg_catalog.count(*), " \
+    "  false, false FROM candidates c"
+
+// Where a run in batches starts: before every job id.
+constexpr int64_t kFirstId = std::numeric_limits<int64_t>::min();
+
+Counts orphan_result(const spi::Result& r, Cursor* after) {
     Counts c;
     for (uint64_t i = 0; i < r.rows(); ++i) {
         std::string what = r.get_text(i, 1);
+        if (what == "seen") {
+            c.seen = static_cast<uint64_t>(r.get_int64(i, 3));
+            if (after != nullptr && !r.is_null(i, 2)) {
+                after->started = true;
+                after->id = std::stoll(r.get_text(i, 2));
+            }
+            continue;
+        }
         std::string queue = r.get_text(i, 2);
         if (what == "back") {
             c.retried += static_cast<uint64_t>(r.get_int64(i, 3));
@@ -139,5 +263,55 @@ Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit) {
     }
     return c;
 }
+
+}  // namespace
+
+Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* after) {
+    // Candidates in id order from the cursor on, which moves past the last of them whether it
+    // was rescued or not: a job another session holds locked (a long SELECT ... FOR UPDATE) or
+    // whose rescue failed stays an orphan, first in that order. Picked first and locked after,
+    // a batch full of them would rescue nothing, and every pass stopped there.
+    static spi::Statement st(HOPPER_RESCUE_ORPHANS("AND j.id > $3 ORDER BY j.id LIMIT $2"),
+                             {TIMESTAMPTZOID, INT8OID, INT8OID}, spi::Planning::kWalkIndexes);
+    int64_t from = after != nullptr && after->started ? after->id : kFirstId;
+    spi::Result r =
+        conn.exec(st, {spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit), spi::arg(from)});
+    return orphan_result(r, after);
+}
+
+Counts orphaned_sessions_one_by_one(spi::Connection& conn, TimestampTz at, int64_t limit,
+                                    Cursor& after) {
+    static spi::Statement candidates(HOPPER_LIVE
+                                     "SELECT j.id, j.queue FROM hopper.jobs j WHERE " HOPPER_ORPHAN
+                                     "AND j.id > $2 ORDER BY j.id LIMIT $1",
+                                     {INT8OID, INT8OID}, spi::Planning::kWalkIndexes);
+    static spi::Statement one(HOPPER_RESCUE_ORPHANS("AND j.id = $3"),
+                              {TIMESTAMPTZOID, INT8OID, INT8OID}, spi::Planning::kWalkIndexes);
+    spi::Result jobs =
+        conn.exec(candidates, {spi::arg(limit), spi::arg(after.started ? after.id : kFirstId)});
+    std::vector<std::pair<int64_t, std::string>> ids;
+    for (uint64_t i = 0; i < jobs.rows(); ++i)
+        ids.emplace_back(jobs.get_int64(i, 1), jobs.get_text(i, 2));
+    Counts c;
+    for (const auto& [id, queue] : ids) {
+        std::optional<PgError> failed = in_subtransaction([&] {
+            spi::Result r = conn.exec(
+                one, {spi::arg_datum(TimestampTzGetDatum(at)), spi::arg(limit), spi::arg(id)});
+            Counts one_job = orphan_result(r, nullptr);
+            c.retried += one_job.retried;
+            c.dead += one_job.dead;
+        });
+        if (failed) report_refused(id, queue, *failed);
+        after.started = true;
+        after.id = id;
+    }
+    c.seen = ids.size();
+    return c;
+}
+
+#undef HOPPER_RESCUE_ORPHANS
+#undef HOPPER_LIVE
+#undef HOPPER_ORPHAN
+#undef HOPPER_GONE_ERROR
 
 }  // namespace hopper::rescue

@@ -16,6 +16,17 @@ namespace hopper::rescue {
 struct Counts {
     uint64_t retried = 0;  // back to available
     uint64_t dead = 0;     // attempts used up
+    uint64_t seen = 0;     // jobs a batch took up: rescued, held by another session, or refused
+};
+
+// Where the reaper's run in batches has got to, in the order it takes jobs up (expired leases:
+// lease_until, id; gone sessions: id). A job a batch passed over (held locked by another
+// session, or whose rescue a trigger of the user's refused) stays stuck and first in that order:
+// without the cursor a batch full of them ended every pass, and the jobs after them waited.
+struct Cursor {
+    bool started = false;
+    TimestampTz at = 0;
+    int64_t id = 0;
 };
 
 // Rescues up to `limit` running jobs of `queue` whose lease ended before `at`. Their lease token is
@@ -23,6 +34,16 @@ struct Counts {
 // `backoff` they come back after the queue's retry backoff; without, at `at`.
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
                       int64_t limit, bool backoff);
+
+// The reaper's batch of expired leases (with backoff): from `after` on once it has started.
+Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                      int64_t limit, const Cursor& after);
+
+// The same batch after it failed as a whole: each job in a subtransaction of its own. A job whose
+// rescue fails (a trigger of the user's raising for it) is logged as a WARNING naming it and left
+// as it is; the others are rescued. Moves `after` to the last job taken up.
+Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                                 int64_t limit, Cursor& after);
 
 // For a claim (queue_pull, queue_take) that found `claimed` of the `wanted` jobs: rescues up to
 // the missing number of expired leases so they can be claimed at once, even when no reaper runs.
@@ -39,6 +60,13 @@ Counts for_short_claim(spi::Connection& conn, const std::string& queue, Timestam
 // as dead when attempts are used up, with the error "worker backend gone (pid N)"; their token is
 // cleared. Sends NOTIFY for the queues that got jobs back. A backend whose start time the role may
 // not see counts as alive, so run it as a role that sees them all (the reaper runs as superuser).
-Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit);
+// With `after`, only jobs past it, and it moves to the last job taken up.
+Counts orphaned_sessions(spi::Connection& conn, TimestampTz at, int64_t limit,
+                         Cursor* after = nullptr);
+
+// The same batch after it failed as a whole: each job in a subtransaction of its own, as
+// expired_leases_one_by_one does.
+Counts orphaned_sessions_one_by_one(spi::Connection& conn, TimestampTz at, int64_t limit,
+                                    Cursor& after);
 
 }  // namespace hopper::rescue
