@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,6 +36,17 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 int to_int(const Fields& f, const char* key) {
     auto it = f.find(key);
     return it == f.end() ? 0 : std::atoi(it->second.c_str());
+}
+
+// A quarter turn either way (90, -90, 270...) stands the picture on its side.
+bool quarter_turned(const Fields& f) {
+    auto it = f.find("rotation");
+    if (it == f.end()) it = f.find("tag:rotate");
+    if (it == f.end()) return false;
+    double degrees = std::strtod(it->second.c_str(), nullptr);
+    if (!std::isfinite(degrees)) return false;
+    long turns = std::lround(degrees / 90.0);
+    return turns % 2 != 0;
 }
 
 }  // namespace
@@ -64,6 +77,7 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
                 video = true;
                 info.width = to_int(f, "width");
                 info.height = to_int(f, "height");
+                if (quarter_turned(f)) std::swap(info.width, info.height);
             } else if (type->second == "audio") {
                 info.has_audio = true;
             }
@@ -102,7 +116,7 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
     TextTail err(8);
     ChildProcess child({ffprobe, "-v", "error", "-show_entries",
                         "format=duration:stream=codec_type,width,height:stream_disposition="
-                        "attached_pic",
+                        "attached_pic:stream_tags=rotate:stream_side_data=rotation",
                         "-of", "compact", file_url(path)});
     Pump pump;
     pump.on_stdout = [&](std::string_view s) {

@@ -11,6 +11,8 @@ namespace transcode {
 
 struct MediaInfo {
     double duration = 0;  // seconds
+    // The picture as a player shows it: a phone stores a portrait video landscape, with a rotation
+    // to apply, and ffmpeg decodes it turned upright, so its width and height trade places.
     int width = 0;
     int height = 0;
     bool has_audio = false;
@@ -23,7 +25,9 @@ class UnusableInput : public std::runtime_error {
 };
 
 // Parses `ffprobe -of compact` output (stream|key=value|... and format|duration=...) for `path`.
-// Throws UnusableInput when there is no video stream or no duration.
+// A stream's rotation is its display matrix's (side_data|rotation=-90, what ffmpeg reads now), or
+// the legacy tag:rotate=90 of older demuxers. Throws UnusableInput when there is no video stream
+// or no duration.
 MediaInfo parse_probe_output(std::string_view text, const std::string& path);
 
 // Checks the file exists and is readable, then runs ffprobe on it. `on_tick` is called while

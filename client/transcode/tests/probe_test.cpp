@@ -32,6 +32,29 @@ TEST(Probe, FirstVideoStreamWinsAndAudioIsOptional) {
     EXPECT_FALSE(info.has_audio);
 }
 
+// A phone's portrait video is stored landscape with a quarter turn to apply (a display matrix,
+// or the older rotate tag): it is as tall as a player shows it, not as wide as it is stored.
+TEST(Probe, AQuarterTurnStandsThePictureUpright) {
+    for (const char* turn : {"|side_data|rotation=90", "|side_data|rotation=-90",
+                             "|side_data|rotation=270", "|tag:rotate=90", "|tag:rotate=-270"}) {
+        auto info = parse_probe_output(std::string("stream|codec_type=video|width=1920|height=1080|"
+                                                   "disposition:attached_pic=0") +
+                                           turn + "\nformat|duration=4.0\n",
+                                       "/phone.mp4");
+        EXPECT_EQ(info.width, 1080) << turn;
+        EXPECT_EQ(info.height, 1920) << turn;
+    }
+    for (const char* turn :
+         {"|side_data|rotation=180", "|tag:rotate=0", "|side_data|rotation=-180"}) {
+        auto info =
+            parse_probe_output(std::string("stream|codec_type=video|width=1920|height=1080") +
+                                   turn + "\nformat|duration=4.0\n",
+                               "/upside-down.mp4");
+        EXPECT_EQ(info.width, 1920) << turn;
+        EXPECT_EQ(info.height, 1080) << turn;
+    }
+}
+
 TEST(Probe, AudioOnlyOrCoverArtIsNotAVideo) {
     EXPECT_THROW(parse_probe_output("stream|codec_type=audio\nformat|duration=3.0\n", "/a.mp3"),
                  UnusableInput);
