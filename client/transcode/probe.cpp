@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -49,7 +50,21 @@ bool quarter_turned(const Fields& f) {
     return turns % 2 != 0;
 }
 
+// "32:27"; 1 when unknown ("0:1", "N/A") or beyond any real source's.
+double sample_aspect(const Fields& f) {
+    auto it = f.find("sample_aspect_ratio");
+    if (it == f.end()) return 1;
+    int num = 0, den = 0;
+    if (std::sscanf(it->second.c_str(), "%d:%d", &num, &den) != 2 || num <= 0 || den <= 0) return 1;
+    double sar = static_cast<double>(num) / den;
+    return sar >= 0.01 && sar <= 100 ? sar : 1;
+}
+
 }  // namespace
+
+int MediaInfo::display_width() const {
+    return static_cast<int>(std::lround(width * sample_aspect));
+}
 
 std::string file_url(const std::string& path) {
     return "file:" + path;
@@ -77,7 +92,11 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
                 video = true;
                 info.width = to_int(f, "width");
                 info.height = to_int(f, "height");
-                if (quarter_turned(f)) std::swap(info.width, info.height);
+                info.sample_aspect = sample_aspect(f);
+                if (quarter_turned(f)) {
+                    std::swap(info.width, info.height);
+                    info.sample_aspect = 1 / info.sample_aspect;
+                }
             } else if (type->second == "audio") {
                 info.has_audio = true;
             }
@@ -114,10 +133,11 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
 
     std::string out;
     TextTail err(8);
-    ChildProcess child({ffprobe, "-v", "error", "-show_entries",
-                        "format=duration:stream=codec_type,width,height:stream_disposition="
-                        "attached_pic:stream_tags=rotate:stream_side_data=rotation",
-                        "-of", "compact", file_url(path)});
+    ChildProcess child(
+        {ffprobe, "-v", "error", "-show_entries",
+         "format=duration:stream=codec_type,width,height,sample_aspect_ratio:stream_disposition="
+         "attached_pic:stream_tags=rotate:stream_side_data=rotation",
+         "-of", "compact", file_url(path)});
     Pump pump;
     pump.on_stdout = [&](std::string_view s) {
         if (out.size() < (1u << 20)) out.append(s);

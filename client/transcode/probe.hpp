@@ -15,7 +15,13 @@ struct MediaInfo {
     // to apply, and ffmpeg decodes it turned upright, so its width and height trade places.
     int width = 0;
     int height = 0;
+    // A pixel's width over its height (of the upright picture): 1 but for anamorphic sources, such
+    // as DVD's 720x480 shown 16:9 (32:27), whose pixels are wider than tall.
+    double sample_aspect = 1;
     bool has_audio = false;
+
+    // The width a player shows, in square pixels: 720x480 at 32:27 is 853 wide.
+    int display_width() const;
 };
 
 // The input can never be encoded (missing, unreadable, not a video): retrying will not help.

@@ -265,7 +265,7 @@ void Transcode::run() {
         check();
         if (auto stamp = record_probe(db_, p_.video_id, job_.id(), job_.job().lease_token, info))
             row_stamp_ = stamp;
-        say(fmt::format("{}x{}, {}, {}", info.width, info.height, seconds(info.duration),
+        say(fmt::format("{}x{}, {}, {}", info.display_width(), info.height, seconds(info.duration),
                         info.has_audio ? "with audio" : "no audio"));
         encode_and_publish(info);
     } catch (const JobStopped&) {

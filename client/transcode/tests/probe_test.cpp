@@ -55,6 +55,32 @@ TEST(Probe, AQuarterTurnStandsThePictureUpright) {
     }
 }
 
+// DVD's 720x480 shown 16:9: its pixels are 32:27, wider than tall. Unknown ratios are square.
+TEST(Probe, AnamorphicPixelsWidenThePictureAsShown) {
+    auto info = parse_probe_output(
+        "stream|codec_type=video|width=720|height=480|sample_aspect_ratio=32:27\n"
+        "format|duration=4.0\n",
+        "/dvd.mpg");
+    EXPECT_EQ(info.width, 720);
+    EXPECT_EQ(info.height, 480);
+    EXPECT_EQ(info.display_width(), 853);
+    for (const char* sar : {"N/A", "0:1", "1:1", "junk"}) {
+        auto square = parse_probe_output(std::string("stream|codec_type=video|width=640|height=360|"
+                                                     "sample_aspect_ratio=") +
+                                             sar + "\nformat|duration=4.0\n",
+                                         "/in.mp4");
+        EXPECT_EQ(square.display_width(), 640) << sar;
+    }
+    // Turned a quarter, the pixel's width is what was its height.
+    auto turned = parse_probe_output(
+        "stream|codec_type=video|width=720|height=480|sample_aspect_ratio=32:27|side_data|"
+        "rotation=90\nformat|duration=4.0\n",
+        "/dvd.mov");
+    EXPECT_EQ(turned.width, 480);
+    EXPECT_EQ(turned.height, 720);
+    EXPECT_EQ(turned.display_width(), 405);
+}
+
 TEST(Probe, AudioOnlyOrCoverArtIsNotAVideo) {
     EXPECT_THROW(parse_probe_output("stream|codec_type=audio\nformat|duration=3.0\n", "/a.mp3"),
                  UnusableInput);
