@@ -60,6 +60,35 @@ double sample_aspect(const Fields& f) {
     return sar >= 0.01 && sar <= 100 ? sar : 1;
 }
 
+// Seconds, or 0 for "N/A", a missing key or nonsense.
+double seconds_of(const Fields& f) {
+    auto it = f.find("duration");
+    if (it == f.end()) return 0;
+    double d = std::strtod(it->second.c_str(), nullptr);
+    return std::isfinite(d) && d > 0 ? d : 0;
+}
+
+// Codecs of single pictures: read from an image file, they carry no duration. (Not mjpeg: a
+// camera's motion JPEG is a video; a JPEG file is known by its image demuxer.)
+bool picture_codec(const std::string& codec) {
+    static const char* const kCodecs[] = {
+        "png",     "apng", "jpeg2000", "jpegls",  "jpegxl",    "bmp",    "tiff", "webp",
+        "gif",     "ppm",  "pgm",      "pgmyuv",  "pbm",       "pam",    "qoi",  "sgi",
+        "targa",   "pcx",  "xbm",      "xwd",     "xpm",       "dds",    "exr",  "hdr",
+        "sunrast", "dpx",  "psd",      "photocd", "alias_pix", "pictor", "svg"};
+    for (const char* c : kCodecs)
+        if (codec == c) return true;
+    return false;
+}
+
+// ffmpeg's demuxers of image files: image2 (by file name), and png_pipe, jpeg_pipe... (by content).
+bool picture_format(const std::string& format) {
+    const std::string pipe = "_pipe";
+    return format == "image2" ||
+           (format.size() > pipe.size() &&
+            format.compare(format.size() - pipe.size(), pipe.size(), pipe) == 0);
+}
+
 }  // namespace
 
 int MediaInfo::display_width() const {
@@ -73,6 +102,8 @@ std::string file_url(const std::string& path) {
 MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
     MediaInfo info;
     bool video = false;
+    double stream_duration = 0;
+    std::string codec, frames, format_name;
     for (std::string_view line : split(text, '\n')) {
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         auto parts = split(line, '|');
@@ -93,6 +124,9 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
                 info.width = to_int(f, "width");
                 info.height = to_int(f, "height");
                 info.sample_aspect = sample_aspect(f);
+                stream_duration = seconds_of(f);
+                if (auto c = f.find("codec_name"); c != f.end()) codec = c->second;
+                if (auto n = f.find("nb_frames"); n != f.end()) frames = n->second;
                 if (quarter_turned(f)) {
                     std::swap(info.width, info.height);
                     info.sample_aspect = 1 / info.sample_aspect;
@@ -101,14 +135,20 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
                 info.has_audio = true;
             }
         } else if (parts[0] == "format") {
-            auto d = f.find("duration");
-            if (d != f.end()) info.duration = std::strtod(d->second.c_str(), nullptr);
+            info.duration = seconds_of(f);
+            if (auto n = f.find("format_name"); n != f.end()) format_name = n->second;
         }
     }
     if (!video || info.width <= 0 || info.height <= 0)
         throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
-    if (!(info.duration > 0))
-        throw UnusableInput(fmt::format("{}: not a video (no duration; a still image?)", path));
+    if (info.duration > 0) return info;
+    info.duration = stream_duration;
+    if (info.duration > 0) return info;
+    // No length anywhere: a picture (a PNG or JPEG has none), or a streamed recording, whose
+    // length only its end tells. A one-frame clip with a length (a still over audio) stays a video.
+    if (frames == "1" || picture_codec(codec) || picture_format(format_name))
+        throw UnusableInput(fmt::format("{}: not a video (a still image, {})", path,
+                                        codec.empty() ? format_name : codec));
     return info;
 }
 
@@ -133,11 +173,11 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
 
     std::string out;
     TextTail err(8);
-    ChildProcess child(
-        {ffprobe, "-v", "error", "-show_entries",
-         "format=duration:stream=codec_type,width,height,sample_aspect_ratio:stream_disposition="
-         "attached_pic:stream_tags=rotate:stream_side_data=rotation",
-         "-of", "compact", file_url(path)});
+    ChildProcess child({ffprobe, "-v", "error", "-show_entries",
+                        "format=duration,format_name:stream=codec_type,codec_name,width,height,"
+                        "sample_aspect_ratio,duration,nb_frames:stream_disposition="
+                        "attached_pic:stream_tags=rotate:stream_side_data=rotation",
+                        "-of", "compact", file_url(path)});
     Pump pump;
     pump.on_stdout = [&](std::string_view s) {
         if (out.size() < (1u << 20)) out.append(s);

@@ -91,14 +91,51 @@ TEST(Probe, AudioOnlyOrCoverArtIsNotAVideo) {
                  UnusableInput);
 }
 
-TEST(Probe, NoDurationIsNotAVideo) {
-    try {
-        parse_probe_output("stream|codec_type=video|width=64|height=64\nformat|duration=N/A\n",
-                           "/still.png");
-        FAIL() << "expected UnusableInput";
-    } catch (const UnusableInput& e) {
-        EXPECT_NE(std::string(e.what()).find("/still.png"), std::string::npos);
+// A picture has no length: a PNG or JPEG (as ffprobe reads them: an image codec, an image
+// demuxer, no duration), or any one-frame stream without one.
+TEST(Probe, AStillImageIsNotAVideo) {
+    for (const char* still :
+         {"stream|codec_name=png|codec_type=video|width=64|height=48|duration=N/A|nb_frames=N/A\n"
+          "format|format_name=png_pipe|duration=N/A\n",
+          "stream|codec_name=mjpeg|codec_type=video|width=64|height=48|duration=N/A|nb_frames=N/A\n"
+          "format|format_name=image2|duration=N/A\n",
+          "stream|codec_name=webp|codec_type=video|width=64|height=48\nformat|duration=N/A\n",
+          "stream|codec_name=h264|codec_type=video|width=64|height=48|duration=N/A|nb_frames=1\n"
+          "format|format_name=matroska,webm|duration=N/A\n"}) {
+        try {
+            parse_probe_output(still, "/still.png");
+            FAIL() << "expected UnusableInput for " << still;
+        } catch (const UnusableInput& e) {
+            EXPECT_NE(std::string(e.what()).find("/still.png: not a video (a still image"),
+                      std::string::npos)
+                << e.what();
+        }
     }
+}
+
+// A browser's MediaRecorder streams WebM as it records and never writes the length: neither the
+// container nor the stream has one. It is a video all the same, of a length the encode finds.
+TEST(Probe, AStreamedRecordingWithNoLengthIsAVideo) {
+    auto info = parse_probe_output(
+        "stream|codec_name=vp8|codec_type=video|width=160|height=120|sample_aspect_ratio=1:1|"
+        "duration=N/A|nb_frames=N/A|disposition:attached_pic=0\n"
+        "stream|codec_name=opus|codec_type=audio|duration=N/A|nb_frames=N/A|"
+        "disposition:attached_pic=0\n"
+        "format|format_name=matroska,webm|duration=N/A\n",
+        "/rec.webm");
+    EXPECT_EQ(info.width, 160);
+    EXPECT_TRUE(info.has_audio);
+    EXPECT_EQ(info.duration, 0) << "unknown";
+}
+
+// A container without a length of its own, whose video stream has one, lasts that long.
+TEST(Probe, TheVideoStreamsLengthWhenTheContainerHasNone) {
+    auto info = parse_probe_output(
+        "stream|codec_name=h264|codec_type=video|width=320|height=180|duration=4.200000\n"
+        "stream|codec_name=aac|codec_type=audio|duration=9.000000\n"
+        "format|format_name=mpegts|duration=N/A\n",
+        "/in.ts");
+    EXPECT_DOUBLE_EQ(info.duration, 4.2);
 }
 
 TEST(Probe, MissingFileIsUnusable) {
