@@ -112,7 +112,6 @@ int run_command(const Args& args) {
         // What the worker writes into every job and row: refused by the server at each pull, or
         // only once an encode is done, and then again at every attempt.
         if (hopper::utf8_session(client)) {
-            require_utf8("--queue", args.queue, "a queue's name is text in the database");
             require_utf8("--name", r.name, "the worker's name is recorded on its jobs as text");
             require_utf8("--output-dir", settings.output_dir,
                          "each video row holds its stream's path as text in the database");

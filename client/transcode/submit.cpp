@@ -18,7 +18,6 @@ int submit_command(const Args& args) {
     hopper::Client client(args.conninfo);
     ensure_schema(client);
     if (hopper::utf8_session(client)) {
-        require_utf8("--queue", args.queue, "a queue's name is text in the database");
         // Checked whole: the working directory's name is part of it.
         require_utf8("FILE", path,
                      "the video row and its job hold the path as text in the database; rename "
