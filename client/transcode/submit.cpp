@@ -7,6 +7,7 @@
 #include <hopper/utf8.hpp>
 
 #include "commands.hpp"
+#include "terminal_text.hpp"
 #include "video_store.hpp"
 
 namespace transcode {
@@ -24,7 +25,8 @@ int submit_command(const Args& args) {
                      "the file (convmv can) and submit it again");
     }
     Submitted s = submit_video(client, args.queue, args.submit.id, path, args.submit.max_attempts);
-    std::cerr << fmt::format("video {} submitted: {} (queue {})\n", s.video_id, path, args.queue);
+    std::cerr << fmt::format("video {} submitted: {} (queue {})\n", s.video_id,
+                             hopper::text::terminal_text(path), args.queue);
     std::cout << s.job_id << std::endl;
     return 0;
 }
