@@ -2,6 +2,7 @@
 #include "format.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 
@@ -14,7 +15,9 @@ namespace hopper::cli {
 
 namespace {
 std::tm utc(TimePoint t) {
-    std::time_t s = Clock::to_time_t(t);
+    // The second the time falls in: to_time_t rounds toward zero, which put a time before 1970
+    // with a fraction in the second after it (and time_json adds the fraction from below).
+    std::time_t s = std::chrono::floor<std::chrono::seconds>(t.time_since_epoch()).count();
     std::tm tm{};
     gmtime_r(&s, &tm);
     return tm;
