@@ -80,9 +80,11 @@ int status_command(const Args& args) {
               << fmt::format("status:     {}\n", line(r.text(0, 0)))
               << fmt::format("raw file:   {}\n", line(r.text(0, 1)))
               << fmt::format("playlist:   {}\n", opt(r.opt_text(0, 2)));
-    if (!r.is_null(0, 3))
-        std::cout << fmt::format("source:     {}x{}, {:.2f}s\n", r.text(0, 4), r.text(0, 5),
-                                 r.float8(0, 3));
+    // A streamed recording's length is known only once it is encoded; its size from the probe.
+    if (!r.is_null(0, 4))
+        std::cout << fmt::format(
+            "source:     {}x{}, {}\n", r.text(0, 4), r.text(0, 5),
+            r.is_null(0, 3) ? "length unknown yet" : fmt::format("{:.2f}s", r.float8(0, 3)));
     if (!r.is_null(0, 6)) std::cout << fmt::format("renditions: {}\n", line(r.text(0, 6)));
     if (!r.is_null(0, 7)) std::cout << fmt::format("error:      {}\n", lines(r.text(0, 7)));
     std::cout << fmt::format("created:    {}\nupdated:    {}\n", r.text(0, 9), r.text(0, 10));

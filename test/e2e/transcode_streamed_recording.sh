@@ -29,6 +29,11 @@ awk -v d="$(video_field rec duration)" 'BEGIN { exit !(d > 3.7 && d < 4.3) }' ||
 awk -v d="$(job_field "$job" "result->>'duration'")" 'BEGIN { exit !(d > 3.7 && d < 4.3) }' ||
     fail "rec: result $(job_field "$job" result)"
 [ "$(video_field rec "width || 'x' || height")" = 320x180 ] || fail "rec: size $(video_field rec "width || 'x' || height")"
+"$BIN" status rec | grep -qE '^source: +320x180, 4\.[0-9]{2}s$' || fail "rec: status $("$BIN" status rec)"
+# While it encodes, the row has the probed size and no length yet: status says so.
+sql "UPDATE transcode.videos SET duration = NULL WHERE id = 'rec'"
+"$BIN" status rec | grep -qE '^source: +320x180, length unknown yet$' ||
+    fail "rec: status while encoding $("$BIN" status rec)"
 
 [ "$(video_field still processing_status)" = failed ] || fail "still: row is $(video_field still processing_status)"
 video_field still error | grep -q "not a video (a still image" || fail "still: row error is: $(video_field still error)"
