@@ -320,6 +320,16 @@ far_times)
     run watch fq --once
     expect_rc 0 "watch of a job started at -infinity"
     expect_out "^$started +fq +- +1/5 +- +- " "no running time counted from -infinity"
+    # A time before 1970 with a fraction is in the second it falls in, not the one after it.
+    early=$("$hopper" push fq70 '{}')
+    sql "UPDATE hopper.jobs SET run_at = '1969-12-31 23:59:59.25+00' WHERE id = $early" >/dev/null
+    run show "$early"
+    expect_rc 0 "show of a job run at 1969-12-31 23:59:59.25"
+    expect_out "run at +1969-12-31 23:59:59 UTC\$" "a second before 1970, not 1970 itself"
+    run show "$early" --json
+    expect_rc 0 "show --json of a job run at 1969-12-31 23:59:59.25"
+    [ "$(sql "SELECT ('$out'::jsonb)->>'run_at'")" = 1969-12-31T23:59:59.250000Z ] ||
+        fail "show --json run_at before 1970: $(sql "SELECT ('$out'::jsonb)->>'run_at'")"
     ;;
 nonfinite_progress)
     # A progress set by hand to NaN or infinity (queue_progress refuses both): every --json output

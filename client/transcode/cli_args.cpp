@@ -55,6 +55,29 @@ std::string parse_bitrate(const std::string& opt, const std::string& v) {
     return v;
 }
 
+// The server's limits on what a worker sends with every pull: a value past them is refused at
+// each pull, and the worker would retry forever without taking a job.
+constexpr size_t kMaxQueueName = 48;
+constexpr size_t kMaxWorkerName = 128;  // bytes
+constexpr auto kMaxLease = std::chrono::hours(24);
+
+std::string queue_name(const std::string& q) {
+    bool ok = !q.empty() && q.size() <= kMaxQueueName;
+    for (size_t i = 0; ok && i < q.size(); ++i) {
+        char c = q[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             (i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'));
+    }
+    if (!ok)
+        throw UsageError(fmt::format(
+            "--queue: invalid queue name \"{}\": 1 to 48 characters from A-Z a-z 0-9 _ . : -, "
+            "starting with a letter or digit",
+            hopper::escaped_utf8(q)));
+    // Its channel, hopper:done, carries the notifications of finished jobs.
+    if (q == "done") throw UsageError("--queue: the queue name \"done\" is reserved");
+    return q;
+}
+
 // Walks argv, splitting "--opt=value" and handing out values.
 class Cursor {
   public:
@@ -166,8 +189,7 @@ Args parse_args(int argc, const char* const* argv) {
         } else if (o == "--dsn") {
             a.conninfo = c.value(o);
         } else if (o == "--queue") {
-            a.queue = c.value(o);
-            if (a.queue.empty()) throw UsageError("--queue must not be empty");
+            a.queue = queue_name(c.value(o));
         } else if (is("--id", kSubmit)) {
             a.submit.id = c.value(o);
         } else if (is("--max-attempts", kSubmit)) {
@@ -217,7 +239,10 @@ Args parse_args(int argc, const char* const* argv) {
             if (t.count() > 0) r.timeout = t;
         } else if (is("--lease", kRun)) {
             Micros t = parse_duration(c.value(o));
-            if (t < std::chrono::seconds(1)) throw UsageError("--lease must be at least 1s");
+            if (t < std::chrono::seconds(1) || t > kMaxLease)
+                throw UsageError(
+                    "--lease must be from 1s to 24h (a lease lasts at most a day; "
+                    "heartbeats renew it while a job runs)");
             r.lease = t;
         } else if (is("--shutdown-timeout", kRun)) {
             r.shutdown_timeout = parse_duration(c.value(o));
@@ -232,6 +257,9 @@ Args parse_args(int argc, const char* const* argv) {
             r.exit_when_idle = true;
         } else if (is("--name", kRun)) {
             r.name = c.value(o);
+            if (r.name.size() > kMaxWorkerName)
+                throw UsageError(fmt::format("--name is {} bytes long; the limit is {}",
+                                             r.name.size(), kMaxWorkerName));
         } else if (is("--quiet", kRun)) {
             c.no_value(o);
             r.quiet = true;
@@ -285,14 +313,14 @@ The database comes from the PG* environment (PGHOST, PGPORT, PGUSER, PGDATABASE)
       --preset P             libx264 preset (default veryfast), --crf N (default 23)
       --audio-bitrate B      AAC bitrate (default 128k), --threads N (ffmpeg threads, default auto)
       --timeout DUR          give up on a job after DUR (default: no limit), e.g. 30m
-      --lease DUR            job lease (default: the queue's); heartbeats renew it at a third
+      --lease DUR            job lease, 1s to 24h (default: the queue's); renewed at a third
       --shutdown-timeout DUR on SIGINT/SIGTERM wait this long for running jobs (default 30s)
       --poll-interval DUR    how long one wait for jobs lasts in the server (default 2s)
       --max-jobs N           exit after N jobs
       --exit-when-idle       exit once the queue has nothing available or running
-      --name NAME            worker name recorded on jobs (default host:pid)
+      --name NAME            worker name recorded on jobs, up to 128 bytes (default host:pid)
       --ffmpeg PATH, --ffprobe PATH, --quiet
-Common options: --queue Q (default transcode), --dsn CONNINFO.
+Common options: --queue Q (default transcode; 1-48 of A-Z a-z 0-9 _ . : -), --dsn CONNINFO.
 )";
 }
 

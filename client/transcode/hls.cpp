@@ -51,11 +51,13 @@ std::vector<Rendition> plan_ladder(const MediaInfo& source, const std::vector<in
     std::sort(hs.begin(), hs.end(), std::greater<int>());
     hs.erase(std::unique(hs.begin(), hs.end()), hs.end());
     if (hs.empty()) hs.push_back(source.height - source.height % 2);
+    // Rungs have square pixels (setsar=1): an anamorphic source's are as wide as it is shown.
+    const double shown_width = source.width * source.sample_aspect;
     std::vector<Rendition> out;
     for (int h : hs) {
         Rendition r;
         r.height = h;
-        r.width = even(static_cast<double>(source.width) * h / source.height);
+        r.width = even(shown_width * h / source.height);
         r.name = fmt::format("{}p", h);
         r.video_kbps = ladder_kbps(r.width, r.height);
         r.playlist = r.name + "/index.m3u8";

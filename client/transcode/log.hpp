@@ -1,9 +1,13 @@
-// Progress and outcome lines for the operator, one whole line at a time from any thread.
+// Progress and outcome lines for the operator, one whole line at a time from any thread. They
+// carry what jobs bring (file names, ffmpeg's output, server messages): control characters in
+// them are shown as escapes, never sent to the terminal.
 #pragma once
 
 #include <cstdio>
 #include <mutex>
 #include <string>
+
+#include "terminal_text.hpp"
 
 namespace transcode {
 
@@ -21,7 +25,7 @@ class Log {
   private:
     void write(std::FILE* f, const std::string& line) {
         std::lock_guard<std::mutex> lock(mutex_);
-        std::fprintf(f, "%s\n", line.c_str());
+        std::fprintf(f, "%s\n", hopper::text::terminal_text(line, true).c_str());
         std::fflush(f);
     }
 

@@ -5,14 +5,17 @@
 
 #include "cli_args.hpp"
 #include "commands.hpp"
+#include "terminal_text.hpp"
 
 int main(int argc, char** argv) {
+    using hopper::text::terminal_text;
     using transcode::Args;
     Args args;
     try {
         args = transcode::parse_args(argc, argv);
     } catch (const transcode::UsageError& e) {
-        std::cerr << "hopper-transcode: " << e.what() << "\n\n" << transcode::usage();
+        std::cerr << "hopper-transcode: " << terminal_text(e.what(), true) << "\n\n"
+                  << transcode::usage();
         return 2;
     }
     try {
@@ -29,10 +32,10 @@ int main(int argc, char** argv) {
         }
     } catch (const transcode::UsageError& e) {
         // Found only once the command starts (a --ffmpeg that cannot be run): still a usage error.
-        std::cerr << "hopper-transcode: " << e.what() << "\n";
+        std::cerr << "hopper-transcode: " << terminal_text(e.what(), true) << "\n";
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "hopper-transcode: " << e.what() << "\n";
+        std::cerr << "hopper-transcode: " << terminal_text(e.what(), true) << "\n";
         return 1;
     }
     return 1;

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,7 +39,61 @@ int to_int(const Fields& f, const char* key) {
     return it == f.end() ? 0 : std::atoi(it->second.c_str());
 }
 
+// A quarter turn either way (90, -90, 270...) stands the picture on its side.
+bool quarter_turned(const Fields& f) {
+    auto it = f.find("rotation");
+    if (it == f.end()) it = f.find("tag:rotate");
+    if (it == f.end()) return false;
+    double degrees = std::strtod(it->second.c_str(), nullptr);
+    if (!std::isfinite(degrees)) return false;
+    long turns = std::lround(degrees / 90.0);
+    return turns % 2 != 0;
+}
+
+// "32:27"; 1 when unknown ("0:1", "N/A") or beyond any real source's.
+double sample_aspect(const Fields& f) {
+    auto it = f.find("sample_aspect_ratio");
+    if (it == f.end()) return 1;
+    int num = 0, den = 0;
+    if (std::sscanf(it->second.c_str(), "%d:%d", &num, &den) != 2 || num <= 0 || den <= 0) return 1;
+    double sar = static_cast<double>(num) / den;
+    return sar >= 0.01 && sar <= 100 ? sar : 1;
+}
+
+// Seconds, or 0 for "N/A", a missing key or nonsense.
+double seconds_of(const Fields& f) {
+    auto it = f.find("duration");
+    if (it == f.end()) return 0;
+    double d = std::strtod(it->second.c_str(), nullptr);
+    return std::isfinite(d) && d > 0 ? d : 0;
+}
+
+// Codecs of single pictures: read from an image file, they carry no duration. (Not mjpeg: a
+// camera's motion JPEG is a video; a JPEG file is known by its image demuxer.)
+bool picture_codec(const std::string& codec) {
+    static const char* const kCodecs[] = {
+        "png",     "apng", "jpeg2000", "jpegls",  "jpegxl",    "bmp",    "tiff", "webp",
+        "gif",     "ppm",  "pgm",      "pgmyuv",  "pbm",       "pam",    "qoi",  "sgi",
+        "targa",   "pcx",  "xbm",      "xwd",     "xpm",       "dds",    "exr",  "hdr",
+        "sunrast", "dpx",  "psd",      "photocd", "alias_pix", "pictor", "svg"};
+    for (const char* c : kCodecs)
+        if (codec == c) return true;
+    return false;
+}
+
+// ffmpeg's demuxers of image files: image2 (by file name), and png_pipe, jpeg_pipe... (by content).
+bool picture_format(const std::string& format) {
+    const std::string pipe = "_pipe";
+    return format == "image2" ||
+           (format.size() > pipe.size() &&
+            format.compare(format.size() - pipe.size(), pipe.size(), pipe) == 0);
+}
+
 }  // namespace
+
+int MediaInfo::display_width() const {
+    return static_cast<int>(std::lround(width * sample_aspect));
+}
 
 std::string file_url(const std::string& path) {
     return "file:" + path;
@@ -45,6 +102,8 @@ std::string file_url(const std::string& path) {
 MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
     MediaInfo info;
     bool video = false;
+    double stream_duration = 0;
+    std::string codec, frames, format_name;
     for (std::string_view line : split(text, '\n')) {
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         auto parts = split(line, '|');
@@ -64,18 +123,32 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
                 video = true;
                 info.width = to_int(f, "width");
                 info.height = to_int(f, "height");
+                info.sample_aspect = sample_aspect(f);
+                stream_duration = seconds_of(f);
+                if (auto c = f.find("codec_name"); c != f.end()) codec = c->second;
+                if (auto n = f.find("nb_frames"); n != f.end()) frames = n->second;
+                if (quarter_turned(f)) {
+                    std::swap(info.width, info.height);
+                    info.sample_aspect = 1 / info.sample_aspect;
+                }
             } else if (type->second == "audio") {
                 info.has_audio = true;
             }
         } else if (parts[0] == "format") {
-            auto d = f.find("duration");
-            if (d != f.end()) info.duration = std::strtod(d->second.c_str(), nullptr);
+            info.duration = seconds_of(f);
+            if (auto n = f.find("format_name"); n != f.end()) format_name = n->second;
         }
     }
     if (!video || info.width <= 0 || info.height <= 0)
         throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
-    if (!(info.duration > 0))
-        throw UnusableInput(fmt::format("{}: not a video (no duration; a still image?)", path));
+    if (info.duration > 0) return info;
+    info.duration = stream_duration;
+    if (info.duration > 0) return info;
+    // No length anywhere: a picture (a PNG or JPEG has none), or a streamed recording, whose
+    // length only its end tells. A one-frame clip with a length (a still over audio) stays a video.
+    if (frames == "1" || picture_codec(codec) || picture_format(format_name))
+        throw UnusableInput(fmt::format("{}: not a video (a still image, {})", path,
+                                        codec.empty() ? format_name : codec));
     return info;
 }
 
@@ -101,8 +174,9 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
     std::string out;
     TextTail err(8);
     ChildProcess child({ffprobe, "-v", "error", "-show_entries",
-                        "format=duration:stream=codec_type,width,height:stream_disposition="
-                        "attached_pic",
+                        "format=duration,format_name:stream=codec_type,codec_name,width,height,"
+                        "sample_aspect_ratio,duration,nb_frames:stream_disposition="
+                        "attached_pic:stream_tags=rotate:stream_side_data=rotation",
                         "-of", "compact", file_url(path)});
     Pump pump;
     pump.on_stdout = [&](std::string_view s) {

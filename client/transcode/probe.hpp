@@ -10,10 +10,20 @@
 namespace transcode {
 
 struct MediaInfo {
-    double duration = 0;  // seconds
+    // Seconds; 0 when unknown: a recording streamed as it was made (a browser's MediaRecorder
+    // upload, WebM) never went back to write its length. The encode then finds it out.
+    double duration = 0;
+    // The picture as a player shows it: a phone stores a portrait video landscape, with a rotation
+    // to apply, and ffmpeg decodes it turned upright, so its width and height trade places.
     int width = 0;
     int height = 0;
+    // A pixel's width over its height (of the upright picture): 1 but for anamorphic sources, such
+    // as DVD's 720x480 shown 16:9 (32:27), whose pixels are wider than tall.
+    double sample_aspect = 1;
     bool has_audio = false;
+
+    // The width a player shows, in square pixels: 720x480 at 32:27 is 853 wide.
+    int display_width() const;
 };
 
 // The input can never be encoded (missing, unreadable, not a video): retrying will not help.
@@ -23,7 +33,10 @@ class UnusableInput : public std::runtime_error {
 };
 
 // Parses `ffprobe -of compact` output (stream|key=value|... and format|duration=...) for `path`.
-// Throws UnusableInput when there is no video stream or no duration.
+// A stream's rotation is its display matrix's (side_data|rotation=-90, what ffmpeg reads now), or
+// the legacy tag:rotate=90 of older demuxers. The duration is the container's, else the video
+// stream's. Throws UnusableInput when there is no video stream, or it is a still picture (one
+// frame, or an image format with no duration).
 MediaInfo parse_probe_output(std::string_view text, const std::string& path);
 
 // Checks the file exists and is readable, then runs ffprobe on it. `on_tick` is called while

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -15,6 +16,7 @@
 
 #include "commands.hpp"
 #include "process.hpp"
+#include "publish.hpp"
 #include "settler.hpp"
 #include "transcode_job.hpp"
 #include "video_store.hpp"
@@ -112,13 +114,19 @@ int run_command(const Args& args) {
         // What the worker writes into every job and row: refused by the server at each pull, or
         // only once an encode is done, and then again at every attempt.
         if (hopper::utf8_session(client)) {
-            require_utf8("--queue", args.queue, "a queue's name is text in the database");
             require_utf8("--name", r.name, "the worker's name is recorded on its jobs as text");
             require_utf8("--output-dir", settings.output_dir,
                          "each video row holds its stream's path as text in the database");
         }
     }
-    std::filesystem::create_directories(settings.output_dir);
+    // A job's first write is its staging directory: one made and removed here shows the output
+    // directory can take them (it exists or can be made, is a directory, is writable), before a
+    // job is taken rather than after every job failed all its attempts.
+    try {
+        StagingDir check(settings.output_dir, "hopper-transcode-start");
+    } catch (const std::system_error& e) {
+        throw UsageError(fmt::format("--output-dir: {}", e.what()));
+    }
 
     hopper::WorkerOptions opt;
     opt.conninfo = args.conninfo;

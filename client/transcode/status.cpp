@@ -5,14 +5,24 @@
 #include <hopper/client.hpp>
 
 #include "commands.hpp"
+#include "terminal_text.hpp"
 #include "video_store.hpp"
 
 namespace transcode {
 
 namespace {
 
+// What the row and the job hold came from uploads and programs (a file name, ffmpeg's output):
+// shown with its control characters escaped. A name stays on its line; an error keeps its lines.
+std::string line(std::string_view v) {
+    return hopper::text::terminal_text(v);
+}
+std::string lines(std::string_view v) {
+    return hopper::text::terminal_text(v, true);
+}
+
 std::string opt(const std::optional<std::string>& v) {
-    return v ? *v : "-";
+    return v ? line(*v) : "-";
 }
 
 }  // namespace
@@ -67,14 +77,16 @@ int status_command(const Args& args) {
         return 0;
     }
     std::cout << fmt::format("video:      {}\n", id)
-              << fmt::format("status:     {}\n", r.text(0, 0))
-              << fmt::format("raw file:   {}\n", r.text(0, 1))
+              << fmt::format("status:     {}\n", line(r.text(0, 0)))
+              << fmt::format("raw file:   {}\n", line(r.text(0, 1)))
               << fmt::format("playlist:   {}\n", opt(r.opt_text(0, 2)));
-    if (!r.is_null(0, 3))
-        std::cout << fmt::format("source:     {}x{}, {:.2f}s\n", r.text(0, 4), r.text(0, 5),
-                                 r.float8(0, 3));
-    if (!r.is_null(0, 6)) std::cout << fmt::format("renditions: {}\n", r.text(0, 6));
-    if (!r.is_null(0, 7)) std::cout << fmt::format("error:      {}\n", r.text(0, 7));
+    // A streamed recording's length is known only once it is encoded; its size from the probe.
+    if (!r.is_null(0, 4))
+        std::cout << fmt::format(
+            "source:     {}x{}, {}\n", r.text(0, 4), r.text(0, 5),
+            r.is_null(0, 3) ? "length unknown yet" : fmt::format("{:.2f}s", r.float8(0, 3)));
+    if (!r.is_null(0, 6)) std::cout << fmt::format("renditions: {}\n", line(r.text(0, 6)));
+    if (!r.is_null(0, 7)) std::cout << fmt::format("error:      {}\n", lines(r.text(0, 7)));
     std::cout << fmt::format("created:    {}\nupdated:    {}\n", r.text(0, 9), r.text(0, 10));
     if (job) {
         std::cout << fmt::format("job:        {} ({}, attempt {} of {}", job->id,
@@ -84,7 +96,7 @@ int status_command(const Args& args) {
         std::cout << ")\n";
         // A completed job keeps the error of an earlier attempt; it is no longer the news.
         if (job->last_error && job->state != hopper::JobState::Completed)
-            std::cout << fmt::format("job error:  {}\n", *job->last_error);
+            std::cout << fmt::format("job error:  {}\n", lines(*job->last_error));
     }
     return 0;
 }

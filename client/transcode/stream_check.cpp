@@ -84,10 +84,17 @@ double duration_tolerance(double probed_seconds) {
 
 const PlaylistDuration* short_playlist(const std::vector<PlaylistDuration>& playlists,
                                        double probed_seconds) {
+    if (!(probed_seconds > 0)) return nullptr;
     const double least = probed_seconds - duration_tolerance(probed_seconds);
     for (const auto& p : playlists)
         if (p.seconds < least) return &p;
     return nullptr;
+}
+
+double longest(const std::vector<PlaylistDuration>& playlists) {
+    double most = 0;
+    for (const auto& p : playlists) most = std::max(most, p.seconds);
+    return most;
 }
 
 }  // namespace transcode

@@ -35,8 +35,12 @@ std::vector<PlaylistDuration> check_stream(const std::filesystem::path& dir,
 double duration_tolerance(double probed_seconds);
 
 // The first playlist that lasts less than the input promised (within duration_tolerance), or
-// nullptr: the input ended early (a truncated upload) although ffmpeg reported success.
+// nullptr: the input ended early (a truncated upload) although ffmpeg reported success. An input
+// that promised nothing (probed_seconds 0: a streamed recording) is never short.
 const PlaylistDuration* short_playlist(const std::vector<PlaylistDuration>& playlists,
                                        double probed_seconds);
+
+// The longest of `playlists`, in seconds: what an input of unknown length turned out to last.
+double longest(const std::vector<PlaylistDuration>& playlists);
 
 }  // namespace transcode

@@ -7,6 +7,7 @@
 #include <hopper/utf8.hpp>
 
 #include "commands.hpp"
+#include "terminal_text.hpp"
 #include "video_store.hpp"
 
 namespace transcode {
@@ -18,14 +19,14 @@ int submit_command(const Args& args) {
     hopper::Client client(args.conninfo);
     ensure_schema(client);
     if (hopper::utf8_session(client)) {
-        require_utf8("--queue", args.queue, "a queue's name is text in the database");
         // Checked whole: the working directory's name is part of it.
         require_utf8("FILE", path,
                      "the video row and its job hold the path as text in the database; rename "
                      "the file (convmv can) and submit it again");
     }
     Submitted s = submit_video(client, args.queue, args.submit.id, path, args.submit.max_attempts);
-    std::cerr << fmt::format("video {} submitted: {} (queue {})\n", s.video_id, path, args.queue);
+    std::cerr << fmt::format("video {} submitted: {} (queue {})\n", s.video_id,
+                             hopper::text::terminal_text(path), args.queue);
     std::cout << s.job_id << std::endl;
     return 0;
 }

@@ -110,20 +110,25 @@ class Transcode {
 
 void Transcode::report(const ProgressUpdate& u, double duration) {
     double f = progress_fraction(u, duration);
+    // Of an input whose length is unknown (a streamed recording) only the position is known.
+    double position = duration > 0    ? f * duration
+                      : u.out_time_us ? static_cast<double>(*u.out_time_us) / 1e6
+                                      : 0;
     auto now = Steady::now();
     int decile = static_cast<int>(f * 10);
     if (decile > last_logged_decile_) {
         last_logged_decile_ = decile;
-        say(fmt::format("{:3.0f}% ({} of {}{})", f * 100, seconds(f * duration), seconds(duration),
+        say(fmt::format("{:3.0f}% ({} of {}{})", f * 100, seconds(position),
+                        duration > 0 ? seconds(duration) : "an unknown length",
                         u.speed ? fmt::format(", speed {:.1f}x", *u.speed) : ""));
     }
     // queue_progress is a write: a few per second at most, whatever ffmpeg's rate.
     if (!u.end && now - last_report_ < std::chrono::milliseconds(500)) return;
     last_report_ = now;
-    std::string detail =
-        fmt::format(R"({{"video_id": {}, "position": {:.3f}, "duration": {:.3f}{}}})",
-                    hopper::json::quote(p_.video_id), f * duration, duration,
-                    u.speed ? fmt::format(R"(, "speed": {:.2f})", *u.speed) : "");
+    std::string detail = fmt::format(R"({{"video_id": {}, "position": {:.3f}, "duration": {}{}}})",
+                                     hopper::json::quote(p_.video_id), position,
+                                     duration > 0 ? fmt::format("{:.3f}", duration) : "null",
+                                     u.speed ? fmt::format(R"(, "speed": {:.2f})", *u.speed) : "");
     if (!job_.progress(f, detail) && !stop_.stopped()) {
         // The server refused: cancelled or taken over. Stop now rather than at the next heartbeat.
         stop_.set(why_not_ours());
@@ -175,12 +180,14 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
             "file declares; ffmpeg: {}",
             p_.path, cut->playlist, seconds(cut->seconds), seconds(info.duration),
             out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
+    // A streamed recording's length is only known now, from what it encoded to.
+    const double duration = info.duration > 0 ? info.duration : longest(durations);
     check();
     std::string playlist = (staging.target() / plan.playlist).string();
     double took = std::chrono::duration<double>(Steady::now() - started_).count();
     std::string result = fmt::format(
         R"({{"video_id": {}, "playlist": {}, "duration": {:.3f}, "renditions": {}, "seconds": {:.2f}}})",
-        hopper::json::quote(p_.video_id), hopper::json::quote(playlist), info.duration,
+        hopper::json::quote(p_.video_id), hopper::json::quote(playlist), duration,
         renditions_json(plan), took);
     // Publishing and completing cannot be one atomic step, so the order decides what a race
     // leaves behind. The job's row is locked first (held with our lease token), so a cancel or a
@@ -195,7 +202,7 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
         ours = job_.complete_with(
             [&](hopper::Client& c) {
                 if (!hold_job(c, job_.id(), job_.job().lease_token)) throw NotOurs{};
-                mark_processed(c, p_.video_id, job_.id(), playlist, plan, info.duration);
+                mark_processed(c, p_.video_id, job_.id(), playlist, plan, duration);
                 staging.publish();
             },
             result);
@@ -265,7 +272,8 @@ void Transcode::run() {
         check();
         if (auto stamp = record_probe(db_, p_.video_id, job_.id(), job_.job().lease_token, info))
             row_stamp_ = stamp;
-        say(fmt::format("{}x{}, {}, {}", info.width, info.height, seconds(info.duration),
+        say(fmt::format("{}x{}, {}, {}", info.display_width(), info.height,
+                        info.duration > 0 ? seconds(info.duration) : "length unknown",
                         info.has_audio ? "with audio" : "no audio"));
         encode_and_publish(info);
     } catch (const JobStopped&) {

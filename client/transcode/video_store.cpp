@@ -242,7 +242,10 @@ std::optional<RowStamp> record_probe(hopper::Client& client, const std::string& 
         std::string("UPDATE transcode.videos SET duration = $4, width = $5, height = $6, "
                     "  updated_at = pg_catalog.now() WHERE id = $1 AND job_id = $2") +
             kStillOurs + " RETURNING " TRANSCODE_STAMP "::text",
-        video_id, job_id, lease_token, info.duration, info.width, info.height);
+        video_id, job_id, lease_token,
+        // Unknown until the encode ends (a streamed recording): NULL, not a length of 0.
+        info.duration > 0 ? std::optional<double>(info.duration) : std::nullopt,
+        info.display_width(), info.height);
     if (r.rows() != 1) return std::nullopt;
     return std::string(r.text(0, 0));
 }

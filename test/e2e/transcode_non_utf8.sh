@@ -25,7 +25,7 @@ expect_refused 2 "FILE \"$WORK/v\\xFF.mp4\" is not valid UTF-8" "$BIN" submit "$
 expect_refused 2 "FILE \"$WORK/v\\xFF.mp4\" is not valid UTF-8" "$BIN" submit -- "$WORK/$latin1"
 [ "$(rows)" = 1 ] || fail "a refused submit left a row"
 [ "$(sql "SELECT count(*) FROM hopper.queue_jobs('transcode')")" = 1 ] || fail "a refused submit pushed a job"
-expect_refused 2 '--queue "q\xFF" is not valid UTF-8' "$BIN" submit "$WORK/good.mp4" --queue "$(printf 'q\xff')"
+expect_refused 2 '--queue: invalid queue name "q\xFF"' "$BIN" submit "$WORK/good.mp4" --queue "$(printf 'q\xff')"
 expect_refused 1 'invalid video id "v\xFF"' "$BIN" status "$(printf 'v\xff')"
 
 # A session of another encoding (PGCLIENTENCODING) has the server convert from it: there the
@@ -43,7 +43,7 @@ expect_refused 2 "--output-dir \"$WORK/out\\xFF\" is not valid UTF-8" \
 [ ! -e "$WORK/$(printf 'out\xff')" ] || fail "a refused worker created its output directory"
 expect_refused 2 '--name "w\xFF" is not valid UTF-8' \
     timeout 30 "$BIN" run --output-dir "$OUT" --name "$(printf 'w\xff')" --exit-when-idle
-expect_refused 2 '--queue "q\xFF" is not valid UTF-8' \
+expect_refused 2 '--queue: invalid queue name "q\xFF"' \
     timeout 30 "$BIN" run --output-dir "$OUT" --queue "$(printf 'q\xff')" --exit-when-idle
 [ "$(video_field first processing_status)" = pending ] || fail "a refused worker touched the video"
 [ "$(job_field "$(video_field first job_id)" state)" = available ] || fail "a refused worker took the job"

@@ -2,6 +2,7 @@
 #include "format.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 
@@ -14,7 +15,9 @@ namespace hopper::cli {
 
 namespace {
 std::tm utc(TimePoint t) {
-    std::time_t s = Clock::to_time_t(t);
+    // The second the time falls in: to_time_t rounds toward zero, which put a time before 1970
+    // with a fraction in the second after it (and time_json adds the fraction from below).
+    std::time_t s = std::chrono::floor<std::chrono::seconds>(t.time_since_epoch()).count();
     std::tm tm{};
     gmtime_r(&s, &tm);
     return tm;
@@ -89,29 +92,6 @@ std::string stat_json(const QueueStat& s) {
         "\"paused\": {}}}",
         json::quote(s.queue), s.available, s.scheduled, s.running, s.completed, s.dead, s.cancelled,
         age, s.paused ? "true" : "false");
-}
-
-std::string terminal_text(std::string_view text, bool lines) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t i = 0; i < text.size(); ++i) {
-        auto c = static_cast<unsigned char>(text[i]);
-        if (c == '\n' || c == '\t') {
-            out += lines ? static_cast<char>(c) : ' ';
-        } else if (c == '\r') {
-            out += lines ? "\\x0D" : " ";  // it would write the rest over the line's start
-        } else if (c < 0x20 || c == 0x7F) {
-            out += fmt::format("\\x{:02X}", c);
-        } else if (c == 0xC2 && i + 1 < text.size() &&
-                   static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                   static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
-            // U+0080..U+009F, the C1 controls: U+009B starts an escape sequence as ESC [ does.
-            out += fmt::format("\\u{:04X}", static_cast<unsigned char>(text[++i]));
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
 }
 
 namespace {

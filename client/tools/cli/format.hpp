@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hopper/types.hpp"
+#include "terminal_text.hpp"
 
 namespace hopper::cli {
 
@@ -21,11 +22,8 @@ std::string opt_string_json(const std::optional<std::string>& text);  // quoted 
 bool progress_known(const JobInfo& j);  // a progress that is a finite number
 std::string job_json(const JobInfo& j);
 
-// Text from the database (a job's kind, worker or error, a server message) fit for a terminal:
-// control characters, which would let that text move the cursor, clear the screen or retitle the
-// window, become visible escapes: \x1B for C0 and DEL, \u009B for C1. With `lines`, line breaks
-// stay; otherwise they, carriage returns and tabs become spaces, keeping the text on one line.
-std::string terminal_text(std::string_view text, bool lines = false);
+// Text from the database (a job's kind, worker or error, a server message) fit for a terminal.
+using text::terminal_text;
 std::string stat_json(const QueueStat& s);
 
 // Columns padded to their widest cell; the last column is not padded.

@@ -67,6 +67,35 @@ TEST(CliArgs, Errors) {
     EXPECT_THROW(parse({"run", "--bogus"}), UsageError);
 }
 
+// What the server refuses at every pull is refused at start: a worker started with it would
+// retry its pull forever and never take a job.
+TEST(CliArgs, ServerLimitsAreCheckedAtStart) {
+    auto refused = [](std::vector<const char*> v, const std::string& says) {
+        try {
+            parse(v);
+            ADD_FAILURE() << "accepted " << v.back();
+        } catch (const UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+        }
+    };
+    refused({"run", "--lease", "48h"}, "--lease must be from 1s to 24h");
+    refused({"run", "--lease", "24.001h"}, "--lease must be from 1s to 24h");
+    refused({"run", "--lease", "86401"}, "--lease must be from 1s to 24h");
+    EXPECT_EQ(parse({"run", "--lease", "24h"}).run.lease, std::chrono::hours(24));
+    for (const char* q : {"bad name!", "-lead", "_lead", "done", "caf\xC3\xA9", ""})
+        refused({"run", "--queue", q}, "--queue");
+    refused({"submit", "--queue", "a/b", "x.mp4"}, "--queue: invalid queue name \"a/b\"");
+    std::string longest(48, 'q');
+    EXPECT_EQ(parse({"run", "--queue", longest.c_str()}).queue, longest);
+    std::string too_long(49, 'q');
+    refused({"run", "--queue", too_long.c_str()}, "--queue");
+    EXPECT_EQ(parse({"run", "--queue", "v1.video_hd:eu-west"}).queue, "v1.video_hd:eu-west");
+    std::string name(128, 'n');
+    EXPECT_EQ(parse({"run", "--name", name.c_str()}).run.name, name);
+    name += 'n';
+    refused({"run", "--name", name.c_str()}, "--name is 129 bytes long; the limit is 128");
+}
+
 // What the database holds as text, checked in a UTF-8 session before anything is written.
 TEST(CliArgs, RequireUtf8NamesTheValueAndItsStrayBytes) {
     EXPECT_NO_THROW(transcode::require_utf8("FILE", "vid\xC3\xA9o.mp4", "why"));

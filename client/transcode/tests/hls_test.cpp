@@ -55,6 +55,25 @@ TEST(Ladder, AnOddHeightIsTheEvenRungBelowIt) {
     EXPECT_EQ(rungs[1].height, 240);
 }
 
+// Rungs have square pixels (setsar=1), so an anamorphic source's are sized from its width as
+// shown: 720x480 at 32:27 is 16:9, and its 480p rung 854x480, not 720x480 squeezed to 3:2.
+TEST(Ladder, AnamorphicSourceKeepsItsShownAspect) {
+    MediaInfo dvd = source(720, 480);
+    dvd.sample_aspect = 32.0 / 27.0;
+    auto rungs = plan_ladder(dvd, {480, 240});
+    ASSERT_EQ(rungs.size(), 2u);
+    EXPECT_EQ(rungs[0].width, 854);
+    EXPECT_EQ(rungs[0].height, 480);
+    EXPECT_EQ(rungs[1].width, 426);
+    EXPECT_EQ(rungs[1].height, 240);
+    EncodeSettings ladder;
+    ladder.ladder = true;
+    ladder.ladder_heights = {480};
+    EXPECT_NE(after(build_encode(ladder, dvd, "/in.mpg", "/out").argv, "-filter_complex")
+                  .find("scale=854:480,setsar=1"),
+              std::string::npos);
+}
+
 TEST(Ladder, HeightsAreSortedAndDeduplicated) {
     auto rungs = plan_ladder(source(1920, 1080), {480, 1080, 480});
     ASSERT_EQ(rungs.size(), 2u);

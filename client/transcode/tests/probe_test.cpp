@@ -32,6 +32,55 @@ TEST(Probe, FirstVideoStreamWinsAndAudioIsOptional) {
     EXPECT_FALSE(info.has_audio);
 }
 
+// A phone's portrait video is stored landscape with a quarter turn to apply (a display matrix,
+// or the older rotate tag): it is as tall as a player shows it, not as wide as it is stored.
+TEST(Probe, AQuarterTurnStandsThePictureUpright) {
+    for (const char* turn : {"|side_data|rotation=90", "|side_data|rotation=-90",
+                             "|side_data|rotation=270", "|tag:rotate=90", "|tag:rotate=-270"}) {
+        auto info = parse_probe_output(std::string("stream|codec_type=video|width=1920|height=1080|"
+                                                   "disposition:attached_pic=0") +
+                                           turn + "\nformat|duration=4.0\n",
+                                       "/phone.mp4");
+        EXPECT_EQ(info.width, 1080) << turn;
+        EXPECT_EQ(info.height, 1920) << turn;
+    }
+    for (const char* turn :
+         {"|side_data|rotation=180", "|tag:rotate=0", "|side_data|rotation=-180"}) {
+        auto info =
+            parse_probe_output(std::string("stream|codec_type=video|width=1920|height=1080") +
+                                   turn + "\nformat|duration=4.0\n",
+                               "/upside-down.mp4");
+        EXPECT_EQ(info.width, 1920) << turn;
+        EXPECT_EQ(info.height, 1080) << turn;
+    }
+}
+
+// DVD's 720x480 shown 16:9: its pixels are 32:27, wider than tall. Unknown ratios are square.
+TEST(Probe, AnamorphicPixelsWidenThePictureAsShown) {
+    auto info = parse_probe_output(
+        "stream|codec_type=video|width=720|height=480|sample_aspect_ratio=32:27\n"
+        "format|duration=4.0\n",
+        "/dvd.mpg");
+    EXPECT_EQ(info.width, 720);
+    EXPECT_EQ(info.height, 480);
+    EXPECT_EQ(info.display_width(), 853);
+    for (const char* sar : {"N/A", "0:1", "1:1", "junk"}) {
+        auto square = parse_probe_output(std::string("stream|codec_type=video|width=640|height=360|"
+                                                     "sample_aspect_ratio=") +
+                                             sar + "\nformat|duration=4.0\n",
+                                         "/in.mp4");
+        EXPECT_EQ(square.display_width(), 640) << sar;
+    }
+    // Turned a quarter, the pixel's width is what was its height.
+    auto turned = parse_probe_output(
+        "stream|codec_type=video|width=720|height=480|sample_aspect_ratio=32:27|side_data|"
+        "rotation=90\nformat|duration=4.0\n",
+        "/dvd.mov");
+    EXPECT_EQ(turned.width, 480);
+    EXPECT_EQ(turned.height, 720);
+    EXPECT_EQ(turned.display_width(), 405);
+}
+
 TEST(Probe, AudioOnlyOrCoverArtIsNotAVideo) {
     EXPECT_THROW(parse_probe_output("stream|codec_type=audio\nformat|duration=3.0\n", "/a.mp3"),
                  UnusableInput);
@@ -42,14 +91,51 @@ TEST(Probe, AudioOnlyOrCoverArtIsNotAVideo) {
                  UnusableInput);
 }
 
-TEST(Probe, NoDurationIsNotAVideo) {
-    try {
-        parse_probe_output("stream|codec_type=video|width=64|height=64\nformat|duration=N/A\n",
-                           "/still.png");
-        FAIL() << "expected UnusableInput";
-    } catch (const UnusableInput& e) {
-        EXPECT_NE(std::string(e.what()).find("/still.png"), std::string::npos);
+// A picture has no length: a PNG or JPEG (as ffprobe reads them: an image codec, an image
+// demuxer, no duration), or any one-frame stream without one.
+TEST(Probe, AStillImageIsNotAVideo) {
+    for (const char* still :
+         {"stream|codec_name=png|codec_type=video|width=64|height=48|duration=N/A|nb_frames=N/A\n"
+          "format|format_name=png_pipe|duration=N/A\n",
+          "stream|codec_name=mjpeg|codec_type=video|width=64|height=48|duration=N/A|nb_frames=N/A\n"
+          "format|format_name=image2|duration=N/A\n",
+          "stream|codec_name=webp|codec_type=video|width=64|height=48\nformat|duration=N/A\n",
+          "stream|codec_name=h264|codec_type=video|width=64|height=48|duration=N/A|nb_frames=1\n"
+          "format|format_name=matroska,webm|duration=N/A\n"}) {
+        try {
+            parse_probe_output(still, "/still.png");
+            FAIL() << "expected UnusableInput for " << still;
+        } catch (const UnusableInput& e) {
+            EXPECT_NE(std::string(e.what()).find("/still.png: not a video (a still image"),
+                      std::string::npos)
+                << e.what();
+        }
     }
+}
+
+// A browser's MediaRecorder streams WebM as it records and never writes the length: neither the
+// container nor the stream has one. It is a video all the same, of a length the encode finds.
+TEST(Probe, AStreamedRecordingWithNoLengthIsAVideo) {
+    auto info = parse_probe_output(
+        "stream|codec_name=vp8|codec_type=video|width=160|height=120|sample_aspect_ratio=1:1|"
+        "duration=N/A|nb_frames=N/A|disposition:attached_pic=0\n"
+        "stream|codec_name=opus|codec_type=audio|duration=N/A|nb_frames=N/A|"
+        "disposition:attached_pic=0\n"
+        "format|format_name=matroska,webm|duration=N/A\n",
+        "/rec.webm");
+    EXPECT_EQ(info.width, 160);
+    EXPECT_TRUE(info.has_audio);
+    EXPECT_EQ(info.duration, 0) << "unknown";
+}
+
+// A container without a length of its own, whose video stream has one, lasts that long.
+TEST(Probe, TheVideoStreamsLengthWhenTheContainerHasNone) {
+    auto info = parse_probe_output(
+        "stream|codec_name=h264|codec_type=video|width=320|height=180|duration=4.200000\n"
+        "stream|codec_name=aac|codec_type=audio|duration=9.000000\n"
+        "format|format_name=mpegts|duration=N/A\n",
+        "/in.ts");
+    EXPECT_DOUBLE_EQ(info.duration, 4.2);
 }
 
 TEST(Probe, MissingFileIsUnusable) {

@@ -148,3 +148,13 @@ TEST(StreamDuration, ShortOnlyBeyondTheTolerance) {
     ASSERT_NE(short_playlist(ladder, 20.0), nullptr);
     EXPECT_EQ(short_playlist(ladder, 20.0)->playlist, "480p/index.m3u8");
 }
+
+// An input of unknown length (a streamed recording) promised nothing, so nothing is short, and it
+// lasts as long as its longest rendition.
+TEST(StreamDuration, UnknownLengthIsFoundFromTheStream) {
+    using transcode::PlaylistDuration;
+    std::vector<PlaylistDuration> ladder = {{"720p/index.m3u8", 4.0}, {"480p/index.m3u8", 4.04}};
+    EXPECT_EQ(transcode::short_playlist(ladder, 0), nullptr);
+    EXPECT_DOUBLE_EQ(transcode::longest(ladder), 4.04);
+    EXPECT_EQ(transcode::longest({}), 0);
+}
