@@ -57,9 +57,9 @@ GRANT USAGE ON SCHEMA hopper TO hopper_producer, hopper_worker;
 CREATE TYPE hopper.job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
 
 -- Per-queue settings. A queue is created by queue_create() or by the first push to it.
--- The checks repeat what queue_create enforces: producers may insert rows here directly (a push
--- makes its queue), and the reaper, which runs as a superuser, must never meet a name too long for
--- a channel or a retention too large for a timestamp.
+-- The checks repeat what queue_create enforces: producers may insert names here directly (a push
+-- makes its queue), a superuser may write any column, and the reaper, which runs as a superuser,
+-- must never meet a name too long for a channel or a retention too large for a timestamp.
 --
 -- Durations are fixed lengths, kept in an interval's time part alone ('24:00:00', not '1 day'):
 -- a timestamptz plus an interval adds days and months on the calendar of the session's TimeZone,
@@ -399,7 +399,10 @@ GRANT EXECUTE ON FUNCTION
     hopper.job_status(bigint),
     hopper.queue_stats(text)
 TO hopper_producer;
-GRANT SELECT, INSERT ON hopper.queues TO hopper_producer;
+-- A push makes its queue with the defaults: producers write the name and nothing else. The other
+-- settings are the extension owner's (queue_create and the limit functions): a producer that
+-- wrote them by hand could set a queue's limits or retention.
+GRANT SELECT, INSERT (name) ON hopper.queues TO hopper_producer;
 GRANT SELECT, INSERT ON hopper.jobs TO hopper_producer;
 GRANT SELECT ON hopper.job_history TO hopper_producer;
 GRANT USAGE ON SEQUENCE hopper.job_id_seq TO hopper_producer;
@@ -571,7 +574,11 @@ ALTER TABLE hopper.queues
     ADD COLUMN key_max_running integer CHECK (key_max_running BETWEEN 1 AND 1000000),
     -- The rate limit every key gets unless it has its own: at most key_max_claims per key_claims_per.
     ADD COLUMN key_max_claims  integer CHECK (key_max_claims BETWEEN 1 AND 1000000),
-    ADD COLUMN key_claims_per  interval,
+    -- At most queue_set_rate_limit's 31 days. Only the limit functions write these, but the
+    -- checks keep a row written by any other way from failing every pull of the queue with a raw
+    -- 23502 (a rate without a period) or 22012 (a period of 0).
+    ADD COLUMN key_claims_per  interval
+               CHECK (key_claims_per > interval '0' AND key_claims_per <= interval '744 hours'),
     -- Kept by the limit functions: whether the queue has any limit at all, so that queue_pull's
     -- unlimited claim can leave limited queues to the serialized one by reading this row only;
     -- and whether it has rate limits, whose claims spend tokens and so keep the queue's lock to
@@ -581,7 +588,8 @@ ALTER TABLE hopper.queues
     -- A fixed length, as the other durations (see hopper.queues).
     ADD CONSTRAINT queues_key_claims_per_fixed CHECK (
         EXTRACT(day FROM key_claims_per) = 0 AND EXTRACT(month FROM key_claims_per) = 0
-        AND EXTRACT(year FROM key_claims_per) = 0);
+        AND EXTRACT(year FROM key_claims_per) = 0),
+    ADD CONSTRAINT queues_key_rate_pair CHECK ((key_max_claims IS NULL) = (key_claims_per IS NULL));
 
 -- Per-key overrides of the queue's key_max_running.
 CREATE TABLE hopper.queue_key_limits (
@@ -670,8 +678,32 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION hopper.queue_limits(text) TO hopper_producer, hopper_worker;
 GRANT SELECT ON hopper.queue_key_limits, hopper.rate_limits TO hopper_producer, hopper_worker;
--- Pulls spend tokens, and make the buckets of keys under the per-key default.
-GRANT INSERT, UPDATE ON hopper.rate_limits TO hopper_worker;
+-- Pulls spend tokens (an update of tokens and refilled_at alone), and make the buckets of keys
+-- under the per-key default (an insert, with the queue's key_max_claims and key_claims_per, which
+-- hopper.queues' checks hold to what queue_set_rate_limit accepts). A worker that could update a
+-- bucket's max_claims or period could stop the queue, or fail its pulls with 22012.
+GRANT INSERT, UPDATE (tokens, refilled_at) ON hopper.rate_limits TO hopper_worker;
+-- And a bucket inserted by hand must be one the claims can refill: a period of 0 failed every pull
+-- of the queue with 22012, a negative one drained the bucket for good. A trigger on INSERT rather
+-- than a CHECK: PostgreSQL evaluates a table's CHECK constraints on every UPDATE of a row, parsing
+-- them anew for each statement, and every rate-limited claim updates its buckets; only the first
+-- claim of a key under the per-key default inserts one. The period was checked by
+-- queue_set_rate_limit, or copied from hopper.queues, whose checks hold it to the same range.
+CREATE FUNCTION hopper.rate_limits_check() RETURNS trigger
+LANGUAGE plpgsql
+AS $fn$
+BEGIN
+    IF NOT (NEW.period OPERATOR(pg_catalog.>) interval '0'
+            AND NEW.period OPERATOR(pg_catalog.<=) interval '744 hours') THEN
+        RAISE EXCEPTION 'a rate limit''s period must be more than 0 and at most 31 days, got %',
+            NEW.period USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+REVOKE ALL ON FUNCTION hopper.rate_limits_check() FROM PUBLIC;
+CREATE TRIGGER rate_limits_check BEFORE INSERT ON hopper.rate_limits
+    FOR EACH ROW EXECUTE FUNCTION hopper.rate_limits_check();
 
 -- ---------------------------------------------------------------------------------------------------
 -- Dedup windows: a push with dedup_key and dedup_window also returns a job with that key that
@@ -697,7 +729,11 @@ CREATE TABLE hopper.schedules (
     last_run_at  timestamptz,
     last_job_id  bigint,
     created_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    updated_at   timestamptz
+    updated_at   timestamptz,
+    -- The role whose rights the schedule's push runs with, whoever runs it (the reaper is a
+    -- superuser): the role that wrote the schedule. A name, as pg_dump restores it; a schedule
+    -- whose role is gone is reported and skipped.
+    owner        name NOT NULL DEFAULT CURRENT_USER
 );
 CREATE INDEX schedules_due_idx ON hopper.schedules (next_run_at);
 CREATE INDEX schedules_queue_idx ON hopper.schedules (queue);
@@ -743,13 +779,14 @@ CREATE FUNCTION hopper.queue_schedules(
     OUT next_run_at timestamptz,
     OUT last_run_at timestamptz,
     OUT last_job_id bigint,
-    OUT created_at timestamptz)
+    OUT created_at timestamptz,
+    OUT owner name)
 RETURNS SETOF record
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT s.name, s.cron, s.queue, s.kind, s.priority, s.max_attempts, s.payload, s.next_run_at,
-           s.last_run_at, s.last_job_id, s.created_at
+           s.last_run_at, s.last_job_id, s.created_at, s.owner
     FROM hopper.schedules s ORDER BY s.next_run_at, s.name
 $fn$;
 
@@ -769,7 +806,34 @@ GRANT EXECUTE ON FUNCTION
     hopper.queue_schedules()
 TO hopper_producer;
 GRANT EXECUTE ON FUNCTION hopper.cron_next(text, timestamptz) TO hopper_producer, hopper_worker;
-GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.schedules TO hopper_producer;
+-- Every column but owner: a producer's schedule runs with its own rights, so it may not name
+-- another role. (Its default, CURRENT_USER, fills it in.)
+GRANT SELECT, DELETE ON hopper.schedules TO hopper_producer;
+GRANT INSERT (name, cron, queue, payload, kind, priority, max_attempts, next_run_at, last_run_at,
+              last_job_id, created_at, updated_at),
+      UPDATE (name, cron, queue, payload, kind, priority, max_attempts, next_run_at, last_run_at,
+              last_job_id, created_at, updated_at)
+ON hopper.schedules TO hopper_producer;
+-- A role that changes what a schedule pushes (queue_schedule replacing it, or an UPDATE by hand)
+-- becomes its owner: the schedule of another role must not push, with that role's rights, a job
+-- that role did not define. A run moving next_run_at, or an owner set by a superuser, keeps it.
+CREATE FUNCTION hopper.schedules_owner() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF NEW.owner = OLD.owner
+       AND (NEW.cron, NEW.queue, NEW.payload, NEW.kind, NEW.priority, NEW.max_attempts)
+           IS DISTINCT FROM (OLD.cron, OLD.queue, OLD.payload, OLD.kind, OLD.priority,
+                             OLD.max_attempts) THEN
+        NEW.owner := CURRENT_USER;
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+REVOKE ALL ON FUNCTION hopper.schedules_owner() FROM PUBLIC;
+CREATE TRIGGER schedules_owner BEFORE UPDATE ON hopper.schedules
+    FOR EACH ROW EXECUTE FUNCTION hopper.schedules_owner();
 -- Producers may write schedules by hand: a row the reaper could not run (a cron expression it
 -- cannot read, a payload a push refuses) failed its batch of due schedules on every pass, and
 -- with it every schedule of the database. Such rows are refused as queue_schedule refuses them.

@@ -25,8 +25,9 @@ SELECT pg_temp.try($$SELECT * FROM hopper.queue_stats('priv')$$) AS app_stats;
 SELECT pg_temp.try($$SELECT * FROM hopper.queue_pull('priv')$$) AS app_pull;
 SELECT pg_temp.try($$SELECT hopper.queue_drop('priv')$$) AS app_drop;
 
--- A producer may insert queues itself (a push makes its queue), but not rows the functions would
--- refuse: the reaper, a superuser, sends a NOTIFY per queue name and reckons every retention.
+-- A producer may insert queues itself (a push makes its queue), but only their names, and no name
+-- the functions would refuse: the reaper, a superuser, sends a NOTIFY per queue name. The other
+-- settings are the extension owner's (sql/security.sql).
 \set VERBOSITY sqlstate
 INSERT INTO hopper.queues (name) VALUES (repeat('z', 70));
 INSERT INTO hopper.queues (name) VALUES ('done');

@@ -128,7 +128,10 @@ void check_payload(Jsonb* jb, const char* argname) {
         invalid(std::string(argname) + " must be a JSON object, got " + got,
                 "Wrap the value in an object, e.g. {\"value\": ...}.");
     }
-    size_t size = VARSIZE(jb);
+    check_payload_size(VARSIZE(jb), argname);
+}
+
+void check_payload_size(size_t size, const char* argname) {
     if (size > static_cast<size_t>(guc::max_payload_bytes))
         throw PgError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                       std::string(argname) + " is " + std::to_string(size) +

@@ -14,6 +14,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 }
 
@@ -24,8 +25,10 @@ namespace {
 // without bound in a session that pushes to ever new names.
 constexpr size_t kMaxRemembered = 1024;
 
-// Remembered per role as well as per queue: the lookup runs with the privileges and row level
-// security of the role that pushes, which SET ROLE or a SECURITY DEFINER function changes.
+// Remembered per role as well as per queue: the lookup runs with the privileges of the role that
+// pushes, which SET ROLE or a SECURITY DEFINER function changes. Nothing is remembered while row
+// level security applies to that role on hopper.queues: a policy may read more than the role
+// (current_setting('app.tenant'), the time), and only a lookup per push asks it every time.
 struct Key {
     Oid role;
     std::string queue;
@@ -90,8 +93,10 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
     spi::Result r = conn.exec(st, {spi::arg_text(queue)});
     if (r.empty()) return std::nullopt;
     int32_t max_attempts = r.get_int32(0, 1);
-    if (generation == before && OidIsValid(relid) &&
-        pg_guard([relid] { return changes_reach_backends(relid); })) {
+    if (generation == before && OidIsValid(relid) && pg_guard([relid] {
+            return changes_reach_backends(relid) &&
+                   check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED;
+        })) {
         if (remembered.size() >= kMaxRemembered) remembered.clear();
         queues_relid = relid;
         remembered.emplace(Key{GetUserId(), queue}, max_attempts);

@@ -7,6 +7,9 @@
 // carries the dedup key schedule:<name>:<tick>, with a window reaching back past the tick, so even
 // a runner that does see the tick again (next_run_at put back by hand, a schedule re-created for
 // the same minute) gets the tick's job back, finished or not, instead of a second one.
+//
+// Each push runs as the schedule's owner, the role that wrote it: the reaper is a superuser, and
+// row level security on hopper.jobs and the triggers there must see the role whose job it is.
 #include <vector>
 
 #include "hopper/args.hpp"
@@ -16,9 +19,11 @@
 #include "hopper/subtransaction.hpp"
 
 extern "C" {
+#include "access/detoast.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/timestamp.h"
 }
 
@@ -37,6 +42,27 @@ struct Due {
     int16_t priority;
     std::optional<int32_t> max_attempts;
     TimestampTz next_run_at;
+    std::string owner;
+};
+
+// The schedule's owner as the current user while it lives, in a security-restricted operation
+// (as autovacuum runs a table owner's index functions): the owner's code that the push runs (its
+// triggers, its policies) cannot change the runner's session. Restored however the scope ends; an
+// error also restores it with the subtransaction's rollback.
+class AsOwner {
+  public:
+    explicit AsOwner(Oid owner) {
+        GetUserIdAndSecContext(&user_, &context_);
+        SetUserIdAndSecContext(
+            owner, context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+    }
+    ~AsOwner() { SetUserIdAndSecContext(user_, context_); }
+    AsOwner(const AsOwner&) = delete;
+    AsOwner& operator=(const AsOwner&) = delete;
+
+  private:
+    Oid user_ = InvalidOid;
+    int context_ = 0;
 };
 
 int64_t floor_div(int64_t a, int64_t b) {
@@ -46,10 +72,11 @@ int64_t floor_div(int64_t a, int64_t b) {
 
 std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit,
                           const Cursor* after) {
-#define HOPPER_LOCK_DUE(past)                                                       \
-    "SELECT name, cron, queue, payload, kind, priority, max_attempts, next_run_at " \
-    "FROM hopper.schedules WHERE next_run_at <= $1 " past                           \
-    "ORDER BY next_run_at, name LIMIT $2 "                                          \
+#define HOPPER_LOCK_DUE(past)                                                        \
+    "SELECT name, cron, queue, payload, kind, priority, max_attempts, next_run_at, " \
+    "owner::pg_catalog.text "                                                        \
+    "FROM hopper.schedules WHERE next_run_at <= $1 " past                            \
+    "ORDER BY next_run_at, name LIMIT $2 "                                           \
     "FOR UPDATE SKIP LOCKED"
     static spi::Statement first(HOPPER_LOCK_DUE(""), {TIMESTAMPTZOID, INT8OID});
     static spi::Statement next(
@@ -75,6 +102,7 @@ std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit,
         d.priority = DatumGetInt16(r.datum(i, 6, &isnull));
         if (!r.is_null(i, 7)) d.max_attempts = r.get_int32(i, 7);
         d.next_run_at = DatumGetTimestampTz(r.datum(i, 8, &isnull));
+        d.owner = r.get_text(i, 9);
         due.push_back(std::move(d));
     }
     return due;
@@ -101,6 +129,7 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
         "WHERE name = $1",
         {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID});
     std::vector<Due> due = lock_due(conn, at, limit, after);
+    Oid runner = pg_guard([] { return GetUserId(); });
     counts.locked = due.size();
     if (after != nullptr && !due.empty()) {
         after->started = true;
@@ -115,6 +144,19 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
             // A drop of the queue in flight deletes this schedule once this transaction lets
             // its row go; it stays due if the drop rolls back.
             if (!queues::hold(conn, d.queue, /*wait=*/false)) return;
+            Oid owner = pg_guard([&] { return get_role_oid(d.owner.c_str(), true); });
+            if (!OidIsValid(owner))
+                throw PgError(ERRCODE_UNDEFINED_OBJECT,
+                              "role \"" + d.owner + "\", the schedule's owner, does not exist");
+            // A runner that is not a superuser runs only the schedules of roles whose rights it
+            // has (its own): running another's, its session (search_path, settings) would be
+            // around that role's triggers. The others are left to the reaper.
+            if (!pg_guard([&] { return has_privs_of_role(runner, owner); })) return;
+            // hopper.schedules' checks cannot read hopper.max_payload_bytes: a row written by
+            // hand may hold a payload queue_schedule refuses. Its size as stored uncompressed,
+            // without reading the value in.
+            args::check_payload_size(pg_guard([&] { return toast_raw_datum_size(d.payload); }),
+                                     "payload");
             cron::Schedule s = parse(d.cron);
             TimestampTz tick = tick_of(s, d, at);
             TimestampTz next = next_after(s, d.cron, at);
@@ -129,7 +171,11 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
                             std::to_string(floor_div(tick, USECS_PER_SEC) + kUnixEpochInPg);
             // Back to a day before the tick: the tick's job was created at the tick or later.
             job.dedup_window_us = (now > tick ? now - tick : 0) + kDayUs;
-            push::Pushed pushed = push::one(conn, job);
+            push::Pushed pushed{};
+            {
+                AsOwner as_owner(owner);
+                pushed = push::one(conn, job);
+            }
 
             conn.exec(advance, {spi::arg_text(d.name), spi::arg_datum(TimestampTzGetDatum(next)),
                                 spi::arg_datum(TimestampTzGetDatum(tick)), spi::arg(pushed.id)});

@@ -57,6 +57,9 @@ int64_t lease_token(FunctionCallInfo fcinfo, int n);
 // A payload: a JSON object no larger than hopper.max_payload_bytes. Returns the datum (detoasted).
 Datum payload(FunctionCallInfo fcinfo, int n, const char* argname = "payload");
 void check_payload(Jsonb* jb, const char* argname);
+// The size limit alone, for a payload's size as stored uncompressed (VARSIZE of the detoasted
+// value).
+void check_payload_size(size_t size, const char* argname);
 
 // An interval converted to microseconds, which must lie in (min_us, max_us]; NULL -> nullopt.
 // Its months, days and time must not differ in sign: '-1 mon 30 days 12 hours' is 12 hours at

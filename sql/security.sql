@@ -1,0 +1,148 @@
+-- What a producer or a worker cannot do by writing hopper's tables by hand or through a superuser's
+-- runs: push as someone else (a schedule runs with its owner's rights), set a queue's
+-- administrative settings, break the rate limits' arithmetic, outlive a row level security policy
+-- through a backend's memory of queues, or have a schedule push a payload too large for a push.
+SET timezone = 'UTC';
+SET hopper.notify = off;
+\i sql/include/try.sql
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+-- This test runs schedules itself, as the reaper would (a superuser calling schedule_run_due).
+SELECT hopper.reaper_stop() IS NOT NULL AS reaper_stopped;
+
+CREATE ROLE regress_sec_prod IN ROLE hopper_producer;
+CREATE ROLE regress_sec_work IN ROLE hopper_worker;
+SELECT hopper.queue_create('sec-a') AS a, hopper.queue_create('sec-b') AS b;
+
+-- 1. Schedules run with their owner's rights. Row level security lets the producer push to
+-- queue sec-a only; its schedule for sec-b is refused when a superuser (the reaper) runs it.
+ALTER TABLE hopper.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sec_prod_a ON hopper.jobs TO regress_sec_prod
+    USING (queue = 'sec-a') WITH CHECK (queue = 'sec-a');
+SET ROLE regress_sec_prod;
+SELECT pg_temp.try($$SELECT hopper.queue_push('sec-b', '{}')$$) AS push_b;
+SELECT hopper.queue_schedule('sec-evil', '* * * * *', 'sec-b', '{"evil": true}') IS NOT NULL AS evil,
+       hopper.queue_schedule('sec-good', '* * * * *', 'sec-a', '{"good": true}') IS NOT NULL AS good;
+-- The owner is the role that writes the row: a producer may not name another.
+SELECT pg_temp.try($$INSERT INTO hopper.schedules (name, cron, queue, next_run_at, owner)
+                     VALUES ('sec-forged', '* * * * *', 'sec-b', now(), 'regress_sec_work')$$) AS forged;
+SELECT pg_temp.try($$UPDATE hopper.schedules SET owner = 'regress_sec_work' WHERE name = 'sec-evil'$$)
+    AS reowned;
+RESET ROLE;
+-- A superuser's schedule that the producer changes by hand becomes the producer's: it must not
+-- push, with the superuser's rights, a job the superuser did not define.
+SELECT hopper.queue_schedule('sec-root', '* * * * *', 'sec-b', '{"root": true}') IS NOT NULL AS root;
+SELECT owner = current_user AS root_owned FROM hopper.schedules WHERE name = 'sec-root';
+SET ROLE regress_sec_prod;
+UPDATE hopper.schedules SET payload = '{"root": "changed"}' WHERE name = 'sec-root';
+RESET ROLE;
+SELECT name, owner FROM hopper.queue_schedules() WHERE name LIKE 'sec-%' ORDER BY name;
+SELECT hopper.schedule_run_due(now() + interval '1 minute') AS pushed;
+SELECT queue, payload FROM hopper.jobs WHERE queue LIKE 'sec-%' ORDER BY id;
+-- The refused schedules stay due; the run's move of next_run_at keeps the owner.
+SELECT name, last_run_at IS NOT NULL AS ran, owner FROM hopper.schedules WHERE name LIKE 'sec-%'
+ORDER BY name;
+-- A schedule whose owner is gone is reported and skipped.
+CREATE ROLE regress_sec_gone IN ROLE hopper_producer;
+SET ROLE regress_sec_gone;
+SELECT hopper.queue_schedule('sec-orphan', '* * * * *', 'sec-a', '{"orphan": true}') IS NOT NULL AS orphan;
+RESET ROLE;
+DROP ROLE regress_sec_gone;
+SELECT hopper.schedule_run_due(now() + interval '2 minutes') AS pushed;
+SELECT count(*) AS orphan_jobs FROM hopper.jobs WHERE payload ? 'orphan';
+SELECT hopper.queue_unschedule('sec-orphan') AS unscheduled;
+-- A producer's own run pushes its schedules as itself, and leaves those of roles whose rights it
+-- lacks (a superuser's) to the reaper, untouched.
+SELECT hopper.queue_schedule('sec-root', '* * * * *', 'sec-b', '{"root": true}') IS NOT NULL AS root;
+UPDATE hopper.schedules SET next_run_at = now() - interval '1 minute';
+SET ROLE regress_sec_prod;
+SELECT hopper.schedule_run_due() AS pushed_by_producer;
+RESET ROLE;
+SELECT name, next_run_at > now() AS moved_on FROM hopper.schedules WHERE name LIKE 'sec-%' ORDER BY name;
+SELECT hopper.queue_unschedule('sec-evil'), hopper.queue_unschedule('sec-root');
+DROP POLICY sec_prod_a ON hopper.jobs;
+ALTER TABLE hopper.jobs DISABLE ROW LEVEL SECURITY;
+
+-- 5. A payload written into hopper.schedules by hand that a push would refuse (a CHECK cannot
+-- read hopper.max_payload_bytes) is reported and not pushed when the schedule runs.
+SET ROLE regress_sec_prod;
+INSERT INTO hopper.schedules (name, cron, queue, payload, next_run_at)
+VALUES ('sec-big', '* * * * *', 'sec-a', jsonb_build_object('pad', repeat('x', 2 * 1024 * 1024)),
+        now() - interval '1 minute');
+RESET ROLE;
+SELECT hopper.schedule_run_due(now() + interval '3 minutes') AS pushed;
+SELECT count(*) AS big_jobs FROM hopper.jobs WHERE payload ? 'pad';
+SELECT last_run_at IS NULL AS still_due FROM hopper.schedules WHERE name = 'sec-big';
+SELECT hopper.queue_unschedule('sec-big') AS unscheduled, hopper.queue_unschedule('sec-good') AS good;
+
+-- 2. A producer inserts a queue's name and nothing else (a push makes its queue); the settings are
+-- queue_create's and the limit functions'.
+SET ROLE regress_sec_prod;
+SELECT pg_temp.try($$SELECT hopper.queue_push('sec-auto', '{}')$$) AS push_makes_queue;
+SELECT pg_temp.try($$INSERT INTO hopper.queues (name, key_max_claims) VALUES ('sec-x', 5)$$) AS rate;
+SELECT pg_temp.try($$INSERT INTO hopper.queues (name, max_running) VALUES ('sec-x', 1)$$) AS cap;
+SELECT pg_temp.try($$INSERT INTO hopper.queues (name, paused) VALUES ('sec-x', true)$$) AS paused;
+SELECT pg_temp.try($$UPDATE hopper.queues SET key_claims_per = '0' WHERE name = 'sec-a'$$) AS per;
+RESET ROLE;
+-- And no row, by whomever, holds a per-key rate the claims cannot compute: a rate without a
+-- period failed every pull of the queue with 23502, a period of 0 with 22012.
+\set VERBOSITY sqlstate
+INSERT INTO hopper.queues (name, key_max_claims) VALUES ('sec-x', 5);
+INSERT INTO hopper.queues (name, key_claims_per) VALUES ('sec-x', '1 minute');
+INSERT INTO hopper.queues (name, key_max_claims, key_claims_per) VALUES ('sec-x', 5, '0');
+INSERT INTO hopper.queues (name, key_max_claims, key_claims_per) VALUES ('sec-x', 5, '-00:01:00');
+INSERT INTO hopper.queues (name, key_max_claims, key_claims_per) VALUES ('sec-x', 5, '745:00:00');
+\set VERBOSITY default
+-- queue_set_rate_limit's widest period is accepted.
+SELECT hopper.queue_set_rate_limit('sec-a', 5, '31 days', each_key => true);
+SELECT key_max_claims, key_claims_per FROM hopper.queues WHERE name = 'sec-a';
+SELECT hopper.queue_set_rate_limit('sec-a', NULL, NULL, each_key => true);
+
+-- 3. A worker spends tokens (tokens, refilled_at) and makes the buckets of keys under the
+-- per-key default, and nothing more: a period or max_claims of its choosing stopped the queue or
+-- failed its pulls with 22012.
+SELECT hopper.queue_create('sec-rate') AS created;
+SELECT hopper.queue_set_rate_limit('sec-rate', 100, '1 minute');
+SELECT hopper.queue_set_rate_limit('sec-rate', 10, '1 minute', each_key => true);
+SELECT hopper.queue_push('sec-rate', '{}', concurrency_key => 'k1') IS NOT NULL AS pushed,
+       hopper.queue_push('sec-rate', '{}', concurrency_key => 'k2') IS NOT NULL AS pushed;
+SET ROLE regress_sec_work;
+SELECT pg_temp.try($$UPDATE hopper.rate_limits SET period = '0' WHERE queue = 'sec-rate'$$) AS period;
+SELECT pg_temp.try($$UPDATE hopper.rate_limits SET max_claims = 1000000 WHERE queue = 'sec-rate'$$)
+    AS max_claims;
+SELECT pg_temp.try($$UPDATE hopper.rate_limits SET tokens = tokens, refilled_at = refilled_at
+                     WHERE queue = 'sec-rate'$$) AS tokens;
+\set VERBOSITY sqlstate
+INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens, refilled_at)
+VALUES ('sec-rate', 'k2', 'k:k2', 10, '0', 10, now());
+INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens, refilled_at)
+VALUES ('sec-rate', 'k2', 'k:k2', 10, '-1 minute', 10, now());
+\set VERBOSITY default
+-- The claims still spend and seed.
+SELECT count(*) AS pulled FROM hopper.queue_pull('sec-rate', 2);
+RESET ROLE;
+SELECT scope, concurrency_key, max_claims, per, floor(tokens) AS tokens FROM hopper.queue_limits('sec-rate')
+ORDER BY scope, concurrency_key;
+
+-- 4. A push does not remember its queue lookup while row level security applies to hopper.queues:
+-- a policy on a session setting let the second push to a queue through after the setting moved.
+SELECT hopper.queue_create('sec-ta') AS ta, hopper.queue_create('sec-tb') AS tb;
+ALTER TABLE hopper.queues ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sec_tenant ON hopper.queues TO regress_sec_prod
+    USING (name = current_setting('app.tenant', true));
+SET ROLE regress_sec_prod;
+SET app.tenant = 'sec-ta';
+SELECT pg_temp.try($$SELECT hopper.queue_push('sec-ta', '{}')$$) AS own_tenant;
+SELECT pg_temp.try($$SELECT hopper.queue_push('sec-ta', '{}')$$) AS own_tenant_again;
+SET app.tenant = 'sec-tb';
+SELECT pg_temp.try($$SELECT hopper.queue_push('sec-ta', '{}')$$) AS other_tenant;
+SELECT pg_temp.try($$SELECT hopper.queue_push('sec-tb', '{}')$$) AS own_tenant;
+RESET app.tenant;
+RESET ROLE;
+DROP POLICY sec_tenant ON hopper.queues;
+ALTER TABLE hopper.queues DISABLE ROW LEVEL SECURITY;
+SELECT queue, count(*) FROM hopper.jobs WHERE queue IN ('sec-ta', 'sec-tb') GROUP BY queue ORDER BY queue;
+
+SELECT hopper.queue_drop('sec-a'), hopper.queue_drop('sec-b'), hopper.queue_drop('sec-auto'),
+       hopper.queue_drop('sec-rate'), hopper.queue_drop('sec-ta'), hopper.queue_drop('sec-tb');
+DROP ROLE regress_sec_prod, regress_sec_work;
+SELECT hopper.reaper_start() AS reaper_started;
