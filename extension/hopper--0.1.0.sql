@@ -689,6 +689,9 @@ GRANT INSERT, UPDATE (tokens, refilled_at) ON hopper.rate_limits TO hopper_worke
 -- them anew for each statement, and every rate-limited claim updates its buckets; only the first
 -- claim of a key under the per-key default inserts one. The period was checked by
 -- queue_set_rate_limit, or copied from hopper.queues, whose checks hold it to the same range.
+-- A role that may only spend tokens (the UPDATE granted on two columns) may insert only what a
+-- claim seeds: a key's bucket under the queue's per-key default, with at most its tokens. Any other
+-- bucket it wrote (the queue's own, 1 claim per 31 days, tokens far below zero) stopped the queue.
 CREATE FUNCTION hopper.rate_limits_check() RETURNS trigger
 LANGUAGE plpgsql
 AS $fn$
@@ -697,6 +700,17 @@ BEGIN
             AND NEW.period OPERATOR(pg_catalog.<=) interval '744 hours') THEN
         RAISE EXCEPTION 'a rate limit''s period must be more than 0 and at most 31 days, got %',
             NEW.period USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT pg_catalog.has_table_privilege('hopper.rate_limits', 'UPDATE') AND NOT (
+        NEW.from_default AND NEW.concurrency_key IS NOT NULL
+        AND NEW.tokens OPERATOR(pg_catalog.<=) NEW.max_claims
+        AND EXISTS (SELECT 1 FROM hopper.queues q
+                    WHERE q.name OPERATOR(pg_catalog.=) NEW.queue
+                      AND q.key_max_claims OPERATOR(pg_catalog.=) NEW.max_claims
+                      AND q.key_claims_per OPERATOR(pg_catalog.=) NEW.period)) THEN
+        RAISE EXCEPTION 'permission denied to write rate limit bucket % of queue %',
+            NEW.bucket, NEW.queue USING ERRCODE = 'insufficient_privilege',
+            HINT = 'Rate limits are set with hopper.queue_set_rate_limit.';
     END IF;
     RETURN NEW;
 END

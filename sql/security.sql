@@ -116,6 +116,15 @@ INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, peri
 VALUES ('sec-rate', 'k2', 'k:k2', 10, '0', 10, now());
 INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens, refilled_at)
 VALUES ('sec-rate', 'k2', 'k:k2', 10, '-1 minute', 10, now());
+-- Nor a bucket no claim would seed: the queue's own, or a key's with a rate or tokens of its choosing.
+INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens, refilled_at)
+VALUES ('sec-rate', NULL, 'q', 1, '744 hours', -1000000, now());
+INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens,
+                                refilled_at, from_default)
+VALUES ('sec-rate', 'k2', 'k:k2', 1, '744 hours', 1, now(), true);
+INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens,
+                                refilled_at, from_default)
+VALUES ('sec-rate', 'k2', 'k:k2', 10, '1 minute', 11, now(), true);
 \set VERBOSITY default
 -- The claims still spend and seed.
 SELECT count(*) AS pulled FROM hopper.queue_pull('sec-rate', 2);

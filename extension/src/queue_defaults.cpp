@@ -93,10 +93,12 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
     spi::Result r = conn.exec(st, {spi::arg_text(queue)});
     if (r.empty()) return std::nullopt;
     int32_t max_attempts = r.get_int32(0, 1);
-    if (generation == before && OidIsValid(relid) && pg_guard([relid] {
+    // The generation is compared last: reading the triggers may rebuild the relcache entry.
+    if (OidIsValid(relid) && pg_guard([relid] {
             return changes_reach_backends(relid) &&
                    check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED;
-        })) {
+        }) &&
+        generation == before) {
         if (remembered.size() >= kMaxRemembered) remembered.clear();
         queues_relid = relid;
         remembered.emplace(Key{GetUserId(), queue}, max_attempts);

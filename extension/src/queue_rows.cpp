@@ -64,8 +64,9 @@ bool recall(const char* name, int len, direct_access::QueueRow* q) {
 
 void remember(Oid queues, const char* name, int len, const direct_access::QueueRow& q,
               uint64_t generation) {
-    if (generation != generation_now || !q.found || len > kMaxName) return;
-    if (!queue_defaults::changes_reach_backends(queues)) return;
+    if (!q.found || len > kMaxName) return;
+    // Asked before the generation: reading the triggers may rebuild the relcache entry.
+    if (!queue_defaults::changes_reach_backends(queues) || generation != generation_now) return;
     if (queues_relid != queues) n_rows = 0;
     if (n_rows == kMaxRows) n_rows = 0;
     queues_relid = queues;
