@@ -4,7 +4,6 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "nodes/parsenodes.h"
-#include "utils/array.h"
 #include "utils/timestamp.h"
 }
 
@@ -26,16 +25,6 @@ namespace {
 // before. The hour covers clock adjustments.
 Datum finished_before() {
     return TimestampTzGetDatum(GetCurrentTimestamp() + int64_t(3600) * USECS_PER_SEC);
-}
-
-Datum int8_array(const std::vector<int64_t>& ids) {
-    std::vector<Datum> elems;
-    elems.reserve(ids.size());
-    for (int64_t id : ids) elems.push_back(Int64GetDatum(id));
-    return pg_guard([&] {
-        return PointerGetDatum(construct_array(elems.data(), static_cast<int>(elems.size()),
-                                               INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-    });
 }
 
 }  // namespace
@@ -69,7 +58,7 @@ std::vector<std::pair<int64_t, int64_t>> undo_duplicates(spi::Connection& conn,
         spi::Planning::kWalkIndexes);
     std::vector<std::pair<int64_t, int64_t>> out;
     if (ids.empty()) return out;
-    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(int8_array(ids)),
+    spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_int8_array(ids),
                                    spi::arg(window_us), spi::arg_datum(finished_before())});
     for (uint64_t i = 0; i < r.rows(); ++i) out.emplace_back(r.get_int64(i, 1), r.get_int64(i, 2));
     return out;

@@ -13,7 +13,6 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
@@ -84,16 +83,6 @@ void move_to(HistoryCursor& after, const std::string& state, TimestampTz finishe
     after.passed.insert(after.passed.end(), ids.begin(), ids.end());
 }
 
-Datum int8_array(const std::vector<int64_t>& ids) {
-    std::vector<Datum> elems;
-    elems.reserve(ids.size());
-    for (int64_t id : ids) elems.push_back(Int64GetDatum(id));
-    return pg_guard([&] {
-        return PointerGetDatum(construct_array(elems.data(), static_cast<int>(elems.size()),
-                                               INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-    });
-}
-
 // The queue's rows past its retention, in cursor order from `after` on. Each batch reads the
 // queue's retention afresh and holds its row until it commits: a retention raised meanwhile
 // applies from the next batch on. A row held by someone else (a limit being set, say) leaves the
@@ -134,7 +123,7 @@ spi::Result prune_rows(spi::Connection& conn, spi::Statement& first, spi::Statem
     if (!after.started) return conn.exec(first, {spi::arg_text(queue), spi::arg(batch)});
     return conn.exec(next, {spi::arg_text(queue), spi::arg(batch), spi::arg_text(after.state),
                             spi::arg_datum(TimestampTzGetDatum(after.finished_at)),
-                            spi::arg_datum(int8_array(after.passed))});
+                            spi::arg_int8_array(after.passed)});
 }
 
 PruneCounts prune_batch(spi::Connection& conn, const std::string& queue, int64_t batch,

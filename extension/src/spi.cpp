@@ -7,7 +7,9 @@
 
 extern "C" {
 #include "jit/jit.h"
+#include "catalog/pg_type.h"
 #include "optimizer/cost.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
@@ -80,6 +82,17 @@ Arg arg_text(std::string_view s) {
 Arg arg_text(const std::optional<std::string>& s) {
     if (!s) return null_arg();
     return arg_text(std::string_view(*s));
+}
+
+Arg arg_int8_array(const std::vector<int64_t>& ids) {
+    std::vector<Datum> elems;
+    elems.reserve(ids.size());
+    for (int64_t id : ids) elems.push_back(Int64GetDatum(id));
+    Datum d = pg_guard([&] {
+        return PointerGetDatum(construct_array(elems.data(), static_cast<int>(elems.size()),
+                                               INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+    });
+    return {d, false};
 }
 
 Datum Result::datum(uint64_t row, int col, bool* isnull) const {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hopper/boundary.hpp"
 
@@ -86,6 +87,8 @@ inline Arg arg_text(const char* s) {
     return arg_text(std::string_view(s));
 }
 Arg arg_text(const std::optional<std::string>& s);
+// A bigint[] of the ids (in the current memory context).
+Arg arg_int8_array(const std::vector<int64_t>& ids);
 
 // The rows of the last statement run; valid until the Connection finishes.
 class Result {
