@@ -162,6 +162,19 @@ SELECT hopper.queue_complete(id, lease_token) AS completed FROM hopper.queue_pul
 SELECT hopper.queue_fail_taken(:lease_done, 'not taken') IS NULL AS lease_finished_gives_null;
 COMMIT;
 SELECT state, attempt FROM hopper.job_history WHERE id = :lease_done;
+-- Put back in a savepoint, taken again there, and that savepoint rolled back: the first take
+-- holds the job again, and a failure recorded now puts it back as that take left it.
+SELECT hopper.queue_push('take-again', '{"n": 1}') AS retaken \gset
+BEGIN;
+SELECT attempt AS first_take FROM hopper.queue_take('take-again');
+SAVEPOINT again;
+SELECT hopper.queue_fail_taken(:retaken, 'undone', retry_in => '0') AS failed_in_savepoint;
+SELECT attempt AS second_take FROM hopper.queue_take('take-again');
+ROLLBACK TO SAVEPOINT again;
+SELECT hopper.queue_fail_taken(:retaken, 'kept', retry_in => '0') AS failed_after_rollback;
+COMMIT;
+SELECT state, attempt, last_error, jsonb_array_length(errors) AS errors
+FROM hopper.jobs WHERE id = :retaken;
 
 -- A queue that keeps no history deletes taken jobs outright.
 SELECT hopper.queue_create('take-forget', retention => '0') AS created;
