@@ -175,6 +175,20 @@ SELECT hopper.queue_fail_taken(:retaken, 'kept', retry_in => '0') AS failed_afte
 COMMIT;
 SELECT state, attempt, last_error, jsonb_array_length(errors) AS errors
 FROM hopper.jobs WHERE id = :retaken;
+-- The job's dedup key pushed again after the take: a new job holds it, and two unfinished jobs
+-- never share one. The failure is refused (23505, naming that job), as queue_retry refuses.
+SELECT hopper.queue_push('take-key', '{"n": 1}', dedup_key => 'dk') AS keyed_here \gset
+BEGIN;
+SELECT id = :keyed_here AS took_keyed FROM hopper.queue_take('take-key');
+SELECT hopper.queue_push('take-key', '{"n": 2}', dedup_key => 'dk') AS keyed_again \gset
+SAVEPOINT fail;
+SELECT replace(pg_temp.try(format('SELECT hopper.queue_fail_taken(%s, %L)', :keyed_here, 'err')),
+               :keyed_again::text, 'K') AS key_pushed_again;
+ROLLBACK TO SAVEPOINT fail;
+COMMIT;
+SELECT payload->>'n' AS n, state, attempt, id = :keyed_again AS is_new_job
+FROM hopper.jobs WHERE queue = 'take-key';
+SELECT state, attempt FROM hopper.job_history WHERE id = :keyed_here;
 
 -- A queue that keeps no history deletes taken jobs outright.
 SELECT hopper.queue_create('take-forget', retention => '0') AS created;

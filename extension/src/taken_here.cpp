@@ -432,6 +432,25 @@ bool restore(spi::Connection& conn, int64_t id) {
     };
     const std::string queue = string_of(row.values[1]);
     queues::hold(conn, queue);
+    // Its dedup key may have gone to a job this transaction pushed since the take: two unfinished
+    // jobs never share one. No other transaction can have it: its push of the key waits for this
+    // one's deletion of the job. Named as queue_retry names the holder, not the unique index's
+    // bare 23505.
+    if (!row.nulls[10]) {
+        const std::string key = string_of(row.values[10]);
+        static spi::Statement key_holder(
+            "SELECT id FROM hopper.jobs WHERE queue = $1 AND dedup_key = $2 LIMIT 1",
+            {TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
+        spi::Result h = conn.exec(key_holder, {spi::arg_text(queue), spi::arg_text(key)});
+        if (!h.empty())
+            throw PgError(ERRCODE_UNIQUE_VIOLATION,
+                          "job " + std::to_string(id) + " cannot be put back: its dedup key \"" +
+                              args::clip(key, 200) + "\" belongs to unfinished job " +
+                              std::to_string(h.get_int64(0, 1)),
+                          {},
+                          "The key was pushed again after the take. Record the failure before "
+                          "pushing the key again.");
+    }
     static spi::Statement reinsert(
         "INSERT INTO hopper.jobs (id, queue, priority, run_at, attempt, max_attempts, created_at, "
         "started_at, kind, worker, dedup_key, concurrency_key, progress, last_error, errors, "
