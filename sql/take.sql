@@ -162,6 +162,33 @@ SELECT hopper.queue_complete(id, lease_token) AS completed FROM hopper.queue_pul
 SELECT hopper.queue_fail_taken(:lease_done, 'not taken') IS NULL AS lease_finished_gives_null;
 COMMIT;
 SELECT state, attempt FROM hopper.job_history WHERE id = :lease_done;
+-- Put back in a savepoint, taken again there, and that savepoint rolled back: the first take
+-- holds the job again, and a failure recorded now puts it back as that take left it.
+SELECT hopper.queue_push('take-again', '{"n": 1}') AS retaken \gset
+BEGIN;
+SELECT attempt AS first_take FROM hopper.queue_take('take-again');
+SAVEPOINT again;
+SELECT hopper.queue_fail_taken(:retaken, 'undone', retry_in => '0') AS failed_in_savepoint;
+SELECT attempt AS second_take FROM hopper.queue_take('take-again');
+ROLLBACK TO SAVEPOINT again;
+SELECT hopper.queue_fail_taken(:retaken, 'kept', retry_in => '0') AS failed_after_rollback;
+COMMIT;
+SELECT state, attempt, last_error, jsonb_array_length(errors) AS errors
+FROM hopper.jobs WHERE id = :retaken;
+-- The job's dedup key pushed again after the take: a new job holds it, and two unfinished jobs
+-- never share one. The failure is refused (23505, naming that job), as queue_retry refuses.
+SELECT hopper.queue_push('take-key', '{"n": 1}', dedup_key => 'dk') AS keyed_here \gset
+BEGIN;
+SELECT id = :keyed_here AS took_keyed FROM hopper.queue_take('take-key');
+SELECT hopper.queue_push('take-key', '{"n": 2}', dedup_key => 'dk') AS keyed_again \gset
+SAVEPOINT fail;
+SELECT replace(pg_temp.try(format('SELECT hopper.queue_fail_taken(%s, %L)', :keyed_here, 'err')),
+               :keyed_again::text, 'K') AS key_pushed_again;
+ROLLBACK TO SAVEPOINT fail;
+COMMIT;
+SELECT payload->>'n' AS n, state, attempt, id = :keyed_again AS is_new_job
+FROM hopper.jobs WHERE queue = 'take-key';
+SELECT state, attempt FROM hopper.job_history WHERE id = :keyed_here;
 
 -- A queue that keeps no history deletes taken jobs outright.
 SELECT hopper.queue_create('take-forget', retention => '0') AS created;

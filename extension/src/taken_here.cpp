@@ -1,6 +1,7 @@
 // Jobs taken in the current transaction (include/hopper/taken_here.hpp).
 #include "hopper/taken_here.hpp"
 
+#include "hopper/args.hpp"
 #include "hopper/guc.hpp"
 #include "hopper/jobs.hpp"
 #include "hopper/notify.hpp"
@@ -37,15 +38,28 @@ namespace hopper::taken_here {
 
 namespace {
 
-// Ids queue_take returned in the current top-level transaction, each with the command id current
-// when its (last) take returned. Both take paths advance the command counter past their deletion
-// before returning (as after any SPI statement), so the take's own deletion of the job has a
-// command id below that, and any later command of the transaction one at or above it. So
-// restore() tells the take's version from one a later command deleted: a completion through a
-// lease, a cancel, a queue_fail_taken that buried the job it had put back. A take inside a
-// subtransaction that rolled back stays listed; its deletion rolled back with it and no longer
-// counts as this transaction's, so that is harmless.
-std::unordered_map<int64_t, CommandId> taken;
+// Takes of the current top-level transaction, in the order queue_take returned their ids, each with
+// the command id current when the take returned and the subtransaction that made it. Both take
+// paths advance the command counter past their deletion before returning (as after any SPI
+// statement), so the take's own deletion of the job has a command id below that, and any later
+// command of the transaction one at or above it. So restore() tells the take's version from one a
+// later command deleted: a completion through a lease, a cancel, a queue_fail_taken that buried
+// the job it had put back.
+//
+// A take whose subtransaction rolls back is dropped: its job is free again, and another session
+// may take and complete it; the only trace of this transaction's take of a packed job is a packed
+// row it wrote, which any later take from that row writes too. A subtransaction's takes are the
+// newest of the log when it ends (those of its children were dropped or made its own before), so
+// its end touches only its own.
+struct Take {
+    int64_t id;
+    CommandId after_take;
+    SubTransactionId subxact;
+    size_t previous;  // index of the id's take before this one in the log, or kNone
+};
+constexpr size_t kNone = static_cast<size_t>(-1);
+std::vector<Take> takes;
+std::unordered_map<int64_t, size_t> latest_take;  // id -> index of its newest take in `takes`
 bool callbacks_registered = false;
 
 // Failures queue_fail_taken recorded in the current top-level transaction: the command id current
@@ -111,7 +125,8 @@ void on_transaction_event(XactEvent event, void*) {
         case XACT_EVENT_PREPARE:
         case XACT_EVENT_PARALLEL_COMMIT:
         case XACT_EVENT_PARALLEL_ABORT:
-            taken.clear();
+            takes.clear();
+            latest_take.clear();
             failed.clear();
             done_events.clear();
             return;
@@ -122,15 +137,29 @@ void on_transaction_event(XactEvent event, void*) {
 
 void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
                              void*) {
-    if (done_events.empty() && failed.empty()) return;
+    if (done_events.empty() && failed.empty() && takes.empty()) return;
     if (event == SUBXACT_EVENT_ABORT_SUB) {
         // In place: nothing here may throw into PostgreSQL's abort path.
+        while (!takes.empty() && takes.back().subxact == mine) {
+            const Take& t = takes.back();
+            auto it = latest_take.find(t.id);
+            // Not named when remember() ran out of memory between logging and naming it.
+            if (it != latest_take.end() && it->second == takes.size() - 1) {
+                if (t.previous == kNone)
+                    latest_take.erase(it);
+                else
+                    it->second = t.previous;
+            }
+            takes.pop_back();
+        }
         done_events.erase(std::remove_if(done_events.begin(), done_events.end(),
                                          [&](const DoneEvent& e) { return e.subxact == mine; }),
                           done_events.end());
         for (auto it = failed.begin(); it != failed.end();)
             it = it->second.subxact == mine ? failed.erase(it) : std::next(it);
     } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        for (auto t = takes.rbegin(); t != takes.rend() && t->subxact == mine; ++t)
+            t->subxact = parent;
         for (DoneEvent& e : done_events)
             if (e.subxact == mine) e.subxact = parent;
         for (auto& [id, f] : failed)
@@ -369,14 +398,17 @@ bool read_packed_version(spi::Connection& conn, int64_t id, Row* out) {
 void remember(int64_t id, const std::string& queue, bool queue_notifies_done) {
     register_callbacks();
     // Read only, not marked used: the take's cost and command counter are as they were.
-    taken[id] = GetCurrentCommandId(false);
+    auto before = latest_take.find(id);
+    takes.push_back({id, GetCurrentCommandId(false), GetCurrentSubTransactionId(),
+                     before == latest_take.end() ? kNone : before->second});
+    latest_take[id] = takes.size() - 1;
     if (queue_notifies_done && guc::notify) log_done_event(id, queue);
 }
 
 bool restore(spi::Connection& conn, int64_t id) {
-    auto it = taken.find(id);
-    if (it == taken.end()) return false;
-    const CommandId after_take = it->second;
+    auto it = latest_take.find(id);
+    if (it == latest_take.end()) return false;
+    const CommandId after_take = takes[it->second].after_take;
     static spi::Statement visible("SELECT 1 FROM hopper.jobs WHERE id = $1", {INT8OID},
                                   spi::Planning::kWalkIndexes);
     if (!conn.exec(visible, {spi::arg(id)}).empty()) return false;  // back already, or never out
@@ -392,9 +424,33 @@ bool restore(spi::Connection& conn, int64_t id) {
 
     // Back into the queue as a push would go (queues::hold); a drop waiting for this
     // transaction's take meanwhile ends in a deadlock error for one of the two.
-    char* queue = pg_guard([&] { return TextDatumGetCString(row.values[1]); });
+    auto string_of = [](Datum d) {
+        char* s = pg_guard([&] { return TextDatumGetCString(d); });
+        std::string out(s);
+        pfree(s);
+        return out;
+    };
+    const std::string queue = string_of(row.values[1]);
     queues::hold(conn, queue);
-    pfree(queue);
+    // Its dedup key may have gone to a job this transaction pushed since the take: two unfinished
+    // jobs never share one. No other transaction can have it: its push of the key waits for this
+    // one's deletion of the job. Named as queue_retry names the holder, not the unique index's
+    // bare 23505.
+    if (!row.nulls[10]) {
+        const std::string key = string_of(row.values[10]);
+        static spi::Statement key_holder(
+            "SELECT id FROM hopper.jobs WHERE queue = $1 AND dedup_key = $2 LIMIT 1",
+            {TEXTOID, TEXTOID}, spi::Planning::kWalkIndexes);
+        spi::Result h = conn.exec(key_holder, {spi::arg_text(queue), spi::arg_text(key)});
+        if (!h.empty())
+            throw PgError(ERRCODE_UNIQUE_VIOLATION,
+                          "job " + std::to_string(id) + " cannot be put back: its dedup key \"" +
+                              args::clip(key, 200) + "\" belongs to unfinished job " +
+                              std::to_string(h.get_int64(0, 1)),
+                          {},
+                          "The key was pushed again after the take. Record the failure before "
+                          "pushing the key again.");
+    }
     static spi::Statement reinsert(
         "INSERT INTO hopper.jobs (id, queue, priority, run_at, attempt, max_attempts, created_at, "
         "started_at, kind, worker, dedup_key, concurrency_key, progress, last_error, errors, "
@@ -424,8 +480,8 @@ void remember_failure(int64_t id, CommandId began) {
 bool failed_since_take(int64_t id) {
     auto f = failed.find(id);
     if (f == failed.end()) return false;
-    auto t = taken.find(id);
-    return t == taken.end() || f->second.began >= t->second;
+    auto t = latest_take.find(id);
+    return t == latest_take.end() || f->second.began >= takes[t->second].after_take;
 }
 
 }  // namespace hopper::taken_here

@@ -27,7 +27,9 @@ void remember(int64_t id, const std::string& queue, bool queue_notifies_done);
 // Puts job `id` back into hopper.jobs, available and as it was before the take, if this
 // transaction took it and still has it out: the take was not rolled back, and no later command of
 // the transaction finished the job (a job put back, then completed through a lease, cancelled or
-// buried, stays finished). Returns false (and changes nothing) otherwise.
+// buried, stays finished). Returns false (and changes nothing) otherwise. A take rolled back to a
+// savepoint counts as rolled back. Raises 23505, naming the holder, if a job this transaction
+// pushed since the take holds the job's dedup key.
 bool restore(spi::Connection& conn, int64_t id);
 
 // By queue_fail_taken once it recorded a failure of job `id`, with the command id current when
