@@ -1,4 +1,7 @@
 // See include/hopper/reaper_pass.hpp.
+#include <algorithm>
+#include <string>
+
 #include "hopper/batches.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
@@ -13,6 +16,8 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 }
 
@@ -127,26 +132,50 @@ bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until)
                 .empty();
 }
 
+// Every lock wait of the reaper ends well before deadlock_timeout. DROP EXTENSION (or DDL on
+// hopper's tables) locks the tables one after another, in an order of its own, and may sit queued
+// behind a long transaction (a worker's open BEGIN; queue_take ...) while holding some of them; the
+// reaper's transactions read them in another order, so the two end up waiting on each other. The
+// deadlock is then found by whichever waits longest past deadlock_timeout, and that was the DROP:
+// it failed with 40P01 though it only had to wait for that transaction. With this lock timeout the
+// reaper gives up its wait, and the locks it holds, first, and tries again at its next pass. Set
+// before every pass: a reload may change deadlock_timeout. A database's own lock_timeout is
+// overridden, as its search_path is.
+void wait_less_than_deadlock_timeout() {
+    std::string ms = std::to_string(std::max(1, DeadlockTimeout / 4));
+    pg_guard([&] { SetConfigOption("lock_timeout", ms.c_str(), PGC_SUSET, PGC_S_OVERRIDE); });
+}
+
 PassOutcome run_steps(PassState& state) {
+    wait_less_than_deadlock_timeout();
     Installed is = Installed::absent;
     bool stopped = false;
     bool wanted = false;
     std::vector<std::string> queues;
-    worker::in_transaction([&] {
-        // DROP EXTENSION is noticed here: the reaper then exits.
-        is = installed();
-        if (is != Installed::in_place) return;
-        wanted = database_wanted();
-        if (wanted) return;
-        spi::Connection conn;
-        static spi::Statement control("SELECT stopped FROM hopper.reaper_control", {});
-        spi::Result c = conn.exec(control, {});
-        stopped = !c.empty() && c.get_bool(0, 1);
-        static spi::Statement list("SELECT name FROM hopper.queues ORDER BY name", {});
-        spi::Result r = conn.exec(list, {});
-        for (uint64_t i = 0; i < r.rows(); ++i) queues.push_back(r.get_text(i, 1));
-        conn.finish();
-    });
+    bool busy = false;
+    try {
+        worker::in_transaction([&] {
+            // DROP EXTENSION is noticed here: the reaper then exits.
+            is = installed();
+            if (is != Installed::in_place) return;
+            wanted = database_wanted();
+            if (wanted) return;
+            spi::Connection conn;
+            static spi::Statement control("SELECT stopped FROM hopper.reaper_control", {});
+            spi::Result c = conn.exec(control, {});
+            stopped = !c.empty() && c.get_bool(0, 1);
+            static spi::Statement list("SELECT name FROM hopper.queues ORDER BY name", {});
+            spi::Result r = conn.exec(list, {});
+            for (uint64_t i = 0; i < r.rows(); ++i) queues.push_back(r.get_text(i, 1));
+            conn.finish();
+        });
+    } catch (const PgError& e) {
+        // A table locked by DROP EXTENSION on its way (or other DDL): this pass is skipped, and
+        // the next one finds the extension gone, or the table free.
+        if (e.sqlstate() != ERRCODE_LOCK_NOT_AVAILABLE) throw;
+        busy = true;
+    }
+    if (busy) return PassOutcome::skipped;
     if (is == Installed::absent) return PassOutcome::extension_gone;
     if (is == Installed::misplaced) return PassOutcome::misplaced;
     if (stopped) return PassOutcome::stopped;

@@ -21,14 +21,6 @@ extern "C" {
 namespace hopper::reaper {
 namespace {
 
-// Dropping a partition locks all of hopper.job_history for a moment, and creating one locks its
-// default partition: never queue behind (and so in front of) completions for long. A step that
-// times out is retried at the next retention run.
-void short_lock_timeout(spi::Connection& conn) {
-    static spi::Statement st("SELECT pg_catalog.set_config('lock_timeout', '500ms', true)", {});
-    conn.exec(st, {});
-}
-
 // Runs a statement that names a table (no saved plan: the table is gone afterwards).
 uint64_t exec_once(const std::string& sql) {
     return pg_guard([&] {
@@ -225,12 +217,15 @@ PruneCounts prune_one_by_one(spi::Connection& conn, const std::string& queue, in
     "      pg_catalog.now() - interval '168 hours') "                                          \
     "      FROM hopper.queues) "
 
+// Dropping a partition locks all of hopper.job_history for a moment, and creating one locks its
+// default partition: the reaper's lock timeout (a quarter of deadlock_timeout, see run_steps)
+// keeps them from queueing behind (and so in front of) completions for long. A step that times
+// out is retried at the next retention run.
 uint64_t prune_history(int64_t batch) {
     uint64_t pruned = 0;
 
     isolated("creating history partitions", [&] {
         spi::Connection conn;
-        short_lock_timeout(conn);
         static spi::Statement ensure("SELECT hopper.ensure_history_partitions(7)", {});
         conn.exec(ensure, {});
         conn.finish();
@@ -252,7 +247,6 @@ uint64_t prune_history(int64_t batch) {
         uint64_t rows = 0;
         isolated("dropping history partition " + part, [&] {
             spi::Connection conn;
-            short_lock_timeout(conn);
             // Every queue's row held until the drop commits, and the cutoff read again under
             // them: a retention raised since the list was made keeps the partition, and one
             // raised now waits for the drop.
