@@ -280,11 +280,28 @@ uint64_t prune_history(int64_t batch) {
     }
 
     // Rows past their own queue's retention: queues with a shorter retention than the longest,
-    // days still in a partition that also holds younger rows, and the default partition.
+    // days still in a partition that also holds younger rows, and the default partition. Only
+    // the queues that have such rows, found in one statement: a loose scan of
+    // job_history_queue_idx (one descent per queue with any history, none for the others), then
+    // per queue a descent per state to its oldest row. Before, every queue cost a transaction
+    // that took its row FOR SHARE, a commit to disk each: minutes for a few 100,000 queues.
     std::vector<std::string> queues;
     worker::in_transaction([&] {
         spi::Connection conn;
-        static spi::Statement st("SELECT name FROM hopper.queues ORDER BY name", {});
+        static spi::Statement st(
+            "WITH RECURSIVE kept(queue) AS ("
+            "  (SELECT queue FROM hopper.job_history ORDER BY queue LIMIT 1) "
+            "  UNION ALL "
+            "  SELECT (SELECT h.queue FROM hopper.job_history h WHERE h.queue > k.queue "
+            "    ORDER BY h.queue LIMIT 1) FROM kept k WHERE k.queue IS NOT NULL) "
+            "SELECT k.queue FROM kept k JOIN hopper.queues q ON q.name = k.queue "
+            "WHERE EXISTS (SELECT 1 FROM pg_catalog.unnest("
+            "    pg_catalog.enum_range(NULL::hopper.job_state)) s(state) "
+            "  CROSS JOIN LATERAL (SELECT 1 FROM hopper.job_history h WHERE h.queue = k.queue "
+            "    AND h.state OPERATOR(pg_catalog.=) s.state "
+            "    AND h.finished_at < pg_catalog.now() - q.retention LIMIT 1) x) "
+            "ORDER BY 1",
+            {}, spi::Planning::kWalkIndexes);
         spi::Result r = conn.exec(st, {});
         for (uint64_t i = 0; i < r.rows(); ++i) queues.push_back(r.get_text(i, 1));
         conn.finish();
