@@ -966,6 +966,9 @@ $$;
 -- no packed jobs pay nothing for them. (include/hopper/batches.hpp, kMarkLockKey1, says how a
 -- clear never races a push.)
 ALTER TABLE hopper.queues ADD COLUMN packed boolean NOT NULL DEFAULT false;
+-- The reaper looks at every pass for marked queues whose packed rows are all gone: through this
+-- index it reads the few marked queues, not every queue's row.
+CREATE INDEX queues_packed_idx ON hopper.queues (name) WHERE packed;
 GRANT UPDATE (packed) ON hopper.queues TO hopper_producer;
 GRANT SELECT, INSERT ON hopper.job_batches TO hopper_producer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.job_batches TO hopper_worker;

@@ -1,4 +1,7 @@
 // See include/hopper/reaper_pass.hpp.
+#include <algorithm>
+#include <string>
+
 #include "hopper/batches.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
@@ -13,6 +16,8 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 }
 
@@ -127,26 +132,126 @@ bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until)
                 .empty();
 }
 
+// Every lock wait of the reaper ends well before deadlock_timeout. DROP EXTENSION (or DDL on
+// hopper's tables) locks the tables one after another, in an order of its own, and may sit queued
+// behind a long transaction (a worker's open BEGIN; queue_take ...) while holding some of them; the
+// reaper's transactions read them in another order, so the two end up waiting on each other. The
+// deadlock is then found by whichever waits longest past deadlock_timeout, and that was the DROP:
+// it failed with 40P01 though it only had to wait for that transaction. With this lock timeout the
+// reaper gives up its wait, and the locks it holds, first, and tries again at its next pass. Set
+// before every pass: a reload may change deadlock_timeout. A database's own lock_timeout is
+// overridden, as its search_path is.
+void wait_less_than_deadlock_timeout() {
+    std::string ms = std::to_string(std::max(1, DeadlockTimeout / 4));
+    pg_guard([&] { SetConfigOption("lock_timeout", ms.c_str(), PGC_SUSET, PGC_S_OVERRIDE); });
+}
+
+// A pass's cost follows the work there is to do, not the number of queues: producers may make
+// any number of them (INSERT INTO hopper.queues, a push to a new name), and with work asked of
+// every queue on every pass (a transaction, even a commit, each) a pass over 300,000 queues took
+// minutes while a 1-second lease waited to be rescued. Each step first asks, in one statement,
+// which queues it has work in, through an index of the table it works on, and then works on
+// those alone. Each question is a loose index scan: one descent per queue that has such rows at
+// all (leased jobs, delayed jobs, history), however many jobs each holds, and none for the
+// queues that hold none.
+std::vector<std::string> queue_names(spi::Connection& conn, spi::Statement& st,
+                                     std::initializer_list<spi::Arg> args) {
+    spi::Result r = conn.exec(st, args);
+    std::vector<std::string> names;
+    names.reserve(r.rows());
+    for (uint64_t i = 0; i < r.rows(); ++i) names.push_back(r.get_text(i, 1));
+    return names;
+}
+
+// The queues with a lease expired before `at`, in name order, from jobs_lease_idx.
+std::vector<std::string> queues_with_expired_leases(spi::Connection& conn, TimestampTz at) {
+    static spi::Statement st(
+        "WITH RECURSIVE leased(queue) AS ("
+        "  (SELECT queue FROM hopper.jobs WHERE lease_until IS NOT NULL ORDER BY queue LIMIT 1) "
+        "  UNION ALL "
+        "  SELECT (SELECT j.queue FROM hopper.jobs j WHERE j.lease_until IS NOT NULL "
+        "    AND j.queue > l.queue ORDER BY j.queue LIMIT 1) FROM leased l "
+        "  WHERE l.queue IS NOT NULL) "
+        // One probe per queue (LIMIT 1 keeps it a probe: as EXISTS, the planner may read every
+        // expired lease of every queue instead).
+        "SELECT l.queue FROM leased l CROSS JOIN LATERAL ("
+        "  SELECT 1 FROM hopper.jobs j WHERE j.queue = l.queue "
+        "    AND j.state OPERATOR(pg_catalog.=) 'running' AND j.lease_until < $1 LIMIT 1) x "
+        "WHERE l.queue IS NOT NULL",
+        {TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    return queue_names(conn, st, {spi::arg_datum(TimestampTzGetDatum(at))});
+}
+
+// The queues with jobs that became due in (since, until], from jobs_delayed_idx (see became_due).
+std::vector<std::string> queues_with_jobs_become_due(spi::Connection& conn, TimestampTz since,
+                                                     TimestampTz until) {
+    static spi::Statement st(
+        "WITH RECURSIVE delayed(queue) AS ("
+        "  (SELECT queue FROM hopper.jobs WHERE state OPERATOR(pg_catalog.=) 'available' "
+        "    AND run_at > created_at ORDER BY queue LIMIT 1) "
+        "  UNION ALL "
+        "  SELECT (SELECT j.queue FROM hopper.jobs j WHERE j.state OPERATOR(pg_catalog.=) "
+        "    'available' AND j.run_at > j.created_at AND j.queue > d.queue "
+        "    ORDER BY j.queue LIMIT 1) FROM delayed d WHERE d.queue IS NOT NULL) "
+        "SELECT d.queue FROM delayed d WHERE d.queue IS NOT NULL",
+        {}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    std::vector<std::string> due;
+    for (std::string& queue : queue_names(conn, st, {}))
+        if (became_due(conn, queue, since, until)) due.push_back(std::move(queue));
+    return due;
+}
+
+// The queues with due jobs or packed rows (the first pass's wake-ups): jobs_pull_idx and
+// job_batches_pull_idx, then any_due on each.
+std::vector<std::string> queues_with_due_jobs(spi::Connection& conn, TimestampTz until) {
+    static spi::Statement st(
+        "WITH RECURSIVE waiting(queue) AS ("
+        "  (SELECT queue FROM hopper.jobs WHERE state OPERATOR(pg_catalog.=) 'available' "
+        "    ORDER BY queue LIMIT 1) "
+        "  UNION ALL "
+        "  SELECT (SELECT j.queue FROM hopper.jobs j WHERE j.state OPERATOR(pg_catalog.=) "
+        "    'available' AND j.queue > w.queue ORDER BY j.queue LIMIT 1) "
+        "  FROM waiting w WHERE w.queue IS NOT NULL), "
+        "packed(queue) AS ("
+        "  (SELECT queue FROM hopper.job_batches ORDER BY queue LIMIT 1) "
+        "  UNION ALL "
+        "  SELECT (SELECT b.queue FROM hopper.job_batches b WHERE b.queue > p.queue "
+        "    ORDER BY b.queue LIMIT 1) FROM packed p WHERE p.queue IS NOT NULL) "
+        "SELECT queue FROM waiting WHERE queue IS NOT NULL "
+        "UNION SELECT queue FROM packed WHERE queue IS NOT NULL ORDER BY 1",
+        {}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
+    std::vector<std::string> due;
+    for (std::string& queue : queue_names(conn, st, {}))
+        if (any_due(conn, queue, until)) due.push_back(std::move(queue));
+    return due;
+}
+
 PassOutcome run_steps(PassState& state) {
+    wait_less_than_deadlock_timeout();
     Installed is = Installed::absent;
     bool stopped = false;
     bool wanted = false;
-    std::vector<std::string> queues;
-    worker::in_transaction([&] {
-        // DROP EXTENSION is noticed here: the reaper then exits.
-        is = installed();
-        if (is != Installed::in_place) return;
-        wanted = database_wanted();
-        if (wanted) return;
-        spi::Connection conn;
-        static spi::Statement control("SELECT stopped FROM hopper.reaper_control", {});
-        spi::Result c = conn.exec(control, {});
-        stopped = !c.empty() && c.get_bool(0, 1);
-        static spi::Statement list("SELECT name FROM hopper.queues ORDER BY name", {});
-        spi::Result r = conn.exec(list, {});
-        for (uint64_t i = 0; i < r.rows(); ++i) queues.push_back(r.get_text(i, 1));
-        conn.finish();
-    });
+    bool busy = false;
+    try {
+        worker::in_transaction([&] {
+            // DROP EXTENSION is noticed here: the reaper then exits.
+            is = installed();
+            if (is != Installed::in_place) return;
+            wanted = database_wanted();
+            if (wanted) return;
+            spi::Connection conn;
+            static spi::Statement control("SELECT stopped FROM hopper.reaper_control", {});
+            spi::Result c = conn.exec(control, {});
+            stopped = !c.empty() && c.get_bool(0, 1);
+            conn.finish();
+        });
+    } catch (const PgError& e) {
+        // A table locked by DROP EXTENSION on its way (or other DDL): this pass is skipped, and
+        // the next one finds the extension gone, or the table free.
+        if (e.sqlstate() != ERRCODE_LOCK_NOT_AVAILABLE) throw;
+        busy = true;
+    }
+    if (busy) return PassOutcome::skipped;
     if (is == Installed::absent) return PassOutcome::extension_gone;
     if (is == Installed::misplaced) return PassOutcome::misplaced;
     if (stopped) return PassOutcome::stopped;
@@ -168,10 +273,17 @@ PassOutcome run_steps(PassState& state) {
             });
     });
 
-    // Each queue's expired leases, as the orphans above. One queue whose rescue fails otherwise
-    // is reported and passed over: the other queues' expired leases, the schedules and the
-    // pruning still run. A cancel or shutdown ends the pass as before.
-    for (const std::string& queue : queues) {
+    // Each queue's expired leases, as the orphans above: the queues that have any, found in one
+    // statement. One queue whose rescue fails otherwise is reported and passed over: the other
+    // queues' expired leases, the schedules and the pruning still run. A cancel or shutdown ends
+    // the pass as before.
+    std::vector<std::string> expired;
+    worker::in_transaction([&] {
+        spi::Connection conn;
+        expired = queues_with_expired_leases(conn, transaction_now());
+        conn.finish();
+    });
+    for (const std::string& queue : expired) {
         worker::reported("rescuing the expired leases of queue \"" + queue + "\"", [&] {
             state.rescued += rescue_in_batches(
                 batch,
@@ -192,18 +304,23 @@ PassOutcome run_steps(PassState& state) {
         static spi::Statement drained(
             "SELECT name FROM hopper.queues q WHERE packed "
             "AND NOT EXISTS (SELECT 1 FROM hopper.job_batches b WHERE b.queue = q.name)",
-            {});
+            {}, spi::Planning::kWalkIndexes);
         spi::Result r = conn.exec(drained, {});
         for (uint64_t i = 0; i < r.rows(); ++i) batches::unmark_if_drained(conn, r.get_text(i, 1));
         // And the other way: a queue with packed rows whose mark someone cleared by hand (a
         // producer may write it, for its first packed push) would have its claims pass them
         // over for ever. A row held by a push in flight is left to that push.
+        // The queues with packed rows are found by a loose scan of job_batches_pull_idx.
         static spi::Statement unmarked(
-            "WITH q AS (SELECT name FROM hopper.queues q WHERE NOT packed "
-            "  AND EXISTS (SELECT 1 FROM hopper.job_batches b WHERE b.queue = q.name) "
-            "  FOR NO KEY UPDATE SKIP LOCKED) "
-            "UPDATE hopper.queues u SET packed = true FROM q WHERE u.name = q.name",
-            {});
+            "WITH RECURSIVE b(queue) AS ("
+            "  (SELECT queue FROM hopper.job_batches ORDER BY queue LIMIT 1) "
+            "  UNION ALL "
+            "  SELECT (SELECT x.queue FROM hopper.job_batches x WHERE x.queue > b.queue "
+            "    ORDER BY x.queue LIMIT 1) FROM b WHERE b.queue IS NOT NULL), "
+            "unmarked AS (SELECT m.name FROM hopper.queues m JOIN b ON b.queue = m.name "
+            "  WHERE NOT m.packed FOR NO KEY UPDATE OF m SKIP LOCKED) "
+            "UPDATE hopper.queues u SET packed = true FROM unmarked WHERE u.name = unmarked.name",
+            {}, spi::Planning::kWalkIndexes);
         conn.exec(unmarked, {});
         conn.finish();
     });
@@ -228,9 +345,9 @@ PassOutcome run_steps(PassState& state) {
         bool first = state.last_due_check == 0;
         TimestampTz since = state.last_due_check;
         spi::Connection conn;
-        for (const std::string& queue : queues)
-            if (first ? any_due(conn, queue, now) : became_due(conn, queue, since, now))
-                notify::queue_ready(queue);
+        for (const std::string& queue : first ? queues_with_due_jobs(conn, now)
+                                              : queues_with_jobs_become_due(conn, since, now))
+            notify::queue_ready(queue);
         conn.finish();
         state.last_due_check = now;
     });

@@ -220,6 +220,14 @@ Next one_round() {
     if (!running) return start_up();
     report_activity(STATE_RUNNING);
     PassOutcome outcome = run_pass(pass_state);
+    if (outcome == PassOutcome::skipped) {
+        pg_guard([] {
+            ereport(LOG, (errmsg("hopper reaper skips a pass: a lock on hopper's tables was not "
+                                 "free (DROP EXTENSION or other DDL under way)")));
+        });
+        report_activity(STATE_IDLE);
+        return Next::go_on;
+    }
     if (outcome != PassOutcome::done) {
         const char* why = outcome == PassOutcome::extension_gone ? "the extension was dropped"
                           : outcome == PassOutcome::stopped      ? "hopper.reaper_stop() was called"

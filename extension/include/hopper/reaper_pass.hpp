@@ -24,6 +24,7 @@ struct PassState {
 
 enum class PassOutcome {
     done,
+    skipped,         // a lock the pass starts with was not free in time (DROP EXTENSION, DDL)
     extension_gone,  // DROP EXTENSION: the reaper exits
     misplaced,       // the schema named hopper is not one to trust (reaper::installed()): exits
     stopped,         // reaper_stop(): the reaper exits
