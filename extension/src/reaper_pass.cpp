@@ -140,9 +140,10 @@ bool any_due(spi::Connection& conn, const std::string& queue, TimestampTz until)
 // it failed with 40P01 though it only had to wait for that transaction. With this lock timeout the
 // reaper gives up its wait, and the locks it holds, first, and tries again at its next pass. Set
 // before every pass: a reload may change deadlock_timeout. A database's own lock_timeout is
-// overridden, as its search_path is.
+// overridden, as its search_path is. At most half a second, as the partition DDL waited before:
+// with a long deadlock_timeout a quarter of it would queue that DDL ahead of completions for long.
 void wait_less_than_deadlock_timeout() {
-    std::string ms = std::to_string(std::max(1, DeadlockTimeout / 4));
+    std::string ms = std::to_string(std::clamp(DeadlockTimeout / 4, 1, 500));
     pg_guard([&] { SetConfigOption("lock_timeout", ms.c_str(), PGC_SUSET, PGC_S_OVERRIDE); });
 }
 
@@ -277,11 +278,15 @@ PassOutcome run_steps(PassState& state) {
     // statement. One queue whose rescue fails otherwise is reported and passed over: the other
     // queues' expired leases, the schedules and the pruning still run. A cancel or shutdown ends
     // the pass as before.
+    // Reported, as each step is: a lookup that times out (its index being rebuilt) is retried at
+    // the next pass and does not end this one.
     std::vector<std::string> expired;
-    worker::in_transaction([&] {
-        spi::Connection conn;
-        expired = queues_with_expired_leases(conn, transaction_now());
-        conn.finish();
+    worker::reported("finding the queues with expired leases", [&] {
+        worker::in_transaction([&] {
+            spi::Connection conn;
+            expired = queues_with_expired_leases(conn, transaction_now());
+            conn.finish();
+        });
     });
     for (const std::string& queue : expired) {
         worker::reported("rescuing the expired leases of queue \"" + queue + "\"", [&] {
@@ -299,30 +304,34 @@ PassOutcome run_steps(PassState& state) {
     }
 
     // Queues whose packed rows are all gone go back to the claims that read hopper.jobs alone.
-    worker::in_transaction([&] {
-        spi::Connection conn;
-        static spi::Statement drained(
-            "SELECT name FROM hopper.queues q WHERE packed "
-            "AND NOT EXISTS (SELECT 1 FROM hopper.job_batches b WHERE b.queue = q.name)",
-            {}, spi::Planning::kWalkIndexes);
-        spi::Result r = conn.exec(drained, {});
-        for (uint64_t i = 0; i < r.rows(); ++i) batches::unmark_if_drained(conn, r.get_text(i, 1));
-        // And the other way: a queue with packed rows whose mark someone cleared by hand (a
-        // producer may write it, for its first packed push) would have its claims pass them
-        // over for ever. A row held by a push in flight is left to that push.
-        // The queues with packed rows are found by a loose scan of job_batches_pull_idx.
-        static spi::Statement unmarked(
-            "WITH RECURSIVE b(queue) AS ("
-            "  (SELECT queue FROM hopper.job_batches ORDER BY queue LIMIT 1) "
-            "  UNION ALL "
-            "  SELECT (SELECT x.queue FROM hopper.job_batches x WHERE x.queue > b.queue "
-            "    ORDER BY x.queue LIMIT 1) FROM b WHERE b.queue IS NOT NULL), "
-            "unmarked AS (SELECT m.name FROM hopper.queues m JOIN b ON b.queue = m.name "
-            "  WHERE NOT m.packed FOR NO KEY UPDATE OF m SKIP LOCKED) "
-            "UPDATE hopper.queues u SET packed = true FROM unmarked WHERE u.name = unmarked.name",
-            {}, spi::Planning::kWalkIndexes);
-        conn.exec(unmarked, {});
-        conn.finish();
+    worker::reported("updating the queues' packed marks", [&] {
+        worker::in_transaction([&] {
+            spi::Connection conn;
+            static spi::Statement drained(
+                "SELECT name FROM hopper.queues q WHERE packed "
+                "AND NOT EXISTS (SELECT 1 FROM hopper.job_batches b WHERE b.queue = q.name)",
+                {}, spi::Planning::kWalkIndexes);
+            spi::Result r = conn.exec(drained, {});
+            for (uint64_t i = 0; i < r.rows(); ++i)
+                batches::unmark_if_drained(conn, r.get_text(i, 1));
+            // And the other way: a queue with packed rows whose mark someone cleared by hand (a
+            // producer may write it, for its first packed push) would have its claims pass them
+            // over for ever. A row held by a push in flight is left to that push.
+            // The queues with packed rows are found by a loose scan of job_batches_pull_idx.
+            static spi::Statement unmarked(
+                "WITH RECURSIVE b(queue) AS ("
+                "  (SELECT queue FROM hopper.job_batches ORDER BY queue LIMIT 1) "
+                "  UNION ALL "
+                "  SELECT (SELECT x.queue FROM hopper.job_batches x WHERE x.queue > b.queue "
+                "    ORDER BY x.queue LIMIT 1) FROM b WHERE b.queue IS NOT NULL), "
+                "unmarked AS (SELECT m.name FROM hopper.queues m JOIN b ON b.queue = m.name "
+                "  WHERE NOT m.packed FOR NO KEY UPDATE OF m SKIP LOCKED) "
+                "UPDATE hopper.queues u SET packed = true FROM unmarked WHERE u.name = "
+                "unmarked.name",
+                {}, spi::Planning::kWalkIndexes);
+            conn.exec(unmarked, {});
+            conn.finish();
+        });
     });
 
     // Periodic jobs: a transaction per batch of due schedules, each job pushed with its tick. A
@@ -340,6 +349,10 @@ PassOutcome run_steps(PassState& state) {
     // On the first pass every queue with due jobs is woken: workers may have missed the pushes'
     // NOTIFY while the server (or this reaper) was down. From then on the relay announces pushes.
     if (state.last_due_check == 0) relay_prime();
+    // The check moves on only once its notices are committed: the commit may fail (its NOTIFY
+    // waits for a lock under this pass's lock_timeout), and the jobs that fell due would then never
+    // be announced.
+    TimestampTz checked_until = 0;
     worker::in_transaction([&] {
         TimestampTz now = transaction_now();
         bool first = state.last_due_check == 0;
@@ -349,8 +362,9 @@ PassOutcome run_steps(PassState& state) {
                                               : queues_with_jobs_become_due(conn, since, now))
             notify::queue_ready(queue);
         conn.finish();
-        state.last_due_check = now;
+        checked_until = now;
     });
+    state.last_due_check = checked_until;
 
     TimestampTz now = GetCurrentTimestamp();
     if (state.last_prune == 0 ||
