@@ -60,6 +60,19 @@ struct Take {
 constexpr size_t kNone = static_cast<size_t>(-1);
 std::vector<Take> takes;
 std::unordered_map<int64_t, size_t> latest_take;  // id -> index of its newest take in `takes`
+
+// At the end of a transaction. One that took a great many jobs does not leave the backend holding
+// their log's memory for the rest of the session.
+void forget_takes() noexcept {
+    constexpr size_t kKept = 4096;
+    if (takes.capacity() > kKept) {
+        std::vector<Take>().swap(takes);
+        std::unordered_map<int64_t, size_t>().swap(latest_take);
+    } else {
+        takes.clear();
+        latest_take.clear();
+    }
+}
 bool callbacks_registered = false;
 
 // Failures queue_fail_taken recorded in the current top-level transaction: the command id current
@@ -125,8 +138,7 @@ void on_transaction_event(XactEvent event, void*) {
         case XACT_EVENT_PREPARE:
         case XACT_EVENT_PARALLEL_COMMIT:
         case XACT_EVENT_PARALLEL_ABORT:
-            takes.clear();
-            latest_take.clear();
+            forget_takes();
             failed.clear();
             done_events.clear();
             return;
