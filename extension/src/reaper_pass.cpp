@@ -68,18 +68,11 @@ uint64_t rescue_in_batches(int64_t batch, Batch&& step, OneByOne&& one_by_one) {
     for (;;) {
         rescue::Counts c;
         rescue::Cursor moved = after;
-        bool failed = false;
-        try {
-            worker::in_transaction([&] {
+        if (!worker::committed([&] {
                 spi::Connection conn;
                 c = step(conn, moved);
                 conn.finish();
-            });
-        } catch (const PgError& e) {
-            if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
-            failed = true;
-        }
-        if (failed) {
+            })) {
             moved = after;
             worker::in_transaction([&] {
                 spi::Connection conn;

@@ -302,24 +302,17 @@ uint64_t prune_history(int64_t batch) {
             uint64_t deleted = 0;
             uint64_t seen = 0;
             HistoryCursor moved = after;
-            bool failed = false;
             // A batch that fails as a whole (a trigger of the user's refusing one row's delete)
             // is run again a row at a time, and the cursor walks past the rows that fail: before,
             // such a row undid its batch at every run, and none of the queue's history after it
             // was ever pruned. Any other failure leaves the queue to the next run.
-            try {
-                worker::in_transaction([&] {
+            if (!worker::committed([&] {
                     spi::Connection conn;
                     PruneCounts c = prune_batch(conn, queue, batch, moved);
                     deleted = c.deleted;
                     seen = c.seen;
                     conn.finish();
-                });
-            } catch (const PgError& e) {
-                if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
-                failed = true;
-            }
-            if (failed) {
+                })) {
                 moved = after;
                 deleted = seen = 0;
                 isolated("pruning the history of queue \"" + queue + "\"", [&] {

@@ -37,6 +37,20 @@ void in_transaction(F&& body) {
     }
 }
 
+// Runs body in a transaction of its own, as in_transaction() does, and says whether it committed.
+// A failure is not reported: the caller has another way to do the work (the reaper's batched steps
+// go on one row at a time). A cancel or shutdown (SQLSTATE class 57) still propagates.
+template <typename F>
+bool committed(F&& body) {
+    try {
+        in_transaction(std::forward<F>(body));
+        return true;
+    } catch (const PgError& e) {
+        if (ERRCODE_TO_CATEGORY(e.sqlstate()) == ERRCODE_OPERATOR_INTERVENTION) throw;
+        return false;
+    }
+}
+
 // Failures in a worker's main loop, in two steps so that nothing that may raise a PostgreSQL error
 // runs inside a C++ catch block:
 //   try { ... } catch (...) { worker::remember_failure(); failed = true; }
