@@ -745,9 +745,13 @@ CREATE TABLE hopper.schedules (
     created_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at   timestamptz,
     -- The role whose rights the schedule's push runs with, whoever runs it (the reaper is a
-    -- superuser): the role that wrote the schedule. A name, as pg_dump restores it; a schedule
-    -- whose role is gone is reported and skipped.
-    owner        name NOT NULL DEFAULT CURRENT_USER
+    -- superuser): the role that wrote the schedule. The role itself, not its name: a renamed
+    -- role keeps its schedules, and a role made again under a dropped one's name does not get
+    -- them. regrole, not oid: pg_dump writes the name, and a restore into another server maps
+    -- it to that server's role. NULL once a run found the role dropped (DROP ROLE cannot see
+    -- rows): such a schedule does not run until a superuser gives it to a role.
+    owner        pg_catalog.regrole
+                 DEFAULT pg_catalog.quote_ident(CURRENT_USER)::pg_catalog.regrole
 );
 CREATE INDEX schedules_due_idx ON hopper.schedules (next_run_at);
 CREATE INDEX schedules_queue_idx ON hopper.schedules (queue);
@@ -799,8 +803,10 @@ RETURNS SETOF record
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+    -- The owner's name as it is now, unquoted; NULL for a schedule whose role was dropped (and
+    -- "unknown (OID=n)" until a run has found it dropped).
     SELECT s.name, s.cron, s.queue, s.kind, s.priority, s.max_attempts, s.payload, s.next_run_at,
-           s.last_run_at, s.last_job_id, s.created_at, s.owner
+           s.last_run_at, s.last_job_id, s.created_at, pg_catalog.pg_get_userbyid(s.owner)
     FROM hopper.schedules s ORDER BY s.next_run_at, s.name
 $fn$;
 
@@ -831,16 +837,17 @@ ON hopper.schedules TO hopper_producer;
 -- A role that changes what a schedule pushes (queue_schedule replacing it, or an UPDATE by hand)
 -- becomes its owner: the schedule of another role must not push, with that role's rights, a job
 -- that role did not define. A run moving next_run_at, or an owner set by a superuser, keeps it.
+-- A schedule without an owner (its role dropped) is taken over the same way.
 CREATE FUNCTION hopper.schedules_owner() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    IF NEW.owner = OLD.owner
+    IF NEW.owner IS NOT DISTINCT FROM OLD.owner
        AND (NEW.cron, NEW.queue, NEW.payload, NEW.kind, NEW.priority, NEW.max_attempts)
            IS DISTINCT FROM (OLD.cron, OLD.queue, OLD.payload, OLD.kind, OLD.priority,
                              OLD.max_attempts) THEN
-        NEW.owner := CURRENT_USER;
+        NEW.owner := quote_ident(CURRENT_USER)::regrole;
     END IF;
     RETURN NEW;
 END

@@ -9,7 +9,11 @@
 // the same minute) gets the tick's job back, finished or not, instead of a second one.
 //
 // Each push runs as the schedule's owner, the role that wrote it: the reaper is a superuser, and
-// row level security on hopper.jobs and the triggers there must see the role whose job it is.
+// row level security on hopper.jobs and the triggers there must see the role whose job it is. The
+// owner is a role's OID: a rename keeps the schedule its role's, and a dropped role's schedule is
+// never run as a role made later under its name. A superuser's run that finds the role dropped
+// clears the owner, with a WARNING: the schedule is then left out of the runs (and reported once,
+// not at every pass of the reaper) until a superuser gives it to a role.
 #include <vector>
 
 #include "hopper/args.hpp"
@@ -24,6 +28,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -42,7 +47,7 @@ struct Due {
     int16_t priority;
     std::optional<int32_t> max_attempts;
     TimestampTz next_run_at;
-    std::string owner;
+    Oid owner;
 };
 
 // The schedule's owner as the current user while it lives, in a security-restricted operation
@@ -74,8 +79,8 @@ std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit,
                           const Cursor* after) {
 #define HOPPER_LOCK_DUE(past)                                                        \
     "SELECT name, cron, queue, payload, kind, priority, max_attempts, next_run_at, " \
-    "owner::pg_catalog.text "                                                        \
-    "FROM hopper.schedules WHERE next_run_at <= $1 " past                            \
+    "owner::pg_catalog.oid "                                                         \
+    "FROM hopper.schedules WHERE next_run_at <= $1 AND owner IS NOT NULL " past      \
     "ORDER BY next_run_at, name LIMIT $2 "                                           \
     "FOR UPDATE SKIP LOCKED"
     static spi::Statement first(HOPPER_LOCK_DUE(""), {TIMESTAMPTZOID, INT8OID});
@@ -102,7 +107,7 @@ std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit,
         d.priority = DatumGetInt16(r.datum(i, 6, &isnull));
         if (!r.is_null(i, 7)) d.max_attempts = r.get_int32(i, 7);
         d.next_run_at = DatumGetTimestampTz(r.datum(i, 8, &isnull));
-        d.owner = r.get_text(i, 9);
+        d.owner = DatumGetObjectId(r.datum(i, 9, &isnull));
         due.push_back(std::move(d));
     }
     return due;
@@ -128,8 +133,11 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
         "UPDATE hopper.schedules SET next_run_at = $2, last_run_at = $3, last_job_id = $4 "
         "WHERE name = $1",
         {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID});
+    static spi::Statement disown("UPDATE hopper.schedules SET owner = NULL WHERE name = $1",
+                                 {TEXTOID});
     std::vector<Due> due = lock_due(conn, at, limit, after);
     Oid runner = pg_guard([] { return GetUserId(); });
+    bool runner_is_superuser = pg_guard([&] { return superuser_arg(runner); });
     counts.locked = due.size();
     if (after != nullptr && !due.empty()) {
         after->started = true;
@@ -144,10 +152,25 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
             // A drop of the queue in flight deletes this schedule once this transaction lets
             // its row go; it stays due if the drop rolls back.
             if (!queues::hold(conn, d.queue, /*wait=*/false)) return;
-            Oid owner = pg_guard([&] { return get_role_oid(d.owner.c_str(), true); });
-            if (!OidIsValid(owner))
-                throw PgError(ERRCODE_UNDEFINED_OBJECT,
-                              "role \"" + d.owner + "\", the schedule's owner, does not exist");
+            Oid owner = d.owner;
+            if (!pg_guard(
+                    [&] { return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)); })) {
+                // Dropped (DROP ROLE cannot see rows). Only a superuser may clear the owner (a
+                // producer may not write it): a producer's run leaves it to the reaper.
+                if (!runner_is_superuser) return;
+                conn.exec(disown, {spi::arg_text(d.name)});
+                pg_guard([&] {
+                    ereport(WARNING,
+                            (errcode(ERRCODE_UNDEFINED_OBJECT),
+                             errmsg("schedule \"%s\" (queue \"%s\") no longer runs: its owner "
+                                    "was dropped",
+                                    d.name.c_str(), d.queue.c_str()),
+                             errdetail("Its owner was the role with OID %u.", owner),
+                             errhint("A superuser gives it to a role (UPDATE hopper.schedules "
+                                     "SET owner = ...) or drops it (hopper.queue_unschedule).")));
+                });
+                return;
+            }
             // A runner that is not a superuser runs only the schedules of roles whose rights it
             // has (its own): running another's, its session (search_path, settings) would be
             // around that role's triggers. The others are left to the reaper.
