@@ -20,10 +20,9 @@ SELECT count(hopper.queue_fail(id, lease_token, 'first try failed', retry_in => 
 -- same worker and clock.
 BEGIN;
 CREATE TEMP TABLE taken AS
-SELECT 'direct' AS path, t.* FROM hopper.queue_take('direct', 1, worker => 'w2',
-    at => now() + interval '1 second') t;
+SELECT 'direct' AS path, t.* FROM hopper.queue_take('direct', 1, worker => 'w2', at => now()) t;
 INSERT INTO taken SELECT 'statement', t.* FROM hopper.queue_take('direct', 1, worker => 'w2',
-    kinds => ARRAY['k'], at => now() + interval '1 second') t;
+    kinds => ARRAY['k'], at => now()) t;
 COMMIT;
 SELECT path, payload->>'n' AS n, queue, kind, attempt FROM taken ORDER BY path;
 SELECT count(DISTINCT (queue, kind, attempt, run_at, created_at)) AS distinct_results

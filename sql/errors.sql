@@ -75,6 +75,11 @@ SELECT pg_temp.try($$SELECT hopper.queue_create('errs', retention => '-12 mon 40
 SELECT pg_temp.try($$SELECT hopper.queue_fail(1, 1, 'x', retry_in => '1 mon -1 day')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, worker => '')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, at => '-infinity')$$);
+-- kind = ANY(kinds) would flatten a two-dimensional filter and match jobs it does not name.
+SELECT pg_temp.try($$SELECT hopper.queue_pull('errs', 1, kinds => ARRAY[['a'], ['b']])$$);
+SELECT pg_temp.try($$SELECT hopper.queue_take('errs', 1, kinds => ARRAY[['a'], ['b']])$$);
+SELECT pg_temp.try($$SELECT hopper.queue_complete_pull(NULL, NULL, NULL, 'errs', 1,
+                                                       kinds => ARRAY[['a'], ['b']])$$);
 -- An unknown queue has nothing to pull: not an error (workers may start before the first push).
 SELECT count(*) AS from_unknown FROM hopper.queue_pull('never-pushed', 5);
 

@@ -46,6 +46,15 @@ SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10, kinds => ARRAY['sms
 SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10, kinds => ARRAY['mail']);
 SELECT count(*) AS before_due FROM hopper.queue_take('take', 10);
 SELECT payload->>'n' AS n FROM hopper.queue_take('take', 10, at => now() + interval '2 hours');
+SELECT hopper.queue_push('take', '{"n": 41}', kind => 'late', run_at => now() + interval '1 hour')
+    AS later_kind \gset
+SELECT payload->>'n' AS n
+FROM hopper.queue_take('take', 10, kinds => ARRAY['late'], at => now() + interval '2 hours');
+-- Dated ahead, the takes (straight through the table, and the statement a kinds filter uses) found
+-- the jobs due by then, but did not start them in the future: no start after its finish.
+SELECT id = :later AS direct, started_at <= clock_timestamp() AS started_by_now,
+       started_at <= finished_at AS started_before_finished
+FROM hopper.job_history WHERE id IN (:later, :later_kind) ORDER BY id;
 
 -- A job whose lease expired is rescued and taken, as queue_pull would claim it.
 SELECT hopper.queue_push('take', '{"n": 6}') AS stuck \gset

@@ -51,6 +51,15 @@ bool is_null(FunctionCallInfo fcinfo, int n) {
     return PG_NARGS() <= n || PG_ARGISNULL(n);
 }
 
+bool kinds_absent(FunctionCallInfo fcinfo, int n) {
+    if (is_null(fcinfo, n)) return true;
+    Datum d = PG_GETARG_DATUM(n);
+    int ndim = pg_guard([&] { return ARR_NDIM(DatumGetArrayTypeP(d)); });
+    if (ndim > 1)
+        throw PgError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, "kinds must be a one-dimensional array");
+    return false;
+}
+
 std::string clip(const std::string& s, size_t max_bytes) {
     if (s.size() <= max_bytes) return s;
     int len = pg_guard([&] {

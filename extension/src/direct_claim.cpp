@@ -58,7 +58,7 @@ struct Request {
     const char* worker;  // nullptr: none
     int worker_len;
     std::optional<int64_t> lease_us;  // nullopt: the queue's
-    TimestampTz lease_at;             // a lease's start: args::lease_clock(at)
+    TimestampTz lease_at;             // the job's start: args::lease_clock(at) for a lease
     bool session_bound;
     // A lease on a queue with concurrency limits, under its lock: the window claim
     // (include/hopper/limited_window.hpp), with the jobs in flight, sorted.
@@ -233,7 +233,7 @@ void claim_packed(Claimer& c, const packed_claim::Job& job) {
     set(kAttempt, Int32GetDatum(1), false);
     set(kMaxAttempts, Int32GetDatum(from.max_attempts), false);
     set(kCreatedAt, TimestampTzGetDatum(from.created_at), false);
-    set(kStartedAt, TimestampTzGetDatum(c.take ? r->at : r->lease_at), false);
+    set(kStartedAt, TimestampTzGetDatum(r->lease_at), false);
     set(kKind, from.kind, from.kind_null);
     set(kWorker, c.worker, r->worker == nullptr);
     set(kPayload, job.payload, false);
@@ -595,7 +595,7 @@ void claim_rows(void* arg) {
     // A lease is a fixed length (args::Duration): microseconds added, whatever the TimeZone.
     // lease_clock keeps lease_at a day short of the end of timestamptz's range.
     if (!c.take) c.lease_until = r->lease_at + r->lease_us.value_or(q.lease_us);
-    c.extras[kExtraStartedAt] = TimestampTzGetDatum(c.take ? r->at : r->lease_at);
+    c.extras[kExtraStartedAt] = TimestampTzGetDatum(r->lease_at);
     c.extras[kExtraWorker] = c.worker;
     c.extra_nulls[kExtraWorker] = r->worker == nullptr;
     c.extras[kExtraProgress] = Float4GetDatum(1.0f);
@@ -631,7 +631,11 @@ std::optional<Claimed> run(Request& r, const Claim& claim) {
     r.queue_len = static_cast<int>(claim.queue.size());
     r.n = claim.n;
     r.at = claim.at;
-    if (r.mode == Mode::kLease) r.lease_at = args::lease_clock(claim.at);
+    // A take's job starts at its clock, but never later than the real time: a take dated ahead
+    // (`at`, to find jobs due later) did not start in the future, and its history row would
+    // otherwise show a start after its finish.
+    r.lease_at = r.mode == Mode::kLease ? args::lease_clock(claim.at)
+                                        : std::min(claim.at, GetCurrentTimestamp());
     r.start = claim.start;
     r.worker = claim.worker ? claim.worker->data() : nullptr;
     r.worker_len = claim.worker ? static_cast<int>(claim.worker->size()) : 0;

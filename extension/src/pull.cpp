@@ -137,7 +137,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     int32_t n = args::pull_size(fcinfo, 1);
     auto lease = args::duration(fcinfo, 2, "lease", 0, args::kMaxLeaseUs);
     auto worker = args::optional_text(fcinfo, 3, "worker", args::kMaxWorker);
-    bool kinds_null = args::is_null(fcinfo, 4);
+    bool kinds_null = args::kinds_absent(fcinfo, 4);
     bool own_clock = !args::is_null(fcinfo, 5);
     TimestampTz at = args::clock(fcinfo, 5, "at");
     if (own_clock) args::check_lease_at(at);

@@ -49,7 +49,7 @@ namespace {
     "deleted AS ("                                                                                 \
     "  DELETE FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM " ids ")) "                \
     "  RETURNING j.id, j.queue, j.priority, j.run_at, j.attempt + 1 AS attempt, j.max_attempts, "  \
-    "    j.created_at, $2 AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
+    "    j.created_at, LEAST($2, pg_catalog.clock_timestamp()) AS started_at, j.kind, $5 AS worker, j.dedup_key, j.concurrency_key, "   \
     "    j.last_error, j.errors, j.progress_detail, j.payload, false AS packed), "
 
 // The jobs `taken` go to history (a queue that keeps it) and back to the caller; a queue that takes
@@ -81,7 +81,8 @@ namespace {
     HOPPER_PACKED_CANDIDATES("$1", "$2", "$4", "$3", "EXISTS (SELECT 1 FROM q WHERE NOT limited)") \
     HOPPER_TAKE_DELETE("picked WHERE batch IS NULL")                                               \
     "taken AS (SELECT * FROM deleted UNION ALL "                                                   \
-    "  SELECT k.id, $1::text, p.priority, p.run_at, 1, p.max_attempts, p.created_at, $2, p.kind, " \
+    "  SELECT k.id, $1::text, p.priority, p.run_at, 1, p.max_attempts, p.created_at, "                                        \
+    "    LEAST($2, pg_catalog.clock_timestamp()), p.kind, " \
     "    $5, NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, k.payload, true "       \
     "  FROM picked k JOIN packed p ON p.first_id = k.batch), "                                     \
     HOPPER_TAKE_FINISH("NULL::boolean", "limited")
@@ -132,7 +133,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
     std::string queue = args::queue_name(fcinfo, 0);
     int32_t n = args::pull_size(fcinfo, 1);
     auto worker = args::optional_text(fcinfo, 2, "worker", args::kMaxWorker);
-    bool kinds_null = args::is_null(fcinfo, 3);
+    bool kinds_null = args::kinds_absent(fcinfo, 3);
     bool own_clock = !args::is_null(fcinfo, 4);
     TimestampTz at = args::clock(fcinfo, 4, "at");
     int64_t wait_us = pull_wait::wait_us(fcinfo, 5, "queue_take");

@@ -26,6 +26,11 @@ constexpr int64_t kMaxRunAtBehindUs = int64_t(366) * 24 * 3600 * 1000000;      /
 
 bool is_null(FunctionCallInfo fcinfo, int n);
 
+// A pull's kinds filter: true when it is NULL (no filter). Matched with `kind = ANY(...)`, which
+// would flatten a two-dimensional array without a word, so more than one dimension is 2202E, as
+// for every other array argument.
+bool kinds_absent(FunctionCallInfo fcinfo, int n);
+
 // The first max_bytes bytes of s, shortened so as not to cut a character of the database's
 // encoding in half: error messages quote user text, and half a character is invalid UTF-8.
 std::string clip(const std::string& s, size_t max_bytes);
