@@ -27,6 +27,16 @@ namespace {
 constexpr int64_t kRecheckUs = USECS_PER_SEC;
 constexpr int64_t kUnannouncedUs = 100 * 1000;
 
+// Subtransactions rolled back in this backend since its first wait. PostgreSQL takes a backend
+// off the condition variable it prepared to sleep on when a subtransaction rolls back: the
+// rescue of an expired lease that a trigger of the user's refused, in an attempt, does that.
+uint64_t rolled_back_subtransactions = 0;
+bool subtransaction_callback_registered = false;
+
+void count_rollbacks(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) ++rolled_back_subtransactions;
+}
+
 class Waiter {
   public:
     // Waits until wait_us from now at most.
@@ -75,9 +85,17 @@ void wait_loop(const std::string& queue, int64_t wait_us, bool filtered,
     // next look. It passes on once until one of its sleeps runs out, so that two such pulls
     // cannot hand a wake-up back and forth.
     bool passed = false;
+    if (!subtransaction_callback_registered) {
+        pg_guard([] { RegisterSubXactCallback(count_rollbacks, nullptr); });
+        subtransaction_callback_registered = true;
+    }
     for (;;) {
         waiter.arm();
+        uint64_t rollbacks = rolled_back_subtransactions;
         if (attempt()) return;
+        // An attempt that rolled a subtransaction back left the wait list: back on it, or the
+        // sleep would return at once, and the pull try again and again for the whole wait.
+        if (rolled_back_subtransactions != rollbacks) waiter.arm();
         // A transaction that holds a limited queue's lock (claims that keep it to commit: rate
         // limits, too many jobs in flight, a job it made available itself; or a limit it set),
         // by this pull or an earlier statement, must not sleep with it, whatever the queue

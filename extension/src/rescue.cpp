@@ -88,22 +88,23 @@ void report_refused(int64_t id, const std::string& queue, const PgError& e) {
     });
 }
 
-}  // namespace
-
-Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
-                      int64_t limit, bool backoff) {
-    // A cheap probe first: on the hot path there is usually nothing to rescue. Every pull that
-    // comes back short asks it, so its plan (jobs_lease_idx on both columns) is made once.
+// Whether queue has a lease that ended before at: asked before any rescue, since on the hot path
+// there is usually nothing to rescue. Every pull that comes back short asks it, so its plan
+// (jobs_lease_idx on both columns) is made once.
+bool any_expired(spi::Connection& conn, const std::string& queue, TimestampTz at) {
     static spi::Statement probe(
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'running' "
         "  AND lease_until < $2 "
         "LIMIT 1",
         {TEXTOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
-    if (conn.exec(probe, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at))}).empty())
-        return {};
+    return !conn.exec(probe, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at))})
+                .empty();
+}
 
-    // One statement: lock the expired jobs (skipping any another session is rescuing), move the
-    // exhausted ones to history as dead, put the others back.
+// One statement: lock the expired jobs (skipping any another session is rescuing), move the
+// exhausted ones to history as dead, put the others back.
+Counts expired_batch(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t limit,
+                     bool backoff) {
     static spi::Statement st(
         HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE
                               "ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED"),
@@ -111,6 +112,102 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                                    spi::arg(limit), spi::arg_bool(backoff)});
     return expired_result(queue, r);
+}
+
+// The first $3 jobs of queue $1 whose lease ended before $2, in the reaper's order, read without
+// locks: the rescue of each one locks it, and passes over it if another session holds it.
+spi::Statement& expired_in_order() {
+    static spi::Statement st(
+        "SELECT id, lease_until FROM hopper.jobs WHERE queue = $1 "
+        "  AND state OPERATOR(pg_catalog.=) 'running' AND lease_until < $2 "
+        "ORDER BY lease_until, id LIMIT $3",
+        {TEXTOID, TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
+    return st;
+}
+
+// The rescue of the one expired job $5 (queue $1, clock $2, backoff $4; $3 unused).
+Counts expired_one(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t id,
+                   bool backoff) {
+    static spi::Statement one(
+        HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE "AND id = $5 FOR UPDATE SKIP LOCKED"),
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, INT8OID}, spi::Planning::kWalkIndexes);
+    spi::Result r = conn.exec(one, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
+                                    spi::arg(int64_t{1}), spi::arg_bool(backoff), spi::arg(id)});
+    return expired_result(queue, r);
+}
+
+// Whether an error a claim's rescue raised is about the jobs it touched (a trigger of the user's
+// refusing one, a constraint, a bad value) rather than about the transaction or the server. The
+// claim passes over the first kind and goes on; the second fails it as before: a cancel or a
+// statement timeout (class 57, which in_subtransaction raises again itself), a serialization
+// failure or a deadlock (40: the whole transaction is to be retried), a lock timeout (55P03), a
+// read-only transaction (25), out of memory or disk (53), and errors of the system or of
+// PostgreSQL itself (58, XX).
+bool about_the_jobs(const PgError& e) {
+    if (e.sqlstate() == ERRCODE_LOCK_NOT_AVAILABLE) return false;
+    switch (ERRCODE_TO_CATEGORY(e.sqlstate())) {
+        case ERRCODE_INVALID_TRANSACTION_STATE:
+        case ERRCODE_TRANSACTION_ROLLBACK:
+        case ERRCODE_INSUFFICIENT_RESOURCES:
+        case ERRCODE_OPERATOR_INTERVENTION:
+        case ERRCODE_SYSTEM_ERROR:
+        case ERRCODE_INTERNAL_ERROR:
+            return false;
+        default:
+            return true;
+    }
+}
+
+// Runs one step of a claim's rescue in a subtransaction: true if it went through. A failure about
+// the jobs undoes the step alone; any other fails the claim.
+template <typename F>
+bool claim_rescue_step(F&& step) {
+    std::optional<PgError> failed = in_subtransaction(std::forward<F>(step));
+    if (failed && !about_the_jobs(*failed)) throw *failed;
+    return !failed;
+}
+
+// How many jobs whose rescue fails a claim passes over, besides those it is short of: they stay
+// expired and first in lease order, so a claim that tried only as many jobs as it missed would
+// never get past them; without a bound a queue with many of them would cost every short claim
+// a subtransaction each. The reaper, whose batches go past them all, rescues the rest.
+constexpr int64_t kRefusedPassedOver = 10;
+
+// A claim's rescue after its batch failed: the expired jobs one at a time, each in its own
+// subtransaction, until `missing` are rescued. A job whose rescue fails is left as it was; the
+// reaper reports it (WARNING) at each pass.
+Counts expired_one_by_one_for_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                                    int64_t missing) {
+    spi::Result jobs = conn.exec(expired_in_order(),
+                                 {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
+                                  spi::arg(missing + kRefusedPassedOver)});
+    std::vector<int64_t> ids;
+    for (uint64_t i = 0; i < jobs.rows(); ++i) ids.push_back(jobs.get_int64(i, 1));
+    Counts c;
+    for (int64_t id : ids) {
+        if (c.retried + c.dead >= static_cast<uint64_t>(missing)) break;
+        ++c.seen;
+        bool rescued = claim_rescue_step([&] {
+            Counts one_job = expired_one(conn, queue, at, id, /*backoff=*/false);
+            c.retried += one_job.retried;
+            c.dead += one_job.dead;
+        });
+        if (!rescued)
+            pg_guard([&] {
+                ereport(DEBUG1, (errmsg("hopper: a claim passed over job %lld of queue \"%s\", "
+                                        "whose rescue failed",
+                                        static_cast<long long>(id), queue.c_str())));
+            });
+    }
+    return c;
+}
+
+}  // namespace
+
+Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                      int64_t limit, bool backoff) {
+    if (!any_expired(conn, queue, at)) return {};
+    return expired_batch(conn, queue, at, limit, backoff);
 }
 
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
@@ -132,36 +229,26 @@ Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue
                                  int64_t limit, Cursor& after) {
     // The batch's jobs, read without locks: each one's own statement locks it, and passes over
     // it if another session holds it.
-    static spi::Statement first(
-        "SELECT id, lease_until FROM hopper.jobs WHERE queue = $1 "
-        "  AND state OPERATOR(pg_catalog.=) 'running' AND lease_until < $2 "
-        "ORDER BY lease_until, id LIMIT $3",
-        {TEXTOID, TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
     static spi::Statement next(
         "SELECT id, lease_until FROM hopper.jobs WHERE queue = $1 "
         "  AND state OPERATOR(pg_catalog.=) 'running' AND lease_until < "
         "$2 " HOPPER_EXPIRED_AFTER_CURSOR,
         {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, TIMESTAMPTZOID, INT8OID},
         spi::Planning::kWalkIndexes);
-    static spi::Statement one(
-        HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE "AND id = $5 FOR UPDATE SKIP LOCKED"),
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, INT8OID}, spi::Planning::kWalkIndexes);
     spi::Arg queue_arg = spi::arg_text(queue);
     spi::Arg at_arg = spi::arg_datum(TimestampTzGetDatum(at));
     spi::Result jobs =
         after.started
             ? conn.exec(next, {queue_arg, at_arg, spi::arg(limit), spi::arg_bool(true),
                                spi::arg_datum(TimestampTzGetDatum(after.at)), spi::arg(after.id)})
-            : conn.exec(first, {queue_arg, at_arg, spi::arg(limit)});
+            : conn.exec(expired_in_order(), {queue_arg, at_arg, spi::arg(limit)});
     std::vector<std::pair<int64_t, TimestampTz>> ids;
     for (uint64_t i = 0; i < jobs.rows(); ++i)
         ids.emplace_back(jobs.get_int64(i, 1), jobs.get_timestamptz(i, 2));
     Counts c;
     for (const auto& [id, lease_until] : ids) {
         std::optional<PgError> failed = in_subtransaction([&] {
-            spi::Result r = conn.exec(
-                one, {queue_arg, at_arg, spi::arg(limit), spi::arg_bool(true), spi::arg(id)});
-            Counts one_job = expired_result(queue, r);
+            Counts one_job = expired_one(conn, queue, at, id, /*backoff=*/true);
             c.retried += one_job.retried;
             c.dead += one_job.dead;
         });
@@ -180,7 +267,16 @@ Counts for_short_claim(spi::Connection& conn, const std::string& queue, Timestam
                        int64_t wanted, uint64_t claimed) {
     if (claimed >= static_cast<uint64_t>(wanted)) return {};
     int64_t missing = wanted - static_cast<int64_t>(claimed);
-    return expired_leases(conn, queue, args::lease_clock(at), missing, /*backoff=*/false);
+    TimestampTz clock = args::lease_clock(at);
+    // The probe is all a claim pays while no lease has expired, as before: the subtransactions
+    // below are begun only when there is something to rescue, which is rare.
+    if (!any_expired(conn, queue, clock)) return {};
+    // A trigger of the user's that refuses one job's rescue must not fail the claim: every pull
+    // of the queue would fail with it, until someone fixed the job. The batch runs in a
+    // subtransaction; only if it fails are the jobs tried one at a time.
+    Counts c;
+    if (claim_rescue_step([&] { c = expired_batch(conn, queue, clock, missing, false); })) return c;
+    return expired_one_by_one_for_claim(conn, queue, clock, missing);
 }
 
 namespace {

@@ -9,8 +9,9 @@
 // A signal that reaches a pull as it leaves with other jobs is passed on to the next one
 // (PostgreSQL's ConditionVariableCancelSleep does that). Sleeps last a second at most: the pull
 // then tries again anyway, for what announces nothing (a job put back by a direct UPDATE, a push in
-// a prepared transaction, a signal lost with a session that was cancelled as it was woken); a queue
-// without a slot, which nothing can wake, is looked at every 100 ms.
+// a prepared transaction, a signal lost with a session that was cancelled as it was woken, or
+// with an attempt that rolled back a subtransaction, which takes the pull off the wait list); a
+// queue without a slot, which nothing can wake, is looked at every 100 ms.
 #pragma once
 
 #include <functional>

@@ -51,6 +51,9 @@ Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue
 // the second claim starts from the front and must not raise the hint. A lease counts as expired
 // by `at` only for a superuser: anyone else's clock for it stops at the real time, so that no
 // worker can take over another's live lease by dating its pull ahead ("at" is for tests).
+// A job whose rescue fails for a reason of its own (a trigger of the user's raising for it) is
+// passed over and left as it was, for the reaper to report, and the claim goes on; a cancel, a
+// timeout, a serialization failure and the like still fail the claim.
 Counts for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
                        int64_t wanted, uint64_t claimed);
 
