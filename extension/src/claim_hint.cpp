@@ -329,6 +329,12 @@ void rolled_back() noexcept {
     if (clear_database_on_rollback_)
         for (Slot& slot : shared->slots)
             if (slot.in_use && slot.db == MyDatabaseId) clear(slot);
+    // The jobs a rolled-back claim locked are available again now: wake the pulls waiting on its
+    // queues, or they would find them only at their next look. A claim that locked no row
+    // assigned no transaction id, so a pull that ends empty (a waiting pull cancelled, say) wakes
+    // nobody. How many jobs is not known here: every waiting pull, on this rare path.
+    if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+        for (const std::string& queue : clear_on_rollback) wake_waiting_pulls(queue, 0);
 }
 
 void forget() noexcept {
