@@ -56,6 +56,14 @@ struct Lowering {
     TimestampTz at;  // when it was recorded, after its transaction committed
 };
 
+// Aligned to a cache line of its own: the count of a wake-up sits on the line its signal's
+// spin lock has just taken, and costs no further miss.
+struct alignas(64) WaitingPulls {
+    ConditionVariable cv;
+    // Wake-ups signalled one pull at a time (wake_waiting_pulls), pass-ons not counted.
+    pg_atomic_uint64 signals;
+};
+
 struct Slot {
     // Odd while the slot passes to another queue (db and name being rewritten, under the alloc
     // lock), even otherwise: a lookup that saw the same even value before and after reading db
@@ -74,7 +82,7 @@ struct Slot {
     TimestampTz front_at;    // when a claim last started at the front
     int16_t delayed_urgent;  // most urgent priority ever pushed to run later
     // Pulls waiting for the queue's jobs (pull_wait.cpp) sleep on it; wake-ups signal it.
-    ConditionVariable waiting;
+    WaitingPulls waiting;
 };
 
 constexpr Key kLowest{std::numeric_limits<int16_t>::min(), std::numeric_limits<int64_t>::min(),
@@ -108,7 +116,7 @@ void attach() {
         bool found = false;
         LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
         auto* anchor = static_cast<Anchor*>(
-            ShmemInitStruct("hopper claim hint segment v3", sizeof(Anchor), &found));
+            ShmemInitStruct("hopper claim hint segment v4", sizeof(Anchor), &found));
         if (!found) anchor->handle = DSM_HANDLE_INVALID;
         dsm_segment* seg = nullptr;
         if (anchor->handle != DSM_HANDLE_INVALID) {
@@ -123,7 +131,8 @@ void attach() {
                     SpinLockInit(&slot.mutex);
                     pg_atomic_init_u32(&slot.gen, 0);
                     pg_atomic_init_u64(&slot.last_used, 0);
-                    ConditionVariableInit(&slot.waiting);
+                    ConditionVariableInit(&slot.waiting.cv);
+                    pg_atomic_init_u64(&slot.waiting.signals, 0);
                 }
                 for (pg_atomic_uint64& w : s->wakeups) pg_atomic_init_u64(&w, 0);
                 dsm_pin_segment(seg);
@@ -320,6 +329,12 @@ void rolled_back() noexcept {
     if (clear_database_on_rollback_)
         for (Slot& slot : shared->slots)
             if (slot.in_use && slot.db == MyDatabaseId) clear(slot);
+    // The jobs a rolled-back claim locked are available again now: wake the pulls waiting on its
+    // queues, or they would find them only at their next look. A claim that locked no row
+    // assigned no transaction id, so a pull that ends empty (a waiting pull cancelled, say) wakes
+    // nobody. How many jobs is not known here: every waiting pull, on this rare path.
+    if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+        for (const std::string& queue : clear_on_rollback) wake_waiting_pulls(queue, 0);
 }
 
 void forget() noexcept {
@@ -556,21 +571,25 @@ bool can_wake(const std::string& queue) {
     return kept(queue);
 }
 
-ConditionVariable* waiting_pulls(const std::string& queue) {
+Waiting waiting_pulls(const std::string& queue) {
     Found f = slot_of(queue, Asker::kReader);
-    return f.slot < 0 ? nullptr : &shared->slots[f.slot].waiting;
+    if (f.slot < 0) return {};
+    WaitingPulls& w = shared->slots[f.slot].waiting;
+    return {&w.cv, &w.signals};
 }
 
 void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept {
     if (shared == nullptr) return;
     Found f = find(queue);
     if (f.slot < 0) return;
-    ConditionVariable& cv = shared->slots[f.slot].waiting;
+    WaitingPulls& w = shared->slots[f.slot].waiting;
     if (jobs <= 0 || jobs > kMaxSignals) {
-        ConditionVariableBroadcast(&cv);
+        ConditionVariableBroadcast(&w.cv);
         return;
     }
-    for (int64_t i = 0; i < jobs; ++i) ConditionVariableSignal(&cv);
+    // Counted before the signals, so that the pulls they wake see the count moved.
+    pg_atomic_fetch_add_u64(&w.signals, static_cast<uint64>(jobs));
+    for (int64_t i = 0; i < jobs; ++i) ConditionVariableSignal(&w.cv);
 }
 
 void apply_at_commit() noexcept {

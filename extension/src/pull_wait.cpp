@@ -52,15 +52,25 @@ class Waiter {
     bool sleep();
     // Whether the last sleep ended with a wake-up (not its timeout).
     bool woken() const { return woken_; }
-    // Hands a wake-up on to the next waiting pull of the queue.
-    void pass_on();
+    // After a wake-up this pull could not use: hands it on to the next waiting pull of the queue,
+    // unless no new wake-up has been signalled on the queue since this pull last handed one on.
+    // A pass-on is no new wake-up, so two pulls that take other kinds cannot hand one back and
+    // forth; yet a pull that pushes of other kinds wake again and again passes each one on.
+    void pass_on_if_new();
 
   private:
     std::string queue_;
     TimestampTz deadline_;
     ConditionVariable* cv_ = nullptr;
-    bool armed_ = false;  // on a condition variable's wait list
+    pg_atomic_uint64* signals_ = nullptr;  // cv_'s count of wake-ups signalled
+    bool armed_ = false;                   // on a condition variable's wait list
     bool woken_ = false;
+    // The count when the last sleep was woken, and when this pull last passed a wake-up on
+    // (none yet: passed_ is false). Read on waking rather than later, so that a wake-up
+    // signalled while this pull's attempt runs, which may come to this pull next, moves it again.
+    uint64 woken_at_ = 0;
+    uint64 passed_at_ = 0;
+    bool passed_ = false;
 };
 
 }  // namespace
@@ -82,9 +92,7 @@ void wait_loop(const std::string& queue, int64_t wait_us, bool filtered,
     Waiter waiter(queue, wait_us);
     // A push wakes one waiting pull per job. One with a kinds filter, woken for a job it may not
     // take, passes the wake-up on, or the pull that could take the job would find it only at its
-    // next look. It passes on once until one of its sleeps runs out, so that two such pulls
-    // cannot hand a wake-up back and forth.
-    bool passed = false;
+    // next look.
     if (!subtransaction_callback_registered) {
         pg_guard([] { RegisterSubXactCallback(count_rollbacks, nullptr); });
         subtransaction_callback_registered = true;
@@ -101,12 +109,8 @@ void wait_loop(const std::string& queue, int64_t wait_us, bool filtered,
         // by this pull or an earlier statement, must not sleep with it, whatever the queue
         // waited on: every other pull of that queue would wait for the whole wait.
         if (limits::holds_any()) return;
-        if (filtered && waiter.woken() && !passed) {
-            waiter.pass_on();
-            passed = true;
-        }
+        if (filtered && waiter.woken()) waiter.pass_on_if_new();
         if (!waiter.sleep()) return;
-        if (!waiter.woken()) passed = false;
     }
 }
 
@@ -120,7 +124,11 @@ Waiter::~Waiter() {
 
 void Waiter::arm() {
     // The queue may have passed its slot on since the last attempt: look it up every time.
-    cv_ = claim_hint::waiting_pulls(queue_);
+    claim_hint::Waiting w = claim_hint::waiting_pulls(queue_);
+    // Counts of another slot say nothing of this one's.
+    if (w.cv != cv_) passed_ = false;
+    cv_ = w.cv;
+    signals_ = w.signals;
     if (cv_ != nullptr) {
         ConditionVariablePrepareToSleep(cv_);
         armed_ = true;
@@ -152,12 +160,16 @@ bool Waiter::sleep() {
         SetLatch(MyLatch);
         return !ConditionVariableTimedSleep(cv, ms, PG_WAIT_EXTENSION);  // true: timed out
     });
+    if (woken_) woken_at_ = pg_atomic_read_u64(signals_);
     return true;
 }
 
-void Waiter::pass_on() {
+void Waiter::pass_on_if_new() {
     ConditionVariable* cv = cv_;
-    if (cv != nullptr) pg_guard([cv] { ConditionVariableSignal(cv); });
+    if (cv == nullptr || (passed_ && passed_at_ == woken_at_)) return;
+    passed_ = true;
+    passed_at_ = woken_at_;
+    pg_guard([cv] { ConditionVariableSignal(cv); });
 }
 
 }  // namespace hopper::pull_wait

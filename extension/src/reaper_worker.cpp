@@ -364,6 +364,11 @@ void hopper_reaper_main(Datum main_arg) {
     // owner may set its search_path: an operator or type planted ahead of pg_catalog there would
     // run with the reaper's rights. Its SQL names hopper's objects in full and needs nothing else.
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    // hopper.notify is a session's choice for its own pushes, made when they count their wake-up:
+    // the reaper relays those of the sessions that kept it on, and announces what it makes
+    // available itself (delayed jobs falling due, rescues), whatever the database or the server
+    // sets by default.
+    SetConfigOption("hopper.notify", "on", PGC_SUSET, PGC_S_OVERRIDE);
 
     sigjmp_buf local_sigjmp_buf;
     if (sigsetjmp(local_sigjmp_buf, 1) != 0) {

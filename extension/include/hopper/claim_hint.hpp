@@ -37,6 +37,7 @@
 extern "C" {
 #include "postgres.h"
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 #include "storage/condition_variable.h"
 }
 
@@ -109,8 +110,15 @@ std::vector<std::string> woken_queues(WakeupCounts& counts);
 //
 // Before commit: whether pulls waiting on queue can be woken (attaching the slots if need be).
 bool can_wake(const std::string& queue);
-// The queue's condition variable, taking a slot if it has none; nullptr without one.
-ConditionVariable* waiting_pulls(const std::string& queue);
+// The queue's condition variable, taking a slot if it has none (nullptrs without one), and how
+// many pulls wake-ups have signalled on it so far (a broadcast wakes every pull and counts none):
+// a pull woken for a job it may not take tells by it whether a new wake-up came since it last
+// passed one on.
+struct Waiting {
+    ConditionVariable* cv = nullptr;
+    pg_atomic_uint64* signals = nullptr;
+};
+Waiting waiting_pulls(const std::string& queue);
 // At commit (raises nothing): wakes up to `jobs` pulls waiting on queue; every one if jobs <= 0.
 void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept;
 
