@@ -316,6 +316,7 @@ std::vector<Pending> lowerings;
 std::vector<std::string> clear_when_done;  // at commit or rollback
 std::vector<std::string> clear_on_rollback;
 bool clear_database_on_rollback_ = false;
+int quiet_rollbacks = 0;  // QuietRollbacks alive
 
 void clear_all(const std::vector<std::string>& queues) noexcept {
     for (const std::string& queue : queues) {
@@ -333,7 +334,7 @@ void rolled_back() noexcept {
     // queues, or they would find them only at their next look. A claim that locked no row
     // assigned no transaction id, so a pull that ends empty (a waiting pull cancelled, say) wakes
     // nobody. How many jobs is not known here: every waiting pull, on this rare path.
-    if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+    if (quiet_rollbacks == 0 && TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
         for (const std::string& queue : clear_on_rollback) wake_waiting_pulls(queue, 0);
 }
 
@@ -576,6 +577,13 @@ Waiting waiting_pulls(const std::string& queue) {
     if (f.slot < 0) return {};
     WaitingPulls& w = shared->slots[f.slot].waiting;
     return {&w.cv, &w.signals};
+}
+
+QuietRollbacks::QuietRollbacks() {
+    ++quiet_rollbacks;
+}
+QuietRollbacks::~QuietRollbacks() {
+    --quiet_rollbacks;
 }
 
 void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept {

@@ -162,6 +162,7 @@ bool about_the_jobs(const PgError& e) {
 // the jobs undoes the step alone; any other fails the claim.
 template <typename F>
 bool claim_rescue_step(F&& step) {
+    claim_hint::QuietRollbacks quiet;  // a refusal put no job back: no pull to wake for it
     std::optional<PgError> failed = in_subtransaction(std::forward<F>(step));
     if (failed && !about_the_jobs(*failed)) throw *failed;
     return !failed;

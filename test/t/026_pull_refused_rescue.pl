@@ -103,24 +103,28 @@ is($rc, 0, 'a take short of its jobs does not fail') or diag($err);
 is($out, '{"good": 3}', 'it takes the other job');
 is(state_of($bad), 'running true', 'the refused job is still left');
 
-# 3. A waiting pull: it does not fail, sleeps until a push and takes it. While it waits it does
-# not retry the refused rescue in a busy loop (every retry uses up transaction ids).
-my $waiter = start_session($node, 'postgres');
+# 3. Waiting pulls: they do not fail, sleep until a push and take it. While they wait they do
+# not retry the refused rescue in a busy loop (every retry uses up transaction ids), nor wake each
+# other with the rollback of their refused rescues.
+my @waiters = map { start_session($node, 'postgres') } 1 .. 2;
 my $xid_before = $node->safe_psql('postgres',
 	'SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())');
-session_send($waiter,
-	"SELECT payload FROM hopper.queue_pull('q', 1, lease => '1 hour', wait => '20 s')");
+session_send($_,
+	"SELECT payload FROM hopper.queue_pull('q', 1, lease => '1 hour', wait => '20 s')")
+  for @waiters;
 ok(defined wait_until($node, 'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%wait => ''20 s''%' "
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE query LIKE '%wait => ''20 s''%' "
 		  . "AND wait_event_type = 'Extension' AND pid <> pg_backend_pid()"),
-	'the pull waits');
+	'the pulls wait');
 sleep 2;
 my $xid_after = $node->safe_psql('postgres',
 	'SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())');
-cmp_ok($xid_after - $xid_before, '<', 50, 'the waiting pull does not spin on the refused job');
-$node->safe_psql('postgres', q{SELECT hopper.queue_push('q', '{"good": 4}')});
-is(session_result($waiter), '{"good": 4}', 'a waiting pull takes the job pushed while it waits');
-$waiter->{run}->finish;
+cmp_ok($xid_after - $xid_before, '<', 50, 'the waiting pulls do not spin on the refused job');
+$node->safe_psql('postgres',
+	q{SELECT hopper.queue_push_batch('q', ARRAY['{"good": 4}', '{"good": 5}']::jsonb[])});
+is(join(' ', sort map { session_result($_) } @waiters), '{"good": 4} {"good": 5}',
+	'the waiting pulls take the jobs pushed while they wait');
+$_->{run}->finish for @waiters;
 
 # 4. Errors that are not about the job still fail the pull.
 my $serial = expired_job('serial', '{"serial": 1}');

@@ -122,6 +122,17 @@ Waiting waiting_pulls(const std::string& queue);
 // At commit (raises nothing): wakes up to `jobs` pulls waiting on queue; every one if jobs <= 0.
 void wake_waiting_pulls(const std::string& queue, int64_t jobs) noexcept;
 
+// While one lives, a subtransaction rolled back wakes no waiting pull: a claim's rescue of an
+// expired lease that a trigger refused put no job back, and its waking every pull of the queue,
+// each to meet the same refusal and wake the others, would keep them all busy for their wait.
+class QuietRollbacks {
+  public:
+    QuietRollbacks();
+    ~QuietRollbacks();
+    QuietRollbacks(const QuietRollbacks&) = delete;
+    QuietRollbacks& operator=(const QuietRollbacks&) = delete;
+};
+
 // What a rollback (of the transaction or of a subtransaction) does to the hints, done now rather
 // than in claim_hint's own rollback callback (which then does it again, to no effect): a pull
 // woken for the jobs a rolled-back claim put back must not resume past them (raises nothing).
