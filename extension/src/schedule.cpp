@@ -27,8 +27,9 @@ HOPPER_FUNCTION(hopper_queue_schedule) {
     auto kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);
     int16_t priority = args::priority(fcinfo, 5);
     auto max_attempts = args::max_attempts(fcinfo, 6);
-    TimestampTz next =
-        schedule::next_after(schedule::parse(cron), cron, GetCurrentTransactionStartTimestamp());
+    // From the real time, not the transaction's start: a schedule declared in a transaction that
+    // began before a tick would be due at that tick, run at once for a time before its making.
+    TimestampTz next = schedule::next_after(schedule::parse(cron), cron, GetCurrentTimestamp());
 
     spi::Connection conn;
     // As a push does: a drop in flight is waited for, and the queue made again after it (its

@@ -75,12 +75,16 @@ int64_t floor_div(int64_t a, int64_t b) {
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
+// Only the schedules the runner may run (pg_has_role: every one for a superuser): a producer's
+// run that locked another role's schedule, only to leave it, held it from the reaper and every
+// other runner (SKIP LOCKED) until its transaction ended.
 std::vector<Due> lock_due(spi::Connection& conn, TimestampTz at, int64_t limit,
                           const Cursor* after) {
 #define HOPPER_LOCK_DUE(past)                                                        \
     "SELECT name, cron, queue, payload, kind, priority, max_attempts, next_run_at, " \
     "owner::pg_catalog.oid "                                                         \
-    "FROM hopper.schedules WHERE next_run_at <= $1 AND owner IS NOT NULL " past      \
+    "FROM hopper.schedules WHERE next_run_at <= $1 AND owner IS NOT NULL "           \
+    "  AND pg_catalog.pg_has_role(owner::pg_catalog.oid, 'USAGE') " past             \
     "ORDER BY next_run_at, name LIMIT $2 "                                           \
     "FOR UPDATE SKIP LOCKED"
     static spi::Statement first(HOPPER_LOCK_DUE(""), {TIMESTAMPTZOID, INT8OID});
@@ -149,9 +153,6 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
         // the operator's on hopper.jobs) is reported and left due, and the others run. Before,
         // its failure undid the whole batch, and it sorted first again at every pass.
         std::optional<PgError> failed = in_subtransaction([&] {
-            // A drop of the queue in flight deletes this schedule once this transaction lets
-            // its row go; it stays due if the drop rolls back.
-            if (!queues::hold(conn, d.queue, /*wait=*/false)) return;
             Oid owner = d.owner;
             if (!pg_guard(
                     [&] { return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)); })) {
@@ -175,6 +176,9 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
             // has (its own): running another's, its session (search_path, settings) would be
             // around that role's triggers. The others are left to the reaper.
             if (!pg_guard([&] { return has_privs_of_role(runner, owner); })) return;
+            // A drop of the queue in flight deletes this schedule once this transaction lets
+            // its row go; it stays due if the drop rolls back.
+            if (!queues::hold(conn, d.queue, /*wait=*/false)) return;
             // hopper.schedules' checks cannot read hopper.max_payload_bytes: a row written by
             // hand may hold a payload queue_schedule refuses. Its size as stored uncompressed,
             // without reading the value in.

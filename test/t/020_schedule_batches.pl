@@ -52,5 +52,15 @@ ok(defined wait_until($node, 'postgres',
 		"SELECT count(*) = 0 FROM hopper.schedules WHERE last_run_at IS NULL", 20),
 	'the failing schedules run once they can');
 
+# A schedule declared in a transaction that began before a tick (a migration, say) runs from the
+# real time: its first run is after the declaration, not the tick the transaction began before,
+# which the reaper would have run at once. The transaction waits out the rest of its minute.
+is($node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT hopper.queue_schedule('declared-late', '* * * * *', 'sq') > clock_timestamp()
+	FROM pg_sleep(60.3 - extract(epoch FROM now())::numeric % 60);
+	COMMIT;
+}), 't', 'a schedule declared in an older transaction first runs after its declaration');
+
 $node->stop;
 done_testing();
