@@ -113,6 +113,19 @@ SELECT lease_until > clock_timestamp() AS beat_live, started_at > now() AS start
 FROM hopper.jobs WHERE id = :old_direct;
 ROLLBACK;
 
+-- A pull that comes up short rescues the leases that ran out by the real time, and takes the jobs
+-- it rescued: they come back due as of its own clock (the transaction's start), not at the real
+-- time, which lies after that clock (the pull rescued them, and only the next pull took them).
+-- Directly and through the claim statement.
+BEGIN;
+SELECT count(*) AS pulled FROM hopper.queue_pull('lc_old', 2, lease => '1 millisecond');
+SELECT pg_sleep(0.01);
+SELECT count(*) AS rescued_and_pulled FROM hopper.queue_pull('lc_old', 1, lease => '1 millisecond');
+SELECT pg_sleep(0.01);
+SELECT count(*) AS rescued_and_pulled_statement
+FROM hopper.queue_pull('lc_old', 2, kinds => ARRAY['k']);
+ROLLBACK;
+
 \c :orig
 DROP DATABASE hopper_lease_clock WITH (FORCE);
 DROP ROLE regress_lease_worker;

@@ -23,7 +23,7 @@ namespace hopper::rescue {
 namespace {
 
 // Rescues the jobs of queue that the CTE `expired` (ids, locked) names. $1 queue, $2 the clock,
-// $3 most jobs, $4 backoff; the CTE may use $5 and $6.
+// $3 most jobs, $4 the claim's clock (NULL: the reaper's, with backoff); the CTE may use $5 and $6.
 #define HOPPER_RESCUE_EXPIRED(expired) \
     "WITH expired AS MATERIALIZED (" expired "), "                                                 \
     "q AS (SELECT * FROM hopper.queues WHERE name = $1), "                                         \
@@ -38,7 +38,8 @@ namespace {
     "dead AS (SELECT g.id, " HOPPER_QUEUE_NOTIFIES_DONE("g") " AS notify_done FROM gone g), "      \
     "back AS ("                                                                                    \
     "  UPDATE hopper.jobs j SET state = 'available', "                                             \
-    "    run_at = CASE WHEN $4 THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) ELSE $2 END, " \
+    "    run_at = CASE WHEN $4::timestamptz IS NULL "                                             \
+    "      THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) ELSE LEAST($2, $4) END, "       \
     "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, " \
     "    session_bound = false, "                                                                  \
     "    last_error = 'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')', "          \
@@ -57,6 +58,18 @@ namespace {
 // of the user's refused its rescue) stays expired and first in lease order.
 #define HOPPER_EXPIRED_AFTER_CURSOR \
     "AND lease_until >= $5 AND (lease_until, id) > ($5, $6) ORDER BY lease_until, id LIMIT $3 "
+
+// What a rescued job's run_at is ($4 of HOPPER_RESCUE_EXPIRED): the reaper's rescues come back
+// after the queue's retry backoff (no clock); a claim's, at the earlier of the rescue's clock and
+// the claim's own, so that the claim that rescued them finds them due. (The rescue's clock runs
+// from the real time, the claim's by default from its transaction's start: a job put back at the
+// real time was not due for the claim that put it back, and went to the next one.)
+using ClaimClock = std::optional<TimestampTz>;
+constexpr ClaimClock kWithBackoff = std::nullopt;
+
+spi::Arg claim_arg(ClaimClock claim) {
+    return claim ? spi::arg_datum(TimestampTzGetDatum(*claim)) : spi::null_arg();
+}
 
 Counts expired_result(const std::string& queue, const spi::Result& r) {
     Counts c;
@@ -104,13 +117,13 @@ bool any_expired(spi::Connection& conn, const std::string& queue, TimestampTz at
 // One statement: lock the expired jobs (skipping any another session is rescuing), move the
 // exhausted ones to history as dead, put the others back.
 Counts expired_batch(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t limit,
-                     bool backoff) {
+                     ClaimClock claim) {
     static spi::Statement st(
         HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE
                               "ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED"),
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID}, spi::Planning::kWalkIndexes);
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
-                                   spi::arg(limit), spi::arg_bool(backoff)});
+                                   spi::arg(limit), claim_arg(claim)});
     return expired_result(queue, r);
 }
 
@@ -125,14 +138,14 @@ spi::Statement& expired_in_order() {
     return st;
 }
 
-// The rescue of the one expired job $5 (queue $1, clock $2, backoff $4; $3 unused).
+// The rescue of the one expired job $5 (queue $1, clock $2, claim's clock $4; $3 unused).
 Counts expired_one(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t id,
-                   bool backoff) {
+                   ClaimClock claim) {
     static spi::Statement one(
         HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE "AND id = $5 FOR UPDATE SKIP LOCKED"),
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, INT8OID}, spi::Planning::kWalkIndexes);
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(one, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
-                                    spi::arg(int64_t{1}), spi::arg_bool(backoff), spi::arg(id)});
+                                    spi::arg(int64_t{1}), claim_arg(claim), spi::arg(id)});
     return expired_result(queue, r);
 }
 
@@ -178,7 +191,7 @@ constexpr int64_t kRefusedPassedOver = 10;
 // subtransaction, until `missing` are rescued. A job whose rescue fails is left as it was; the
 // reaper reports it (WARNING) at each pass.
 Counts expired_one_by_one_for_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
-                                    int64_t missing) {
+                                    TimestampTz claim_at, int64_t missing) {
     spi::Result jobs = conn.exec(expired_in_order(),
                                  {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                                   spi::arg(missing + kRefusedPassedOver)});
@@ -189,7 +202,7 @@ Counts expired_one_by_one_for_claim(spi::Connection& conn, const std::string& qu
         if (c.retried + c.dead >= static_cast<uint64_t>(missing)) break;
         ++c.seen;
         bool rescued = claim_rescue_step([&] {
-            Counts one_job = expired_one(conn, queue, at, id, /*backoff=*/false);
+            Counts one_job = expired_one(conn, queue, at, id, claim_at);
             c.retried += one_job.retried;
             c.dead += one_job.dead;
         });
@@ -208,7 +221,7 @@ Counts expired_one_by_one_for_claim(spi::Connection& conn, const std::string& qu
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
                       int64_t limit, bool backoff) {
     if (!any_expired(conn, queue, at)) return {};
-    return expired_batch(conn, queue, at, limit, backoff);
+    return expired_batch(conn, queue, at, limit, backoff ? kWithBackoff : ClaimClock(at));
 }
 
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
@@ -217,11 +230,11 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
     static spi::Statement st(
         HOPPER_RESCUE_EXPIRED(HOPPER_EXPIRED_OF_QUEUE HOPPER_EXPIRED_AFTER_CURSOR
                               "FOR UPDATE SKIP LOCKED"),
-        {TEXTOID, TIMESTAMPTZOID, INT8OID, BOOLOID, TIMESTAMPTZOID, INT8OID},
+        {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID},
         spi::Planning::kWalkIndexes);
     spi::Result r =
         conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
-                       spi::arg(limit), spi::arg_bool(true),
+                       spi::arg(limit), claim_arg(kWithBackoff),
                        spi::arg_datum(TimestampTzGetDatum(after.at)), spi::arg(after.id)});
     return expired_result(queue, r);
 }
@@ -249,7 +262,7 @@ Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue
     Counts c;
     for (const auto& [id, lease_until] : ids) {
         std::optional<PgError> failed = in_subtransaction([&] {
-            Counts one_job = expired_one(conn, queue, at, id, /*backoff=*/true);
+            Counts one_job = expired_one(conn, queue, at, id, kWithBackoff);
             c.retried += one_job.retried;
             c.dead += one_job.dead;
         });
@@ -276,8 +289,8 @@ Counts for_short_claim(spi::Connection& conn, const std::string& queue, Timestam
     // of the queue would fail with it, until someone fixed the job. The batch runs in a
     // subtransaction; only if it fails are the jobs tried one at a time.
     Counts c;
-    if (claim_rescue_step([&] { c = expired_batch(conn, queue, clock, missing, false); })) return c;
-    return expired_one_by_one_for_claim(conn, queue, clock, missing);
+    if (claim_rescue_step([&] { c = expired_batch(conn, queue, clock, missing, at); })) return c;
+    return expired_one_by_one_for_claim(conn, queue, clock, at, missing);
 }
 
 namespace {

@@ -31,7 +31,8 @@ struct Cursor {
 
 // Rescues up to `limit` running jobs of `queue` whose lease ended before `at`. Their lease token is
 // cleared, so the old holder can no longer complete, fail, heartbeat or report progress. With
-// `backoff` they come back after the queue's retry backoff; without, at `at`.
+// `backoff` they come back after the queue's retry backoff; without, at `at`. (A claim's rescue,
+// for_short_claim, puts them back at the earlier of its lease clock and its own `at`.)
 Counts expired_leases(spi::Connection& conn, const std::string& queue, TimestampTz at,
                       int64_t limit, bool backoff);
 
