@@ -85,15 +85,13 @@ is(state_of($bad), 'running true', 'the refused job is left as it was');
 is($node->safe_psql('postgres', "SELECT public.pull_outcome('q', 5)"),
 	'ok ', 'a pull that finds nothing but the refused job returns no rows');
 
-# Other expired jobs of the queue are rescued past it.
+# Other expired jobs of the queue are rescued past it, and taken by the pull that rescued them.
 my $other = expired_job('q', '{"late": 1}');
-is($node->safe_psql('postgres', "SELECT public.pull_outcome('q', 1)"), 'ok ',
-	'a pull rescues an expired job after the refused one');
+is($node->safe_psql('postgres', "SELECT public.pull_outcome('q', 1)"), 'ok {"late": 1}',
+	'a pull rescues and takes an expired job after the refused one');
 is($node->safe_psql('postgres',
-		"SELECT state || ' ' || last_error FROM hopper.jobs WHERE id = $other"),
-	'available lease expired (worker unknown)', 'the job after the refused one is back');
-is($node->safe_psql('postgres', "SELECT public.pull_outcome('q', 1)"),
-	'ok {"late": 1}', 'and the next pull takes it');
+		"SELECT state || ' ' || attempt || ' ' || last_error FROM hopper.jobs WHERE id = $other"),
+	'running 2 lease expired (worker unknown)', 'a new attempt, the lease\'s end in its errors');
 
 # 2. queue_take, in a transaction of its own.
 $node->safe_psql('postgres', q{SELECT hopper.queue_push('q', '{"good": 3}')});
@@ -146,14 +144,12 @@ ok(defined wait_until($node, 'postgres',
 is(state_of($bad), 'running true', 'and leaves it');
 is($node->safe_psql('postgres', 'SELECT hopper.reaper_stop()'), 't', 'the reaper is stopped again');
 
-# 6. Once the trigger lets it through, the next pull rescues the job.
+# 6. Once the trigger lets it through, the next pull rescues the job and takes it.
 $node->safe_psql('postgres', 'DROP TRIGGER refuse_rescue ON hopper.jobs');
-is($node->safe_psql('postgres', "SELECT public.pull_outcome('q', 5)"), 'ok ',
-	'a pull once the trigger is gone');
+is($node->safe_psql('postgres', "SELECT public.pull_outcome('q', 5)"), 'ok {"bad": 1}',
+	'a pull once the trigger is gone rescues the job and takes it');
 is($node->safe_psql('postgres', "SELECT state || ' ' || attempt FROM hopper.jobs WHERE id = $bad"),
-	'available 1', 'rescues the job');
-is($node->safe_psql('postgres', "SELECT public.pull_outcome('q', 5)"),
-	'ok {"bad": 1}', 'which the next pull takes');
+	'running 2', 'as its second attempt');
 
 $node->stop;
 done_testing();
