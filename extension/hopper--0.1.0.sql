@@ -678,46 +678,10 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION hopper.queue_limits(text) TO hopper_producer, hopper_worker;
 GRANT SELECT ON hopper.queue_key_limits, hopper.rate_limits TO hopper_producer, hopper_worker;
--- Pulls spend tokens (an update of tokens and refilled_at alone), and make the buckets of keys
--- under the per-key default (an insert, with the queue's key_max_claims and key_claims_per, which
--- hopper.queues' checks hold to what queue_set_rate_limit accepts). A worker that could update a
--- bucket's max_claims or period could stop the queue, or fail its pulls with 22012.
-GRANT INSERT, UPDATE (tokens, refilled_at) ON hopper.rate_limits TO hopper_worker;
--- And a bucket inserted by hand must be one the claims can refill: a period of 0 failed every pull
--- of the queue with 22012, a negative one drained the bucket for good. A trigger on INSERT rather
--- than a CHECK: PostgreSQL evaluates a table's CHECK constraints on every UPDATE of a row, parsing
--- them anew for each statement, and every rate-limited claim updates its buckets; only the first
--- claim of a key under the per-key default inserts one. The period was checked by
--- queue_set_rate_limit, or copied from hopper.queues, whose checks hold it to the same range.
--- A role that may only spend tokens (the UPDATE granted on two columns) may insert only what a
--- claim seeds: a key's bucket under the queue's per-key default, with at most its tokens. Any other
--- bucket it wrote (the queue's own, 1 claim per 31 days, tokens far below zero) stopped the queue.
-CREATE FUNCTION hopper.rate_limits_check() RETURNS trigger
-LANGUAGE plpgsql
-AS $fn$
-BEGIN
-    IF NOT (NEW.period OPERATOR(pg_catalog.>) interval '0'
-            AND NEW.period OPERATOR(pg_catalog.<=) interval '744 hours') THEN
-        RAISE EXCEPTION 'a rate limit''s period must be more than 0 and at most 31 days, got %',
-            NEW.period USING ERRCODE = 'check_violation';
-    END IF;
-    IF NOT pg_catalog.has_table_privilege('hopper.rate_limits', 'UPDATE') AND NOT (
-        NEW.from_default AND NEW.concurrency_key IS NOT NULL
-        AND NEW.tokens OPERATOR(pg_catalog.<=) NEW.max_claims
-        AND EXISTS (SELECT 1 FROM hopper.queues q
-                    WHERE q.name OPERATOR(pg_catalog.=) NEW.queue
-                      AND q.key_max_claims OPERATOR(pg_catalog.=) NEW.max_claims
-                      AND q.key_claims_per OPERATOR(pg_catalog.=) NEW.period)) THEN
-        RAISE EXCEPTION 'permission denied to write rate limit bucket % of queue %',
-            NEW.bucket, NEW.queue USING ERRCODE = 'insufficient_privilege',
-            HINT = 'Rate limits are set with hopper.queue_set_rate_limit.';
-    END IF;
-    RETURN NEW;
-END
-$fn$;
-REVOKE ALL ON FUNCTION hopper.rate_limits_check() FROM PUBLIC;
-CREATE TRIGGER rate_limits_check BEFORE INSERT ON hopper.rate_limits
-    FOR EACH ROW EXECUTE FUNCTION hopper.rate_limits_check();
+-- Pulls spend tokens and make the buckets of keys under the per-key default, but no role that may
+-- pull writes hopper.rate_limits: the claim writes its buckets with the rights of the table's
+-- owner (extension/src/limited_claim.cpp), so that a worker cannot empty, freeze or lift a
+-- queue's rate for every other worker by writing a bucket by hand.
 
 -- ---------------------------------------------------------------------------------------------------
 -- Dedup windows: a push with dedup_key and dedup_window also returns a job with that key that

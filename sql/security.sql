@@ -125,40 +125,78 @@ SELECT hopper.queue_set_rate_limit('sec-a', 5, '31 days', each_key => true);
 SELECT key_max_claims, key_claims_per FROM hopper.queues WHERE name = 'sec-a';
 SELECT hopper.queue_set_rate_limit('sec-a', NULL, NULL, each_key => true);
 
--- 3. A worker spends tokens (tokens, refilled_at) and makes the buckets of keys under the
--- per-key default, and nothing more: a period or max_claims of its choosing stopped the queue or
--- failed its pulls with 22012.
+-- 3. A worker only reads the rate buckets: its pulls spend their tokens, and make the buckets of
+-- keys under the per-key default, with the rights of the buckets' owner. A worker that could write
+-- them could empty, freeze or lift a queue's rate for every other worker.
 SELECT hopper.queue_create('sec-rate') AS created;
 SELECT hopper.queue_set_rate_limit('sec-rate', 100, '1 minute');
+SELECT hopper.queue_set_rate_limit('sec-rate', 5, '1 minute', concurrency_key => 'k1');
 SELECT hopper.queue_set_rate_limit('sec-rate', 10, '1 minute', each_key => true);
 SELECT hopper.queue_push('sec-rate', '{}', concurrency_key => 'k1') IS NOT NULL AS pushed,
-       hopper.queue_push('sec-rate', '{}', concurrency_key => 'k2') IS NOT NULL AS pushed;
+       hopper.queue_push('sec-rate', '{}', concurrency_key => 'k2') IS NOT NULL AS pushed,
+       hopper.queue_push('sec-rate', '{}') IS NOT NULL AS pushed;
 SET ROLE regress_sec_work;
+SELECT pg_temp.try($$UPDATE hopper.rate_limits SET tokens = 0, refilled_at = 'infinity'
+                     WHERE queue = 'sec-rate'$$) AS freeze;
+SELECT pg_temp.try($$UPDATE hopper.rate_limits SET tokens = 1e9 WHERE queue = 'sec-rate'$$) AS lift;
 SELECT pg_temp.try($$UPDATE hopper.rate_limits SET period = '0' WHERE queue = 'sec-rate'$$) AS period;
-SELECT pg_temp.try($$UPDATE hopper.rate_limits SET max_claims = 1000000 WHERE queue = 'sec-rate'$$)
-    AS max_claims;
-SELECT pg_temp.try($$UPDATE hopper.rate_limits SET tokens = tokens, refilled_at = refilled_at
-                     WHERE queue = 'sec-rate'$$) AS tokens;
-\set VERBOSITY sqlstate
-INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens, refilled_at)
-VALUES ('sec-rate', 'k2', 'k:k2', 10, '0', 10, now());
-INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens, refilled_at)
-VALUES ('sec-rate', 'k2', 'k:k2', 10, '-1 minute', 10, now());
--- Nor a bucket no claim would seed: the queue's own, or a key's with a rate or tokens of its choosing.
-INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens, refilled_at)
-VALUES ('sec-rate', NULL, 'q', 1, '744 hours', -1000000, now());
-INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens,
-                                refilled_at, from_default)
-VALUES ('sec-rate', 'k2', 'k:k2', 1, '744 hours', 1, now(), true);
-INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, tokens,
-                                refilled_at, from_default)
-VALUES ('sec-rate', 'k2', 'k:k2', 10, '1 minute', 11, now(), true);
-\set VERBOSITY default
--- The claims still spend and seed.
-SELECT count(*) AS pulled FROM hopper.queue_pull('sec-rate', 2);
+-- Nor a bucket of its own making, even one a claim would seed (a key's under the per-key default,
+-- drained for good), nor removing one.
+SELECT pg_temp.try($$INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims,
+                                                     period, tokens, refilled_at, from_default)
+                     VALUES ('sec-rate', 'k3', 'k:k3', 10, '1 minute', -1000000, now(), true)$$)
+    AS seed;
+SELECT pg_temp.try($$DELETE FROM hopper.rate_limits WHERE queue = 'sec-rate'$$) AS remove;
+-- The claims still spend the queue's bucket and k1's, and make k2's at the per-key rate, full
+-- but for the claim. Operators of the worker's own, found before pg_catalog's on its search_path,
+-- never run with the buckets' owner's rights: each records the role it ran as.
 RESET ROLE;
-SELECT scope, concurrency_key, max_claims, per, floor(tokens) AS tokens FROM hopper.queue_limits('sec-rate')
-ORDER BY scope, concurrency_key;
+CREATE SCHEMA regress_sec_ops AUTHORIZATION regress_sec_work;
+SET ROLE regress_sec_work;
+CREATE TABLE regress_sec_ops.ran (who name, op text);
+CREATE FUNCTION regress_sec_ops.f8(op text, a float8, b float8) RETURNS float8 LANGUAGE sql AS $$
+    INSERT INTO regress_sec_ops.ran VALUES (current_user, op);
+    SELECT CASE op WHEN '+' THEN pg_catalog.float8pl(a, b) WHEN '-' THEN pg_catalog.float8mi(a, b)
+                   WHEN '*' THEN pg_catalog.float8mul(a, b) ELSE pg_catalog.float8div(a, b) END
+$$;
+CREATE FUNCTION regress_sec_ops.f8pl(float8, float8) RETURNS float8 LANGUAGE sql
+    AS $$ SELECT regress_sec_ops.f8('+', $1, $2) $$;
+CREATE FUNCTION regress_sec_ops.f8mi(float8, float8) RETURNS float8 LANGUAGE sql
+    AS $$ SELECT regress_sec_ops.f8('-', $1, $2) $$;
+CREATE FUNCTION regress_sec_ops.f8mul(float8, float8) RETURNS float8 LANGUAGE sql
+    AS $$ SELECT regress_sec_ops.f8('*', $1, $2) $$;
+CREATE FUNCTION regress_sec_ops.f8div(float8, float8) RETURNS float8 LANGUAGE sql
+    AS $$ SELECT regress_sec_ops.f8('/', $1, $2) $$;
+CREATE FUNCTION regress_sec_ops.texteq(text, text) RETURNS boolean LANGUAGE sql AS $$
+    INSERT INTO regress_sec_ops.ran VALUES (current_user, '=');
+    SELECT pg_catalog.texteq($1, $2)
+$$;
+CREATE FUNCTION regress_sec_ops.textcat(text, text) RETURNS text LANGUAGE sql AS $$
+    INSERT INTO regress_sec_ops.ran VALUES (current_user, '||');
+    SELECT pg_catalog.textcat($1, $2)
+$$;
+CREATE FUNCTION regress_sec_ops.tsmi(timestamptz, timestamptz) RETURNS interval LANGUAGE sql AS $$
+    INSERT INTO regress_sec_ops.ran VALUES (current_user, '-');
+    SELECT pg_catalog.timestamptz_mi($1, $2)
+$$;
+CREATE OPERATOR regress_sec_ops.+ (LEFTARG = float8, RIGHTARG = float8, FUNCTION = regress_sec_ops.f8pl);
+CREATE OPERATOR regress_sec_ops.- (LEFTARG = float8, RIGHTARG = float8, FUNCTION = regress_sec_ops.f8mi);
+CREATE OPERATOR regress_sec_ops.* (LEFTARG = float8, RIGHTARG = float8, FUNCTION = regress_sec_ops.f8mul);
+CREATE OPERATOR regress_sec_ops./ (LEFTARG = float8, RIGHTARG = float8, FUNCTION = regress_sec_ops.f8div);
+CREATE OPERATOR regress_sec_ops.= (LEFTARG = text, RIGHTARG = text, FUNCTION = regress_sec_ops.texteq);
+CREATE OPERATOR regress_sec_ops.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = regress_sec_ops.textcat);
+CREATE OPERATOR regress_sec_ops.- (LEFTARG = timestamptz, RIGHTARG = timestamptz,
+                                   FUNCTION = regress_sec_ops.tsmi);
+SET search_path = regress_sec_ops, pg_catalog;
+SELECT count(*) AS pulled FROM hopper.queue_pull('sec-rate', 3);
+RESET search_path;
+RESET ROLE;
+SELECT DISTINCT who AS ran_as FROM regress_sec_ops.ran ORDER BY 1;
+SET client_min_messages = warning;
+DROP SCHEMA regress_sec_ops CASCADE;
+RESET client_min_messages;
+SELECT bucket, max_claims, period, tokens, from_default FROM hopper.rate_limits
+WHERE queue = 'sec-rate' ORDER BY bucket;
 
 -- 4. A push does not remember its queue lookup while row level security applies to hopper.queues:
 -- a policy on a session setting let the second push to a queue through after the setting moved.

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "hopper/args.hpp"
+#include "hopper/as_owner.hpp"
 #include "hopper/direct_access.hpp"
 #include "hopper/inflight_claims.hpp"
 #include "hopper/limits.hpp"
@@ -13,11 +14,15 @@ extern "C" {
 #include "miscadmin.h"
 #include "access/xact.h"
 #include "storage/proc.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -72,6 +77,50 @@ void probe_row(void* arg) {
     p->limited = q.found && q.limited && !q.paused;
     p->entered.packed = q.packed;
     p->entered.early_release = !q.rated;
+}
+
+// The owner of hopper.rate_limits, whose rights spend() writes the buckets with. Looked up on
+// each claim that spends (three catalog cache hits): the table may change hands.
+Oid rate_limits_owner() {
+    return pg_guard([] {
+        Oid rel = get_relname_relid("rate_limits", get_namespace_oid("hopper", false));
+        HeapTuple tuple =
+            OidIsValid(rel) ? SearchSysCache1(RELOID, ObjectIdGetDatum(rel)) : nullptr;
+        if (!HeapTupleIsValid(tuple))
+            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                            errmsg("relation \"hopper.rate_limits\" does not exist")));
+        Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+        ReleaseSysCache(tuple);
+        return owner;
+    });
+}
+
+// Takes the tokens of the jobs claimed (the rows of r with an id) from their buckets, seeding the
+// keys' buckets under the per-key rate, with the rights of the buckets' owner: a role that may
+// pull only reads hopper.rate_limits, so it cannot empty, freeze or lift a queue's rate for
+// every other puller. `clock` was computed with the caller's rights (args::lease_clock: only a
+// superuser's `at` runs the buckets' clock ahead of now), before the switch.
+void spend(spi::Connection& conn, const std::string& queue, spi::Arg clock, const spi::Result& r) {
+    std::vector<Datum> keys;
+    std::vector<char> nulls;  // bool, for the C API
+    keys.reserve(r.rows());
+    nulls.reserve(r.rows());
+    for (uint64_t i = 0; i < r.rows(); ++i) {
+        if (r.is_null(i, 1)) continue;
+        bool isnull;
+        keys.push_back(r.datum(i, kKeyColumn, &isnull));
+        nulls.push_back(isnull);
+    }
+    if (keys.empty()) return;
+    Datum array = pg_guard([&] {
+        int dims[1] = {static_cast<int>(keys.size())};
+        int lbs[1] = {1};
+        return PointerGetDatum(construct_md_array(keys.data(),
+                                                  reinterpret_cast<bool*>(nulls.data()), 1, dims,
+                                                  lbs, TEXTOID, -1, false, TYPALIGN_INT));
+    });
+    AsOwner as_owner(rate_limits_owner());
+    conn.exec(spend_statement(), {spi::arg_text(queue), clock, spi::arg_datum(array)});
 }
 
 }  // namespace
@@ -170,6 +219,7 @@ spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimAr
                               : conn.exec(window_statement(rated), args);
     if (!keys_only && !r.empty() && r.is_null(r.rows() - 1, 1))
         r = conn.exec(keys_statement(rated), args);
+    if (rated) spend(conn, queue, clock, r);
     inflight_claims::claimed(queue, static_cast<int64_t>(r.rows()));
     if (!early_release) return r;
     std::vector<int64_t> claimed;

@@ -14,10 +14,10 @@
 //    a full key with a long backlog costs one descent; each key's first free jobs and the first
 //    unkeyed jobs are merged in pull order.
 // Then the jobs are locked and claimed by primary key (few rows, whatever the estimates say). On
-// a queue with rate limits the tokens spent are taken from the queue's bucket (all claims) and
-// each key's (its claims); a key under the queue's per-key rate gets its bucket at its first claim
-// ("seeded"). A queue without them gets statements without the buckets: every plan node costs
-// its start-up and tear-down on each pull, more than the few rows most of them see.
+// a queue with rate limits the budget counts the buckets' tokens; a queue without them gets
+// statements without the buckets: every plan node costs its start-up and tear-down on each pull,
+// more than the few rows most of them see. The tokens the claims spent are taken by a statement
+// of their own, spend_statement(), which runs with the owner's rights (see claim()).
 #include "hopper/limits.hpp"
 
 extern "C" {
@@ -140,27 +140,7 @@ namespace hopper::limits {
     "     ORDER BY priority, run_at, id LIMIT COALESCE((SELECT n FROM budget), 0))) c "         \
     "  ORDER BY c.priority, c.run_at, c.id LIMIT COALESCE((SELECT n FROM budget), 0)), "
 
-// The tokens the claims spent, and the buckets of keys claimed for the first time.
-#define HOPPER_SPEND \
-    ", spent AS ("                                                                            \
-    "  UPDATE hopper.rate_limits b SET tokens = " HOPPER_BUCKET_NOW("b") " - s.n::float8, "           \
-    "    refilled_at = GREATEST(b.refilled_at, $11) "                                         \
-    "  FROM (SELECT concurrency_key AS key, GROUPING(concurrency_key) = 1 AS total, "         \
-    "          pg_catalog.count(*) AS n "                                                     \
-    "        FROM claimed GROUP BY ROLLUP (concurrency_key) HAVING pg_catalog.count(*) > 0) s " \
-    "  WHERE b.queue = $1 AND ((s.total AND b.concurrency_key IS NULL) "                      \
-    "    OR (NOT s.total AND b.concurrency_key = s.key))), "                                  \
-    "seeded AS ("                                                                             \
-    "  INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, "  \
-    "    tokens, refilled_at, from_default) "                                                 \
-    "  SELECT $1, c.key, 'k:' || c.key, q.key_max_claims, q.key_claims_per, "                 \
-    "    q.key_max_claims - c.n, $11, true "                                                  \
-    "  FROM (SELECT concurrency_key AS key, pg_catalog.count(*) AS n FROM claimed "           \
-    "        WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key) c, q "               \
-    "  WHERE q.key_max_claims IS NOT NULL "                                                   \
-    "    AND NOT EXISTS (SELECT 1 FROM buckets b WHERE b.key = c.key)) "
-
-#define HOPPER_CLAIM_PICKED(spend, marker)                                                        \
+#define HOPPER_CLAIM_PICKED(marker)                                                               \
     "candidates AS MATERIALIZED ("                                                                \
     "  SELECT j.id, j.xmin FROM hopper.jobs j WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) "   \
     "    AND j.state OPERATOR(pg_catalog.=) 'available' FOR UPDATE SKIP LOCKED), "                \
@@ -171,15 +151,61 @@ namespace hopper::limits {
     "    claimed_pid = $7, claimed_backend_start = $8, session_bound = $9 "                       \
     "  WHERE j.id = ANY (ARRAY(SELECT id FROM candidates)) "                                      \
     "  RETURNING j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, j.lease_until, "     \
-    "    j.run_at, j.created_at, j.priority, j.concurrency_key)" spend                            \
+    "    j.run_at, j.created_at, j.priority, j.concurrency_key) "                                 \
     "SELECT l.id, l.queue, l.kind, l.payload, l.attempt, l.lease_token, l.lease_until, "          \
-    "  l.run_at, l.created_at, l.priority, false, c.xmin "                                        \
+    "  l.run_at, l.created_at, l.priority, false, c.xmin, l.concurrency_key "                     \
     "FROM claimed l JOIN candidates c ON c.id = l.id" marker " ORDER BY priority, run_at, id"
 
 // The window statement's answer when the window did not settle it.
 #define HOPPER_UNSETTLED                                                             \
     " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, " \
-    "  NULL, NULL WHERE NOT (SELECT ok FROM settled)"
+    "  NULL, NULL, NULL WHERE NOT (SELECT ok FROM settled)"
+
+// The tokens of a claim: taken from the queue's bucket (all its jobs) and each key's (its jobs),
+// and a key under the queue's per-key rate gets its bucket at its first claim ("seeded"), full but
+// for what the claim spent. $1 queue, $2 the buckets' clock (the claim's $11), $3 the claimed jobs'
+// keys, one element per job (NULL: unkeyed); never called for a claim of nothing. Run with the
+// rights of hopper.rate_limits' owner, whatever the caller's search_path: every function,
+// operator and type is named by schema, and OPERATOR() has no precedence of its own, hence the
+// parentheses. A bucket's content is HOPPER_BUCKET_NOW's: the claim's budget was computed by it.
+#define HOPPER_OWNED_BUCKET_NOW                                                                 \
+    "LEAST(b.max_claims::pg_catalog.float8, b.tokens OPERATOR(pg_catalog.+) ("                  \
+    "  (b.max_claims::pg_catalog.float8 OPERATOR(pg_catalog.*) GREATEST(0::pg_catalog.float8, " \
+    "    pg_catalog.date_part('epoch'::pg_catalog.text, $2 OPERATOR(pg_catalog.-) "             \
+    "b.refilled_at))) "                                                                         \
+    "  OPERATOR(pg_catalog./) pg_catalog.date_part('epoch'::pg_catalog.text, b.period)))"
+
+spi::Statement& spend_statement() {
+    static spi::Statement st(
+        "WITH s AS ("
+        "  SELECT c.key, GROUPING(c.key) OPERATOR(pg_catalog.=) 1 AS total, "
+        "    pg_catalog.count(*) AS n "
+        "  FROM pg_catalog.unnest($3) AS c(key) GROUP BY ROLLUP (c.key)), "
+        "spent AS ("
+        "  UPDATE hopper.rate_limits b "
+        "  SET tokens = " HOPPER_OWNED_BUCKET_NOW
+        " OPERATOR(pg_catalog.-) s.n::pg_catalog.float8, "
+        "    refilled_at = GREATEST(b.refilled_at, $2) "
+        "  FROM s WHERE b.queue OPERATOR(pg_catalog.=) $1 "
+        "    AND ((s.total AND b.concurrency_key IS NULL) "
+        "      OR (NOT s.total AND b.concurrency_key OPERATOR(pg_catalog.=) s.key))) "
+        "INSERT INTO hopper.rate_limits (queue, concurrency_key, bucket, max_claims, period, "
+        "  tokens, refilled_at, from_default) "
+        "SELECT $1, s.key, 'k:'::pg_catalog.text OPERATOR(pg_catalog.||) s.key, q.key_max_claims, "
+        "  q.key_claims_per, "
+        "  q.key_max_claims::pg_catalog.float8 OPERATOR(pg_catalog.-) s.n::pg_catalog.float8, "
+        "  $2, true "
+        "FROM s, hopper.queues q "
+        "WHERE NOT s.total AND s.key IS NOT NULL AND q.name OPERATOR(pg_catalog.=) $1 "
+        "  AND q.key_max_claims IS NOT NULL "
+        "  AND NOT EXISTS (SELECT FROM hopper.rate_limits b "
+        "    WHERE b.queue OPERATOR(pg_catalog.=) $1 "
+        "      AND b.concurrency_key OPERATOR(pg_catalog.=) s.key)",
+        {TEXTOID, TIMESTAMPTZOID, TEXTARRAYOID}, CURSOR_OPT_GENERIC_PLAN);
+    return st;
+}
+
+#undef HOPPER_OWNED_BUCKET_NOW
 
 #define HOPPER_LIMITED_PARAM_OIDS HOPPER_CLAIM_PARAM_OIDS, INT8ARRAYOID, TIMESTAMPTZOID
 
@@ -195,10 +221,10 @@ spi::Statement& window_statement(bool rated) {
         HOPPER_LIMITED_STATEMENT(HOPPER_LIMITED_HEAD(HOPPER_BUCKETS_CTE, HOPPER_QUEUE_TOKENS)
                                      HOPPER_WINDOW_PICK(HOPPER_KEY_FREE(HOPPER_KEY_TOKENS),
                                                         HOPPER_KEY_JOINS(HOPPER_BUCKET_JOIN))
-                                         HOPPER_CLAIM_PICKED(HOPPER_SPEND, HOPPER_UNSETTLED));
+                                         HOPPER_CLAIM_PICKED(HOPPER_UNSETTLED));
     }
     HOPPER_LIMITED_STATEMENT(HOPPER_LIMITED_HEAD("", "") HOPPER_WINDOW_PICK(
-        HOPPER_KEY_FREE(""), HOPPER_KEY_JOINS("")) HOPPER_CLAIM_PICKED(" ", HOPPER_UNSETTLED));
+        HOPPER_KEY_FREE(""), HOPPER_KEY_JOINS("")) HOPPER_CLAIM_PICKED(HOPPER_UNSETTLED));
 }
 
 spi::Statement& keys_statement(bool rated) {
@@ -206,10 +232,10 @@ spi::Statement& keys_statement(bool rated) {
         HOPPER_LIMITED_STATEMENT(HOPPER_LIMITED_HEAD(HOPPER_BUCKETS_CTE, HOPPER_QUEUE_TOKENS)
                                      HOPPER_KEYS_PICK(HOPPER_KEY_FREE(HOPPER_KEY_TOKENS),
                                                       HOPPER_KEY_JOINS(HOPPER_BUCKET_JOIN))
-                                         HOPPER_CLAIM_PICKED(HOPPER_SPEND, ""));
+                                         HOPPER_CLAIM_PICKED(""));
     }
     HOPPER_LIMITED_STATEMENT(HOPPER_LIMITED_HEAD("", "") HOPPER_KEYS_PICK(
-        HOPPER_KEY_FREE(""), HOPPER_KEY_JOINS("")) HOPPER_CLAIM_PICKED(" ", ""));
+        HOPPER_KEY_FREE(""), HOPPER_KEY_JOINS("")) HOPPER_CLAIM_PICKED(""));
 }
 
 #undef HOPPER_BUCKET_NOW
@@ -223,7 +249,6 @@ spi::Statement& keys_statement(bool rated) {
 #undef HOPPER_WINDOW
 #undef HOPPER_WINDOW_PICK
 #undef HOPPER_KEYS_PICK
-#undef HOPPER_SPEND
 #undef HOPPER_CLAIM_PICKED
 #undef HOPPER_UNSETTLED
 #undef HOPPER_LIMITED_STATEMENT

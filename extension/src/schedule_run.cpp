@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hopper/args.hpp"
+#include "hopper/as_owner.hpp"
 #include "hopper/push.hpp"
 #include "hopper/queues.hpp"
 #include "hopper/schedule.hpp"
@@ -48,26 +49,6 @@ struct Due {
     std::optional<int32_t> max_attempts;
     TimestampTz next_run_at;
     Oid owner;
-};
-
-// The schedule's owner as the current user while it lives, in a security-restricted operation
-// (as autovacuum runs a table owner's index functions): the owner's code that the push runs (its
-// triggers, its policies) cannot change the runner's session. Restored however the scope ends; an
-// error also restores it with the subtransaction's rollback.
-class AsOwner {
-  public:
-    explicit AsOwner(Oid owner) {
-        GetUserIdAndSecContext(&user_, &context_);
-        SetUserIdAndSecContext(
-            owner, context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-    }
-    ~AsOwner() { SetUserIdAndSecContext(user_, context_); }
-    AsOwner(const AsOwner&) = delete;
-    AsOwner& operator=(const AsOwner&) = delete;
-
-  private:
-    Oid user_ = InvalidOid;
-    int context_ = 0;
 };
 
 int64_t floor_div(int64_t a, int64_t b) {

@@ -61,6 +61,8 @@ using ClaimArgs = std::array<spi::Arg, 9>;
 // claimer's snapshot has no row of it to count); otherwise the lock is held to the end of the
 // transaction. `keys_only`: claim_direct() found that the window does not settle the pull.
 constexpr int kOriginColumn = 12;
+// And the job's concurrency_key, which claim() spends the keys' tokens by.
+constexpr int kKeyColumn = 13;
 spi::Result claim(spi::Connection& conn, const std::string& queue, const ClaimArgs& args,
                   bool early_release, bool keys_only, bool* released);
 
@@ -86,6 +88,9 @@ std::optional<direct_claim::Claimed> claim_direct(const direct_claim::Claim& c,
 // must claim instead.
 spi::Statement& window_statement(bool rated);
 spi::Statement& keys_statement(bool rated);
+// What a claim from a queue with rate limits spent: its tokens, and the buckets it seeded. Run as
+// the owner of hopper.rate_limits: workers only read the buckets.
+spi::Statement& spend_statement();
 
 // For the functions that change limits: locks the queue's row (P0002 if it does not exist), so
 // that changes to one queue's limits are serialized and the next statements see each other's.
