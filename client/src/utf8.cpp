@@ -68,6 +68,11 @@ std::string escaped_utf8(std::string_view bytes) {
     static const char kHex[] = "0123456789ABCDEF";
     std::string out;
     while (!bytes.empty()) {
+        if (bytes[0] == '\\') {
+            out += "\\\\";  // or the text "\\xE9" would read as the byte it escapes
+            bytes.remove_prefix(1);
+            continue;
+        }
         size_t n = char_length(bytes);
         if (n) {
             out += bytes.substr(0, n);

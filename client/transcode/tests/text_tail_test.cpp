@@ -47,6 +47,14 @@ TEST(Utf8, EscapedShowsEachStrayByte) {
     EXPECT_EQ(hopper::escaped_utf8("ab\xE2\x82"), "ab\\xE2\\x82");
 }
 
+// A backslash is doubled: otherwise the byte 0xE9 and the four characters \xE9 read the same.
+TEST(Utf8, EscapedTellsABackslashFromAnEscapedByte) {
+    EXPECT_EQ(hopper::escaped_utf8("caf\xE9.mp4"), "caf\\xE9.mp4");
+    EXPECT_EQ(hopper::escaped_utf8("caf\\xE9.mp4"), "caf\\\\xE9.mp4");
+    EXPECT_NE(hopper::escaped_utf8("caf\xE9.mp4"), hopper::escaped_utf8("caf\\xE9.mp4"));
+    EXPECT_EQ(hopper::escaped_utf8("a\\b\xFF"), "a\\\\b\\xFF");
+}
+
 TEST(TextTail, LongLinesAreCutBetweenCharacters) {
     // 399 ASCII bytes then 'é' (2 bytes): a cut at byte 400 would split it.
     std::string line = std::string(399, 'x') + "\xC3\xA9" + std::string(50, 'y');
