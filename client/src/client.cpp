@@ -1,4 +1,6 @@
 // Client: one prepared statement per queue function, typed in and out.
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -289,6 +291,9 @@ bool Client::heartbeat(int64_t id, int64_t token, std::optional<Duration> extend
 
 bool Client::progress(int64_t id, int64_t token, double fraction,
                       const std::optional<std::string>& detail) {
+    // The server keeps progress as a real: a fraction too small for one (1e-50) was refused as
+    // "out of range for type real" where the stored value is 0.
+    if (std::fabs(fraction) < std::numeric_limits<float>::min()) fraction = 0;
     return call("hopper_progress",
                 "SELECT hopper.queue_progress($1::int8, $2::int8, $3::real, $4::jsonb)",
                 {id_param(id), id_param(token), fmt::format("{}", fraction), detail})

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <iterator>
 #include <stdexcept>
 #include <utility>
 
@@ -51,6 +52,7 @@ Connection::Connection(Connection&& o) noexcept
       conn_(std::move(o.conn_)),
       prepared_(std::move(o.prepared_)),
       on_connect_(std::move(o.on_connect_)),
+      put_back_(std::move(o.put_back_)),
       moved_from_(std::exchange(o.moved_from_, true)) {}
 
 Connection& Connection::operator=(Connection&& o) noexcept {
@@ -59,6 +61,7 @@ Connection& Connection::operator=(Connection&& o) noexcept {
     conn_ = std::move(o.conn_);
     prepared_ = std::move(o.prepared_);
     on_connect_ = std::move(o.on_connect_);
+    put_back_ = std::move(o.put_back_);
     moved_from_ = std::exchange(o.moved_from_, true);
     return *this;
 }
@@ -253,19 +256,30 @@ void Connection::unlisten(std::string_view channel) {
 
 std::vector<Notification> Connection::notifications() {
     std::vector<Notification> out;
-    if (!conn_) return out;
-    if (PQconsumeInput(conn_.get()) == 0)
-        throw ConnectionError(
-            fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
-    while (true) {
-        std::unique_ptr<PGnotify, FreeMem> n(PQnotifies(conn_.get()));
-        if (!n) break;
-        out.push_back({n->relname, n->extra ? n->extra : "", n->be_pid});
+    if (conn_) {
+        if (PQconsumeInput(conn_.get()) == 0)
+            throw ConnectionError(
+                fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
+        while (true) {
+            std::unique_ptr<PGnotify, FreeMem> n(PQnotifies(conn_.get()));
+            if (!n) break;
+            out.push_back({n->relname, n->extra ? n->extra : "", n->be_pid});
+        }
     }
-    return out;
+    if (put_back_.empty()) return out;
+    put_back_.insert(put_back_.end(), std::make_move_iterator(out.begin()),
+                     std::make_move_iterator(out.end()));
+    return std::exchange(put_back_, {});
+}
+
+void Connection::put_back(std::vector<Notification> unread) {
+    unread.insert(unread.end(), std::make_move_iterator(put_back_.begin()),
+                  std::make_move_iterator(put_back_.end()));
+    put_back_ = std::move(unread);
 }
 
 bool Connection::wait(std::chrono::milliseconds timeout, int extra_fd) {
+    if (!put_back_.empty()) return true;
     pollfd fds[2] = {{PQsocket(conn_.get()), POLLIN, 0}, {extra_fd, POLLIN, 0}};
     int nfds = extra_fd >= 0 ? 2 : 1;
     int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 0, INT_MAX));

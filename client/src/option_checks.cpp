@@ -3,11 +3,40 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "hopper/utf8.hpp"
+
 namespace hopper::internal {
 
-void check_worker_options(const std::string& queue, Duration poll_interval, double poll_jitter,
-                          Duration shutdown_timeout) {
+namespace {
+
+// The server's limits (extension/include/hopper/args.hpp).
+constexpr size_t kMaxQueueName = 48;
+constexpr size_t kMaxWorkerName = 128;  // bytes
+
+bool queue_char_ok(char c, bool first) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+    return !first && (c == '_' || c == '.' || c == ':' || c == '-');
+}
+
+}  // namespace
+
+void check_worker_options(const std::string& queue, const std::string& name, Duration poll_interval,
+                          double poll_jitter, Duration shutdown_timeout) {
     if (queue.empty()) throw std::invalid_argument("queue must not be empty");
+    bool well_formed = queue.size() <= kMaxQueueName;
+    for (size_t i = 0; well_formed && i < queue.size(); ++i)
+        well_formed = queue_char_ok(queue[i], i == 0);
+    if (!well_formed)
+        throw std::invalid_argument(
+            fmt::format("invalid queue name \"{}\": 1 to 48 characters from A-Z a-z 0-9 _ . : -, "
+                        "starting with a letter or digit",
+                        escaped_utf8(queue)));
+    if (queue == "done") throw std::invalid_argument("the queue name \"done\" is reserved");
+    if (name.size() > kMaxWorkerName)
+        throw std::invalid_argument(
+            fmt::format("name is {} bytes long; the limit is {}", name.size(), kMaxWorkerName));
     if (poll_interval < Duration::zero())
         throw std::invalid_argument("poll_interval must not be negative");
     // NaN passes every comparison false: it would reach the jitter arithmetic as a delay.
@@ -15,6 +44,11 @@ void check_worker_options(const std::string& queue, Duration poll_interval, doub
         throw std::invalid_argument("poll_jitter must be between 0 and 1");
     if (shutdown_timeout < Duration::zero())
         throw std::invalid_argument("shutdown_timeout must not be negative");
+}
+
+bool refused_for_good(const Error& e) {
+    const std::string& s = e.sqlstate();
+    return s.rfind("22", 0) == 0 || s.rfind("42", 0) == 0 || s == "3F000" || s == "0A000";
 }
 
 }  // namespace hopper::internal

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -31,6 +33,18 @@ namespace hopper {
 using internal::Backoff;
 using Steady = std::chrono::steady_clock;
 
+namespace {
+
+// A take the server refused the way it would refuse it every time (internal::refused_for_good):
+// retried, it would be refused forever without taking a job.
+struct RefusedTake : std::runtime_error {
+    explicit RefusedTake(const Error& e)
+        : std::runtime_error(e.what()), error(std::current_exception()) {}
+    std::exception_ptr error;  // the server's, thrown by run()
+};
+
+}  // namespace
+
 struct TakeWorker::Impl {
     TakeWorkerOptions opt;
     std::map<std::string, TakeHandler> handlers;
@@ -40,6 +54,8 @@ struct TakeWorker::Impl {
     std::atomic<bool> stop_requested{false};
     std::atomic<bool> running{false};
     std::atomic<bool> listening{false};  // LISTEN + poll instead of waiting takes
+    // The server's error for a take refused for good (RefusedTake), which run() throws; under m.
+    std::exception_ptr refusal;
     internal::Wakeup wake;
 
     std::mutex m;
@@ -66,7 +82,7 @@ struct TakeWorker::Impl {
         if (opt.batch < 1) throw std::invalid_argument("batch must be at least 1");
         if (opt.gather.count() < 0 || opt.gather > std::chrono::seconds(1))
             throw std::invalid_argument("gather must be between 0 and 1 s");
-        internal::check_worker_options(opt.queue, opt.poll_interval, opt.poll_jitter,
+        internal::check_worker_options(opt.queue, opt.name, opt.poll_interval, opt.poll_jitter,
                                        opt.shutdown_timeout);
         if (opt.name.empty()) opt.name = internal::default_worker_name();
         if (!opt.log)
@@ -111,6 +127,7 @@ struct TakeWorker::Impl {
         return fallback;  // set: without it, only the handlers' kinds are taken
     }
 
+    void give_up(const RefusedTake& refused);
     void listen_loop();
     void cancel_waiting_takes();
     void take_loop(size_t slot);
@@ -230,6 +247,7 @@ void TakeWorker::run() {
     for (size_t i = 0; i < w.slots.size(); ++i) threads.start([&w, i] { w.take_loop(i); });
     w.listen_loop();
     threads.join();
+    if (w.refusal) std::rethrow_exception(w.refusal);
 }
 
 // Turns NOTIFYs on "hopper:<queue>" (and poll ticks) into wake-ups of idle takers.
@@ -339,6 +357,23 @@ void TakeWorker::Impl::cancel_waiting_takes() {
     }
 }
 
+// Stops the worker (the other threads finish the transaction they are in), and has run() throw
+// the server's error: the first refusal is logged, the other threads' are the same.
+void TakeWorker::Impl::give_up(const RefusedTake& refused) {
+    bool first;
+    {
+        std::lock_guard<std::mutex> lock(m);
+        first = !refusal;
+        if (first) refusal = refused.error;
+    }
+    if (first)
+        log_line(fmt::format("taking from queue {} was refused, the worker stops: {}", opt.queue,
+                             refused.what()));
+    stop_requested.store(true);
+    wake.notify();
+    wake_all();
+}
+
 void TakeWorker::Impl::take_loop(size_t slot) {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     std::unique_ptr<Client> client;
@@ -359,6 +394,9 @@ void TakeWorker::Impl::take_loop(size_t slot) {
             // (or a listening worker) sleeps until woken or the next poll.
             if (wait && Steady::now() - started >= *wait / 2) continue;
             idle(seen, internal::listen_poll(opt.poll_interval, opt.poll_jitter));
+        } catch (const RefusedTake& refused) {
+            give_up(refused);
+            break;
         } catch (const std::exception& ex) {
             if (ended_by_deadline(slot)) break;  // reported when it was ended
             if (stopping()) break;               // a waiting take cancelled by the shutdown
@@ -373,8 +411,8 @@ void TakeWorker::Impl::take_loop(size_t slot) {
                 wake.notify();  // the calling thread starts listening
                 continue;
             }
-            // A lost connection or a refused take (a queue with limits): nothing was taken, or
-            // the transaction rolled back and its jobs are available again.
+            // A lost connection or a refusal of the moment: nothing was taken, or the
+            // transaction rolled back and its jobs are available again.
             Duration d = backoff.next();
             log_line(fmt::format("taking from queue {} failed (retrying in {} ms): {}", opt.queue,
                                  d.count() / 1000, ex.what()));
@@ -392,14 +430,24 @@ void TakeWorker::Impl::take_loop(size_t slot) {
 size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Duration> wait) {
     std::optional<Holding> holding;
     Transaction tx(client);
+    auto take_jobs = [&](const TakeOptions& options) {
+        try {
+            return client.take(opt.queue, options);
+        } catch (const ConnectionError&) {
+            throw;
+        } catch (const Error& e) {
+            if (internal::refused_for_good(e)) throw RefusedTake(e);
+            throw;
+        }
+    };
     std::vector<Job> jobs;
     if (wait) {
         TakeOptions waiting = take;
         waiting.wait = wait;
         Waiting mark(*this, slot, client.connection().backend_pid());
-        if (!mark.refused()) jobs = client.take(opt.queue, waiting);
+        if (!mark.refused()) jobs = take_jobs(waiting);
     } else {
-        jobs = client.take(opt.queue, take);
+        jobs = take_jobs(take);
     }
     if (opt.gather.count() > 0 && !jobs.empty() && static_cast<int>(jobs.size()) < take.n) {
         std::this_thread::sleep_for(opt.gather);
@@ -408,7 +456,7 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         // A waiting take judges "due" by the clock at each look; a plain one by its transaction's
         // start, before which the jobs gathered here were pushed.
         more.wait = std::chrono::milliseconds(1);
-        for (Job& j : client.take(opt.queue, more)) jobs.push_back(std::move(j));
+        for (Job& j : take_jobs(more)) jobs.push_back(std::move(j));
     }
     if (jobs.empty()) {
         tx.commit();

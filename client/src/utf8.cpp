@@ -2,6 +2,8 @@
 // as PostgreSQL checks).
 #include "hopper/utf8.hpp"
 
+#include "utf8_chars.hpp"
+
 #include <libpq-fe.h>
 
 #include "hopper/client.hpp"
@@ -18,8 +20,11 @@ bool continuation(unsigned char c) {
     return (c & 0xC0) == 0x80;
 }
 
-// The length of the valid character at the start of `s`, or 0 if it does not start with one.
-size_t char_length(std::string_view s) {
+}  // namespace
+
+namespace internal {
+
+size_t utf8_char_length(std::string_view s) {
     auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
     unsigned char c = b(0);
     if (c >= 0x01 && c <= 0x7F) return 1;
@@ -44,13 +49,13 @@ size_t char_length(std::string_view s) {
     return n;
 }
 
-}  // namespace
+}  // namespace internal
 
 std::string valid_utf8(std::string_view bytes, size_t max_bytes) {
     std::string out;
     out.reserve(std::min(bytes.size(), max_bytes));
     while (!bytes.empty()) {
-        size_t n = char_length(bytes);
+        size_t n = internal::utf8_char_length(bytes);
         std::string_view piece = n ? bytes.substr(0, n) : kReplacement;
         if (out.size() + piece.size() > max_bytes) break;
         out += piece;
@@ -68,7 +73,12 @@ std::string escaped_utf8(std::string_view bytes) {
     static const char kHex[] = "0123456789ABCDEF";
     std::string out;
     while (!bytes.empty()) {
-        size_t n = char_length(bytes);
+        if (bytes[0] == '\\') {
+            out += "\\\\";  // or the text "\\xE9" would read as the byte it escapes
+            bytes.remove_prefix(1);
+            continue;
+        }
+        size_t n = internal::utf8_char_length(bytes);
         if (n) {
             out += bytes.substr(0, n);
             bytes.remove_prefix(n);

@@ -2,7 +2,12 @@
 // finished before we listened) and on a poll tick: queues send "hopper:done" only when they asked
 // for it (queue_set_notify_done), and a notification can be missed (hopper.notify off, a
 // reconnect). A second between polls keeps a waiter's cost at one small query a second.
+// The connection is the caller's: a LISTEN they made stays, and the notifications read here that
+// are not wait_for's own go back to them (Connection::put_back).
 #include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -29,25 +34,62 @@ bool names_job(const std::string& payload, int64_t id) {
     return payload.compare(pos, end - pos, std::to_string(id)) == 0;
 }
 
+// LISTENs on "hopper:done" unless the session does already (the caller's own LISTEN stays, and
+// so do the "hopper:done" notifications it brings), reads the notifications, and on leaving
+// UNLISTENs what it added and puts back for the caller all it read but its own.
+class DoneListener {
+  public:
+    DoneListener(Connection& c, bool listen) : c_(c) {
+        if (!listen) return;  // in a transaction: a LISTEN would start only at its commit
+        own_ =
+            !c_.exec_prepared("hopper_wait_listening",
+                              "SELECT $1 = ANY (ARRAY(SELECT pg_catalog.pg_listening_channels()))",
+                              {std::string(kDoneChannel)})
+                 .boolean(0, 0);
+        if (own_) c_.listen(kDoneChannel);
+    }
+    DoneListener(const DoneListener&) = delete;
+    DoneListener& operator=(const DoneListener&) = delete;
+    ~DoneListener() {
+        try {
+            if (own_ && c_.ok() && !c_.in_transaction()) {
+                c_.unlisten(kDoneChannel);
+                read(std::nullopt);  // some may have come in with the UNLISTEN's reply
+            }
+        } catch (...) {
+            // The connection is gone; so is the LISTEN.
+        }
+        try {
+            c_.put_back(std::move(theirs_));
+        } catch (...) {
+            // Out of memory: they are lost.
+        }
+    }
+
+    // Reads what has arrived; whether a "hopper:done" names job `id`.
+    bool read(std::optional<int64_t> id) {
+        bool ours = false;
+        for (Notification& n : c_.notifications()) {
+            bool done = n.channel == kDoneChannel;
+            if (done && id && names_job(n.payload, *id)) ours = true;
+            if (!(done && own_)) theirs_.push_back(std::move(n));
+        }
+        return ours;
+    }
+
+  private:
+    Connection& c_;
+    bool own_ = false;
+    std::vector<Notification> theirs_;
+};
+
 }  // namespace
 
 std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
     ensure_connected();
     // Inside a transaction a LISTEN starts only at its commit, too late to hear anything, and
     // would outlive this call: the job is polled instead.
-    const bool listening = !conn_.in_transaction();
-    if (listening) conn_.listen(kDoneChannel);
-    struct Unlisten {
-        Connection& c;
-        bool listening;
-        ~Unlisten() {
-            try {
-                if (listening && c.ok() && !c.in_transaction()) c.unlisten(kDoneChannel);
-            } catch (...) {
-                // The connection is gone; so is the LISTEN.
-            }
-        }
-    } unlisten{conn_, listening};
+    DoneListener listener(conn_, !conn_.in_transaction());
 
     // A job seen once and then gone finished on a queue that keeps no history (or its queue was
     // dropped): "does not exist" would read as a wrong id.
@@ -85,8 +127,7 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
             if (now >= next_poll) break;
             auto until = std::min(deadline, next_poll);
             conn_.wait(std::chrono::ceil<std::chrono::milliseconds>(until - now));
-            for (const auto& n : conn_.notifications())
-                if (n.channel == kDoneChannel && names_job(n.payload, id)) ours = true;
+            ours = listener.read(id);
         }
     }
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -65,6 +66,8 @@ struct Worker::Impl {
     std::vector<Returned> unreported;
 
     std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0}, pulls{0};
+    // The server's error for a pull refused for good, which run() throws (the fetch loop's).
+    std::exception_ptr refusal;
     // When the shutdown's deadline passes (shutdown() sets it): reports that keep failing on a
     // lost connection give up then, rather than hold run() up for their full minute.
     std::atomic<Steady::rep> shutdown_deadline{
@@ -73,8 +76,10 @@ struct Worker::Impl {
     explicit Impl(WorkerOptions o) : opt(std::move(o)) {
         if (opt.concurrency < 1) throw std::invalid_argument("concurrency must be at least 1");
         if (opt.max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
-        internal::check_worker_options(opt.queue, opt.poll_interval, opt.poll_jitter,
+        internal::check_worker_options(opt.queue, opt.name, opt.poll_interval, opt.poll_jitter,
                                        opt.shutdown_timeout);
+        if (opt.lease && (*opt.lease <= Duration::zero() || *opt.lease > std::chrono::hours(24)))
+            throw std::invalid_argument("lease must be more than 0 and at most 24 h");
         if (!opt.prefetch) opt.prefetch = opt.concurrency;
         if (*opt.prefetch < 0) throw std::invalid_argument("prefetch must not be negative");
         capacity = opt.concurrency + *opt.prefetch;
@@ -200,6 +205,7 @@ void Worker::run() {
     for (int i = 0; i < w.opt.concurrency; ++i) threads.start([&w, &hb] { w.handler_thread(hb); });
     w.fetch_loop(hb);
     threads.join();
+    if (w.refusal) std::rethrow_exception(w.refusal);
 }
 
 PullOptions Worker::Impl::pull_options(int n) const {
@@ -358,6 +364,15 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             if (slots_free() > 0 && free_slots <= 0) deep = true;
         } catch (const std::exception& ex) {
             const auto* err = dynamic_cast<const Error*>(&ex);
+            if (err && internal::refused_for_good(*err)) {
+                // A pull the server refuses every time (its options, the database's objects or
+                // rights): retried, it was refused forever without taking a job. run() throws it.
+                log(fmt::format("pull from queue {} was refused, the worker stops: {}", opt.queue,
+                                ex.what()));
+                refusal = std::current_exception();
+                stop_requested.store(true);
+                break;
+            }
             if (err && err->sqlstate() == sqlstate::kQueryCanceled && on_waiter &&
                 !waiter.in_flight() && !listening && conn &&
                 internal::statement_timeout_cuts(*conn, waiter_wait)) {

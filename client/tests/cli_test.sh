@@ -405,6 +405,24 @@ not_utf8)
     PGCLIENTENCODING=LATIN1 run push uq '{}' --kind "$(printf 'caf\xe9')"
     expect_rc 0 "a Latin-1 kind in a Latin-1 session"
     [ "$(sql "SELECT kind FROM hopper.job_status($out)")" = "café" ] || fail "the Latin-1 kind stored as café"
+    latin=$out
+    # JSON is UTF-8 whatever the session's encoding; the table keeps the session's.
+    PGCLIENTENCODING=LATIN1 run show "$latin" --json
+    expect_rc 0 "show --json in a Latin-1 session"
+    iconv -f UTF-8 -t UTF-8 <<<"$out" >/dev/null 2>&1 || fail "show --json printed text that is not UTF-8"
+    [ "$(sql "SELECT ('$out'::jsonb)->>'kind'")" = "café" ] || fail "show --json: the kind café"
+    PGCLIENTENCODING=LATIN1 run jobs uq --json
+    iconv -f UTF-8 -t UTF-8 <<<"$out" >/dev/null 2>&1 || fail "jobs --json printed text that is not UTF-8"
+    PGCLIENTENCODING=LATIN1 run show "$latin"
+    LC_ALL=C grep -q "caf$(printf '\xe9')\$" <<<"$out" || fail "show: the kind in Latin-1"
+    # So the arguments of a --json call are UTF-8 too.
+    PGCLIENTENCODING=LATIN1 run --json push uq '{}' --kind "$(printf 'caf\xe9')"
+    expect_rc 1 "a Latin-1 kind with --json"
+    expect_err '^hopper push: --kind "caf\\xE9" is not valid UTF-8.*which --json sets' "--kind named"
+    PGCLIENTENCODING=LATIN1 run --json push uq '{}' --kind café
+    expect_rc 0 "a UTF-8 kind with --json in a Latin-1 session"
+    [ "$(sql "SELECT kind FROM hopper.job_status($(sql "SELECT ('$out'::jsonb)->>'id'"))")" = "café" ] ||
+        fail "--json push: the kind stored as café"
     ;;
 reaper)
     run reaper status

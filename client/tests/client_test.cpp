@@ -383,6 +383,21 @@ TEST_F(ClientTest, ProgressIsStoredAndChecked) {
     EXPECT_NE(msg.find("progress"), std::string::npos) << msg;
 }
 
+// A fraction too small for the server's real (below about 1.2e-38) was refused as "out of range
+// for type real": it is progress 0, as a real holds it.
+TEST_F(ClientTest, ProgressTooSmallForARealIsZero) {
+    std::string q = unique_queue("progress");
+    int64_t id = c.push(q, "{}");
+    auto j = c.pull(q).at(0);
+    for (double tiny : {1e-50, 1e-300, -1e-50, 5e-324}) {
+        EXPECT_TRUE(c.progress(id, j.lease_token, tiny)) << tiny;
+        EXPECT_EQ(c.job_status(id).progress, std::optional<double>(0.0)) << tiny;
+    }
+    EXPECT_TRUE(c.progress(id, j.lease_token, 1e-6));
+    ASSERT_TRUE(c.job_status(id).progress);
+    EXPECT_NEAR(*c.job_status(id).progress, 1e-6, 1e-12);
+}
+
 TEST_F(ClientTest, ReleaseGivesTheJobBack) {
     std::string q = unique_queue("release");
     int64_t id = c.push(q, "{}");

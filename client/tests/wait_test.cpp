@@ -2,6 +2,7 @@
 #include <atomic>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 
 using namespace std::chrono_literals;
 using hopper::test::conninfo;
+using hopper::test::eventually;
 using hopper::test::unique_queue;
 
 namespace hopper {
@@ -203,6 +205,104 @@ TEST(WaitFor, InATransactionLeavesNoListenBehind) {
         tx.commit();
     }
     EXPECT_EQ(c.exec("SELECT count(*) FROM pg_catalog.pg_listening_channels()").int64(0, 0), 0);
+}
+
+// The connection is the caller's: wait_for UNLISTENed "hopper:done" that the caller listened on
+// itself, and dropped every notification it read that was not about its job.
+TEST(WaitFor, LeavesTheCallersListensAndNotificationsAlone) {
+    Client c(conninfo()), other(conninfo());
+    std::string q = unique_queue("wait");
+    const std::string app = q + ":app";
+    c.queue_create(q);
+    c.exec("SELECT hopper.queue_set_notify_done($1, true)", q);
+    c.connection().listen("hopper:done");
+    c.connection().listen(app);
+    int64_t waited = c.push(q, "{}");
+    int64_t finished = c.push(q, "{}");
+    // While the caller waits, another job of the queue finishes and their own channel hears.
+    auto during = std::async(std::launch::async, [&] {
+        std::this_thread::sleep_for(100ms);
+        Client o(conninfo());
+        auto js = o.pull(q, [] {
+            PullOptions po;
+            po.n = 2;
+            return po;
+        }());
+        for (const Job& j : js)
+            if (j.id == finished) o.complete(j.id, j.lease_token);
+        o.exec("SELECT pg_catalog.pg_notify($1, 'hello')", app);
+    });
+    EXPECT_FALSE(c.wait_for(waited, 700ms));
+    during.get();
+
+    auto listening = [&](const std::string& channel) {
+        return c.exec("SELECT $1 = ANY (ARRAY(SELECT pg_catalog.pg_listening_channels()))", channel)
+            .boolean(0, 0);
+    };
+    EXPECT_TRUE(listening("hopper:done")) << "the caller's LISTEN was removed";
+    EXPECT_TRUE(listening(app));
+    // What came meanwhile is the caller's to read, in the order it came.
+    std::vector<Notification> got;
+    eventually(
+        [&] {
+            c.connection().wait(100ms);
+            for (auto& n : c.connection().notifications()) got.push_back(std::move(n));
+            return got.size() >= 2;
+        },
+        5s);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].channel, "hopper:done");
+    EXPECT_NE(got[0].payload.find(std::to_string(finished)), std::string::npos) << got[0].payload;
+    EXPECT_EQ(got[1].channel, app);
+    EXPECT_EQ(got[1].payload, "hello");
+
+    // A wait that the job's end ends leaves its "hopper:done" to the caller that listens too.
+    ASSERT_TRUE(other.cancel(waited));
+    auto info = c.wait_for(waited, 5s);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, JobState::Cancelled);
+    EXPECT_TRUE(listening("hopper:done"));
+    got.clear();
+    eventually(
+        [&] {
+            c.connection().wait(100ms);
+            for (auto& n : c.connection().notifications()) got.push_back(std::move(n));
+            return !got.empty();
+        },
+        5s);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].channel, "hopper:done");
+}
+
+// A caller that does not listen on "hopper:done" gets none of those wait_for's LISTEN brought,
+// and still its own.
+TEST(WaitFor, KeepsOnlyItsOwnDoneNotifications) {
+    Client c(conninfo()), other(conninfo());
+    std::string q = unique_queue("wait");
+    const std::string app = q + ":app";
+    c.queue_create(q);
+    c.exec("SELECT hopper.queue_set_notify_done($1, true)", q);
+    c.connection().listen(app);
+    int64_t id = c.push(q, "{}");
+    auto during = std::async(std::launch::async, [&] {
+        std::this_thread::sleep_for(100ms);
+        Client o(conninfo());
+        o.exec("SELECT pg_catalog.pg_notify($1, 'hello')", app);
+        auto j = o.pull(q).at(0);
+        o.complete(j.id, j.lease_token);
+    });
+    auto info = c.wait_for(id, 30s);
+    during.get();
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->state, JobState::Completed);
+    EXPECT_EQ(
+        c.exec("SELECT array_agg(ch)::text FROM pg_catalog.pg_listening_channels() ch").text(0, 0),
+        "{" + app + "}");
+    c.connection().wait(200ms);
+    auto got = c.connection().notifications();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].channel, app);
+    EXPECT_EQ(got[0].payload, "hello");
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <memory>
 #include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -361,6 +363,25 @@ TEST(WorkerLimits, BothWorkersRefuseTheSameBadOptions) {
     refused([](auto& o) { o.poll_jitter = -0.1; });
     refused([](auto& o) { o.poll_jitter = 1.5; });
     refused([](auto& o) { o.queue.clear(); });
+    // What the server refuses in every pull or take: each was retried forever, taking no job.
+    refused([](auto& o) { o.queue = "bad queue name!"; });
+    refused([](auto& o) { o.queue = "done"; });
+    refused([](auto& o) { o.queue = "_q"; });
+    refused([](auto& o) { o.queue = std::string(49, 'q'); });
+    refused([](auto& o) { o.queue = "caf\xC3\xA9"; });
+    refused([](auto& o) { o.name = std::string(129, 'w'); });
+    WorkerOptions no_lease = quiet(WorkerOptions{}, "q");
+    no_lease.lease = Duration::zero();
+    EXPECT_THROW(Worker{no_lease}, std::invalid_argument);
+    no_lease.lease = 25h;
+    EXPECT_THROW(Worker{no_lease}, std::invalid_argument);
+    WorkerOptions at_limits = quiet(WorkerOptions{}, std::string(48, 'q'));
+    at_limits.name = std::string(128, 'w');
+    at_limits.lease = 24h;
+    EXPECT_NO_THROW(Worker{at_limits});
+    TakeWorkerOptions take_at_limits = quiet(TakeWorkerOptions{}, "a0_.:-Z");
+    take_at_limits.name = std::string(128, 'w');
+    EXPECT_NO_THROW(TakeWorker{take_at_limits});
     WorkerOptions fine = quiet(WorkerOptions{}, "q");
     fine.poll_interval = Duration::zero();  // kept to the least wait, as documented
     fine.poll_jitter = 1;
@@ -502,6 +523,88 @@ TEST(WorkerLimits, IdleSessionTimeoutDoesNotEndTheWorkersSessions) {
     EXPECT_EQ(runs.load(), 1);
     EXPECT_EQ(gone, 0) << "the server ended some of the worker's sessions " << at_start;
     EXPECT_EQ(w.stats().lost, 0u);
+}
+
+// Runs `w` until run() returns or throws, at most `limit`; then stops it. Whether run() ended by
+// itself, and what it threw.
+template <typename W>
+std::pair<bool, std::exception_ptr> run_until_it_ends(W& w, std::chrono::seconds limit) {
+    auto ran = std::async(std::launch::async, [&] { w.run(); });
+    bool ended = ran.wait_for(limit) == std::future_status::ready;
+    if (!ended) w.stop();
+    try {
+        ran.get();
+    } catch (...) {
+        return {ended, std::current_exception()};
+    }
+    return {ended, nullptr};
+}
+
+std::string sqlstate_of(const std::exception_ptr& e) {
+    try {
+        if (e) std::rethrow_exception(e);
+    } catch (const Error& err) {
+        return err.sqlstate();
+    } catch (...) {
+        return "not a hopper::Error";
+    }
+    return "nothing thrown";
+}
+
+// A take or pull that the server refuses for good (above, the pull cap hopper.max_pull; a take
+// from a queue with limits) was logged and retried forever without taking a job: the worker
+// stops, run() throws the server's error, and the jobs stay where they were.
+TEST(WorkerLimits, ARefusalForGoodStopsTheWorker) {
+    Client c(conninfo());
+    auto logged = std::make_shared<std::atomic<int>>(0);
+    auto counting = [logged](auto o) {
+        o.log = [logged](const std::string&) { ++*logged; };
+        o.min_backoff = 10ms;
+        o.max_backoff = 20ms;
+        return o;
+    };
+    {
+        std::string q = unique_queue("refused");
+        int64_t id = c.push(q, "{}");
+        TakeWorkerOptions o = counting(quiet(TakeWorkerOptions{}, q));
+        o.batch = 1001;
+        o.concurrency = 3;
+        TakeWorker w(o);
+        w.on_any([](const Job&, Client&) {});
+        auto [ended, thrown] = run_until_it_ends(w, 30s);
+        EXPECT_TRUE(ended) << "retried " << logged->load() << " times";
+        EXPECT_EQ(sqlstate_of(thrown), "22023");
+        EXPECT_EQ(logged->load(), 1);
+        EXPECT_EQ(c.job_status(id).state, JobState::Available);
+    }
+    {
+        std::string q = unique_queue("refused");
+        int64_t id = c.push(q, "{}");
+        c.exec("SELECT hopper.queue_set_concurrency($1, 1, NULL)", q);
+        *logged = 0;
+        TakeWorker w(counting(quiet(TakeWorkerOptions{}, q)));
+        w.on_any([](const Job&, Client&) {});
+        auto [ended, thrown] = run_until_it_ends(w, 30s);
+        EXPECT_TRUE(ended) << "retried " << logged->load() << " times";
+        EXPECT_EQ(sqlstate_of(thrown), "0A000");
+        EXPECT_EQ(c.job_status(id).state, JobState::Available);
+    }
+    {
+        std::string q = unique_queue("refused");
+        int64_t id = c.push(q, "{}");
+        *logged = 0;
+        WorkerOptions o = counting(quiet(WorkerOptions{}, q));
+        o.concurrency = 1;
+        o.prefetch = 1000;
+        o.max_batch = 1001;  // a pull for all 1001 free places is above the cap
+        Worker w(o);
+        w.on_any([](JobContext&) {});
+        auto [ended, thrown] = run_until_it_ends(w, 30s);
+        EXPECT_TRUE(ended) << "retried " << logged->load() << " times";
+        EXPECT_EQ(sqlstate_of(thrown), "22023");
+        EXPECT_EQ(logged->load(), 1);
+        EXPECT_EQ(c.job_status(id).state, JobState::Available);
+    }
 }
 
 }  // namespace

@@ -87,10 +87,14 @@ class Connection {
     // LISTEN / UNLISTEN with the channel quoted as an identifier ("hopper:jobs" needs quoting).
     void listen(std::string_view channel);
     void unlisten(std::string_view channel);
-    // Reads what the server has sent and returns the notifications received so far.
+    // Reads what the server has sent and returns the notifications received so far, those put
+    // back first.
     std::vector<Notification> notifications();
+    // Hands notifications read but not meant for the reader (Client::wait_for looks for its own
+    // among the caller's) back to the next notifications(), ahead of any received since.
+    void put_back(std::vector<Notification> unread);
     // Waits until the server sends something, `extra_fd` becomes readable, or the timeout passes.
-    // Returns true when something arrived (call notifications()).
+    // Returns true when something arrived (call notifications()), at once while any is put back.
     bool wait(std::chrono::milliseconds timeout, int extra_fd = -1);
 
     std::string escape_identifier(std::string_view name) const;
@@ -112,6 +116,7 @@ class Connection {
     std::unique_ptr<pg_conn, Finish> conn_;
     std::unordered_set<std::string> prepared_;
     std::vector<std::string> on_connect_;
+    std::vector<Notification> put_back_;
     bool moved_from_ = false;
 };
 

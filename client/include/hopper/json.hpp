@@ -6,7 +6,8 @@
 
 namespace hopper::json {
 
-// `s` as a JSON string literal, quotes included.
+// `s` as a JSON string literal, quotes included; each byte of `s` that is not part of a valid
+// UTF-8 character becomes U+FFFD, as JSON text must be UTF-8.
 std::string quote(std::string_view s);
 
 }  // namespace hopper::json

@@ -43,7 +43,7 @@ struct TakeWorkerOptions {
     // stream of short jobs, a millisecond or two lets the next pushes land, so that one commit
     // carries several jobs instead of one each (at the cost of that much latency). 0: never.
     Duration gather = Duration::zero();
-    std::string name;  // recorded as the job's worker; host:pid
+    std::string name;  // recorded as the job's worker, up to 128 bytes; default host:pid
     // An idle thread waits for jobs inside its take (queue_take's wait): the commit that makes a
     // job available wakes it within about a millisecond, with no LISTEN/NOTIFY and no polling;
     // stop() cancels the wait. A role whose statement_timeout cuts the wait falls back to LISTEN
@@ -86,7 +86,9 @@ class TakeWorker {
 
     // Runs until stop() or a signal; then lets each thread finish the transaction it is in, up
     // to shutdown_timeout, ends those still open, and returns when every thread has stopped.
-    // Throws std::logic_error when no handler is registered.
+    // Throws std::logic_error when no handler is registered, and, after that shutdown, the
+    // server's hopper::Error when it refused a take for good (SQLSTATE class 22 or 42, 3F000,
+    // 0A000: batch above hopper.max_pull, a queue with limits), which retrying would meet forever.
     void run();
     // Starts the graceful shutdown; safe from any thread.
     void stop();

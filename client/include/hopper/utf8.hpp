@@ -15,7 +15,8 @@ class Client;
 std::string valid_utf8(std::string_view bytes, size_t max_bytes = std::string::npos);
 
 // `bytes` for a message that must name them exactly (a file name the database cannot hold): valid
-// characters as they are, each other byte (NUL included) as \xNN, e.g. "caf\xE9.mp4".
+// characters as they are but the backslash, doubled (\\), and each other byte (NUL included) as
+// \xNN: the bytes "caf\xE9.mp4" read caf\xE9.mp4, the text caf\xE9.mp4 reads caf\\xE9.mp4.
 std::string escaped_utf8(std::string_view bytes);
 
 // Whether the connection's client_encoding is UTF8 (as for a UTF8 database unless

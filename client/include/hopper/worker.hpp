@@ -162,7 +162,7 @@ struct WorkerOptions {
     // worker rather than wait behind a busy one), more for short jobs on a deep queue.
     std::optional<int> prefetch;
     std::optional<Duration> lease;  // unset: the queue's lease
-    std::string name;               // recorded as the job's worker; default host:pid
+    std::string name;               // recorded as the job's worker (128 bytes); host:pid
     // An idle worker waits for jobs inside the server, in a queue_pull with `wait` on a second
     // connection: the commit that makes a job available wakes it within about a millisecond,
     // with no LISTEN/NOTIFY and no polling. Queues with rate limits (where queue_pull does not
@@ -214,7 +214,10 @@ class Worker {
     // Runs until stop() or a signal, then shuts down gracefully: stops pulling, waits up to
     // shutdown_timeout for running jobs, then tells their handlers to stop and releases each job
     // when its handler returns. Returns when every handler has returned: a thread cannot be ended
-    // from outside, so one that ignores its stop flag holds run() up.
+    // from outside, so one that ignores its stop flag holds run() up. Throws, after that
+    // shutdown, the server's hopper::Error when it refused a pull for good (SQLSTATE class 22 or
+    // 42, 3F000, 0A000: more jobs than hopper.max_pull, no right to pull), which retrying would
+    // meet forever.
     void run();
     // Starts the graceful shutdown; safe from any thread.
     void stop();

@@ -122,14 +122,18 @@ std::string iso_text(const std::string& iso) {
 
 Client connect(const Args& a) {
     Client c(a.option("db").value_or(""));
+    // JSON is UTF-8 (RFC 8259): the server converts what it returns from the database's encoding,
+    // where a session of another (PGCLIENTENCODING=LATIN1) printed Latin-1 bytes as JSON.
+    const bool json = a.flag("json");
+    if (json) c.connection().on_connect("SET client_encoding = 'UTF8'");
     // The server would refuse such text naming no argument: this names it.
     if (utf8_session(c)) {
-        auto check = [](const std::string& what, const std::string& value) {
+        auto check = [json](const std::string& what, const std::string& value) {
             if (valid_utf8(value) != value)
                 throw UsageError(
                     fmt::format("{} \"{}\" is not valid UTF-8, as the database's text "
-                                "must be (client_encoding UTF8)",
-                                what, escaped_utf8(value)));
+                                "must be (client_encoding UTF8{})",
+                                what, escaped_utf8(value), json ? ", which --json sets" : ""));
         };
         for (const auto& p : a.positional) check("argument", p);
         for (const auto& [name, value] : a.options)

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "text_tail.hpp"
+#include "hopper/json.hpp"
 #include "hopper/utf8.hpp"
 
 using hopper::valid_utf8;
@@ -45,6 +46,26 @@ TEST(Utf8, EscapedShowsEachStrayByte) {
     EXPECT_EQ(hopper::escaped_utf8(std::string("v\xFF.mp4\0\xC0\xAF", 9)),
               "v\\xFF.mp4\\x00\\xC0\\xAF");
     EXPECT_EQ(hopper::escaped_utf8("ab\xE2\x82"), "ab\\xE2\\x82");
+}
+
+// A backslash is doubled: otherwise the byte 0xE9 and the four characters \xE9 read the same.
+TEST(Utf8, EscapedTellsABackslashFromAnEscapedByte) {
+    EXPECT_EQ(hopper::escaped_utf8("caf\xE9.mp4"), "caf\\xE9.mp4");
+    EXPECT_EQ(hopper::escaped_utf8("caf\\xE9.mp4"), "caf\\\\xE9.mp4");
+    EXPECT_NE(hopper::escaped_utf8("caf\xE9.mp4"), hopper::escaped_utf8("caf\\xE9.mp4"));
+    EXPECT_EQ(hopper::escaped_utf8("a\\b\xFF"), "a\\\\b\\xFF");
+}
+
+// JSON text is UTF-8: quote copied a Latin-1 byte into its output, which no JSON parser reads.
+TEST(JsonQuote, EmitsValidUtf8) {
+    EXPECT_EQ(hopper::json::quote("caf\xE9"), "\"caf" + kFffd + "\"");
+    EXPECT_EQ(hopper::json::quote("caf\xC3\xA9 \xF0\x9F\x8E\xAC"),
+              "\"caf\xC3\xA9 \xF0\x9F\x8E\xAC\"");
+    EXPECT_EQ(hopper::json::quote("\xC3"), "\"" + kFffd + "\"");  // cut short
+    EXPECT_EQ(hopper::json::quote("\xED\xA0\x80"),
+              "\"" + kFffd + kFffd + kFffd + "\"");  // a surrogate
+    EXPECT_EQ(hopper::json::quote(std::string("a\0\"\\\n\x01", 6)),
+              "\"a\\u0000\\\"\\\\\\n\\u0001\"");
 }
 
 TEST(TextTail, LongLinesAreCutBetweenCharacters) {
