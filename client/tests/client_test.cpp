@@ -618,6 +618,75 @@ TEST_F(ClientTest, AnotherStatementsUnknownNameLeavesTheClientsStatementsWorking
     EXPECT_EQ(c.stats(q).at(0).available, 2);
 }
 
+// The same inside a transaction the caller keeps alive with a savepoint: forgetting every
+// statement on the caller's 26000 made the next push prepare its statement again, which the
+// server refused (42P05), aborting the transaction.
+TEST_F(ClientTest, AnotherStatementsUnknownNameInATransactionLeavesItUsable) {
+    std::string q = unique_queue("unknown_plan_tx");
+    c.push(q, "{}");
+    c.stats(q);
+    {
+        Transaction tx(c);
+        c.exec("SAVEPOINT s");
+        expect_sqlstate("26000", [&] { c.exec("EXECUTE no_such_plan"); });
+        c.exec("ROLLBACK TO SAVEPOINT s");
+        EXPECT_GT(c.push(q, "{}"), 0);
+        EXPECT_EQ(c.stats(q).at(0).available, 2);
+        tx.commit();
+    }
+    EXPECT_EQ(c.stats(q).at(0).available, 2);
+    // DEALLOCATE ALL still has each statement prepared again at its next call.
+    c.exec("DEALLOCATE ALL");
+    EXPECT_GT(c.push(q, "{}"), 0);
+    EXPECT_EQ(c.stats(q).at(0).available, 3);
+}
+
+// A server error on a live connection keeps its SQLSTATE, detail and hint whatever its class:
+// a dblink's 08001 (the remote server is down) became ConnectionError 08006 without them.
+TEST_F(ClientTest, AClass08ErrorOnALiveConnectionIsAPlainError) {
+    try {
+        c.exec(
+            "DO $$BEGIN RAISE EXCEPTION 'remote is down' USING ERRCODE = '08001', "
+            "DETAIL = 'd', HINT = 'h'; END$$");
+        ADD_FAILURE() << "the RAISE succeeded";
+    } catch (const ConnectionError& e) {
+        ADD_FAILURE() << "a ConnectionError on a live connection: " << e.sqlstate() << " "
+                      << e.what();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "08001");
+        EXPECT_EQ(std::string(e.what()), "remote is down");
+        EXPECT_EQ(e.detail(), "d");
+        EXPECT_EQ(e.hint(), "h");
+    }
+    EXPECT_TRUE(c.connection().ok());
+    expect_sqlstate(
+        "57P01", [&] { c.exec("DO $$BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '57P01'; END$$"); });
+    EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+// The session really ended by the server (57P01) is still a ConnectionError, which the workers'
+// reconnecting relies on; its message gives the server's reason.
+TEST_F(ClientTest, ATerminatedSessionIsAConnectionError) {
+    Client admin{conninfo()};
+    int pid = c.connection().backend_pid();
+    admin.exec("SELECT pg_catalog.pg_terminate_backend($1)", pid);
+    ASSERT_TRUE(eventually([&] {
+        return admin.exec("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1", pid)
+                   .int64(0, 0) == 0;
+    }));
+    try {
+        c.exec("SELECT 1");
+        ADD_FAILURE() << "a terminated session ran a statement";
+    } catch (const ConnectionError& e) {
+        EXPECT_EQ(e.sqlstate(), "08006");
+        EXPECT_NE(std::string(e.what()).find("administrator command"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_FALSE(c.connection().ok());
+    EXPECT_NO_THROW(c.stats()) << "the next call reconnects";
+    EXPECT_TRUE(c.connection().ok());
+}
+
 TEST_F(ClientTest, ExecOfNothingOrACopySaysSo) {
     try {
         c.exec("");
@@ -638,6 +707,67 @@ TEST_F(ClientTest, ExecOfNothingOrACopySaysSo) {
 TEST_F(ClientTest, FinishPullWithoutBeginPullIsALogicError) {
     EXPECT_THROW(c.finish_pull(), std::logic_error);
     EXPECT_THROW(c.pull_ready(), std::logic_error);
+    EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+// A second begin_pull, or any other call, while a pull is out is the caller's mistake: it was a
+// ConnectionError ("another command is already in progress") on a connection that was fine.
+TEST_F(ClientTest, ACallWhileAPullIsOutIsALogicError) {
+    std::string q = unique_queue("twice");
+    c.queue_create(q);
+    PullOptions po;
+    po.wait = 200ms;
+    c.begin_pull(q, po);
+    EXPECT_THROW(c.begin_pull(q, po), std::logic_error);
+    EXPECT_THROW(c.push(q, "{}"), std::logic_error);
+    EXPECT_THROW(c.exec("SELECT 1"), std::logic_error);
+    EXPECT_TRUE(c.finish_pull().empty());
+    EXPECT_GT(c.push(q, "{}"), 0);
+    EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+// DEALLOCATE ALL / DISCARD ALL outside a transaction: a background pull is prepared and sent
+// again too, whether the caller polls pull_ready() or goes straight to finish_pull().
+TEST_F(ClientTest, ABackgroundPullIsSentAgainAfterDeallocateAll) {
+    std::string q = unique_queue("dealloc_pull");
+    PullOptions po;
+    po.wait = 100ms;
+    c.queue_create(q);
+    c.pull(q, po);  // prepared
+    int64_t a = c.push(q, "{}");
+    c.exec("DEALLOCATE ALL");
+    c.begin_pull(q, po);
+    ASSERT_TRUE(eventually([&] { return c.pull_ready(); }, 10s));
+    std::vector<Job> jobs = c.finish_pull();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, a);
+
+    int64_t b = c.push(q, "{}");
+    c.exec("DISCARD ALL");
+    c.begin_pull(q, po);
+    jobs = c.finish_pull();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, b);
+
+    // Inside a transaction the error stands, and the pull works again after the rollback.
+    c.push(q, "{}");
+    {
+        Transaction tx(c);
+        c.exec("DEALLOCATE ALL");
+        c.begin_pull(q, po);
+        expect_sqlstate("26000", [&] { c.finish_pull(); });
+    }
+    c.begin_pull(q, po);
+    EXPECT_EQ(c.finish_pull().size(), 1u);
+
+    // A pull cancelled meanwhile is not sent again to wait its whole time.
+    c.exec("DEALLOCATE ALL");
+    po.wait = 30s;
+    c.begin_pull(q, po);
+    c.cancel_pull();
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(c.finish_pull().empty());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
     EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
 }
 

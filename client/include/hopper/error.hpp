@@ -27,7 +27,10 @@ class Error : public std::runtime_error {
     std::string hint_;
 };
 
-// The connection could not be made or was lost. Retrying after a reconnect may succeed.
+// The connection could not be made or was lost (SQLSTATE 08006; the message has the server's
+// last words, such as "terminating connection due to administrator command"). Retrying after a
+// reconnect may succeed. An error the server raises on a live connection is a plain Error with
+// its own SQLSTATE, whatever its class: a dblink's 08001 says that another server is down.
 class ConnectionError : public Error {
   public:
     explicit ConnectionError(const std::string& message) : Error("08006", message) {}
