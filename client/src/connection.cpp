@@ -170,9 +170,19 @@ void Connection::end_copy(int status) {
 namespace {
 struct ParamArrays {
     std::vector<const char*> values;
+    // Text parameters go as C strings: a NUL byte would silently end the value there (a payload
+    // cut short, two dedup keys made equal). Text cannot hold one anyway, so it is refused before
+    // anything is sent, as the server refuses bytes it cannot store (22021).
     explicit ParamArrays(const std::vector<Param>& params) {
         values.reserve(params.size());
-        for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+        for (const auto& p : params) {
+            if (p && p->find('\0') != std::string::npos)
+                throw Error(sqlstate::kCharacterNotInRepertoire,
+                            fmt::format("parameter ${} contains a NUL byte, which text cannot "
+                                        "hold",
+                                        values.size() + 1));
+            values.push_back(p ? p->c_str() : nullptr);
+        }
     }
 };
 

@@ -641,6 +641,37 @@ TEST_F(ClientTest, AnotherStatementsUnknownNameInATransactionLeavesItUsable) {
     EXPECT_EQ(c.stats(q).at(0).available, 3);
 }
 
+// Text parameters travel as C strings: a NUL byte cut the value short without a word (a payload
+// stored without its tail, "user\0 1" and "user\0 2" the same dedup key, an error text cut).
+// They are refused before anything is sent, so a transaction goes on.
+TEST_F(ClientTest, ANulByteInATextParameterIsRefused) {
+    std::string q = unique_queue("nul");
+    c.queue_create(q);
+    expect_sqlstate("22021", [&] { c.push(q, std::string("{\"a\":1}\0 garbage", 16)); });
+    PushOptions a;
+    a.dedup_key = std::string(
+        "user\0"
+        "1",
+        6);
+    expect_sqlstate("22021", [&] { c.push(q, "{}", a); });
+    std::string msg = expect_sqlstate(
+        "22021", [&] { c.exec("SELECT $1::text, $2::text", "ok", std::string("abc\0def", 7)); });
+    EXPECT_NE(msg.find("$2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("NUL"), std::string::npos) << msg;
+    int64_t id = c.push(q, "{}");
+    Job j = c.pull(q).at(0);
+    {
+        Transaction tx(c);
+        expect_sqlstate("22021",
+                        [&] { c.fail(id, j.lease_token, std::string("disk full\0 at /x", 16)); });
+        EXPECT_TRUE(c.fail(id, j.lease_token, "disk full").has_value())
+            << "nothing was sent: the transaction goes on";
+        tx.commit();
+    }
+    EXPECT_EQ(c.job_status(id).last_error, std::optional<std::string>("disk full"));
+    EXPECT_EQ(c.jobs(q).size(), 1u) << "only the job pushed without a NUL exists";
+}
+
 // A server error on a live connection keeps its SQLSTATE, detail and hint whatever its class:
 // a dblink's 08001 (the remote server is down) became ConnectionError 08006 without them.
 TEST_F(ClientTest, AClass08ErrorOnALiveConnectionIsAPlainError) {

@@ -62,6 +62,8 @@ class Connection {
     ~Connection();
 
     // Runs one statement with parameters; throws Error (with SQLSTATE) or ConnectionError.
+    // A parameter holding a NUL byte is refused before anything is sent (Error 22021): text
+    // cannot carry one, and libpq would silently cut the value there.
     Result exec(const std::string& sql, const std::vector<Param>& params = {});
     // Same, through a statement prepared once per connection under `name`.
     Result exec_prepared(const char* name, const char* sql, const std::vector<Param>& params);
