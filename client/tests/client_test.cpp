@@ -802,6 +802,28 @@ TEST_F(ClientTest, ABackgroundPullIsSentAgainAfterDeallocateAll) {
     EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
 }
 
+// Times go to the server as integer microseconds and come back the same, to the microsecond,
+// up to the clock's end in 2262 (through float8 seconds, about one time in twenty from 2106 on
+// came back 1 us off; microseconds alone through float8 would be off past 2255).
+TEST_F(ClientTest, TimesKeepTheirMicroseconds) {
+    std::string q = unique_queue("us");
+    for (const char* t : {"2106-02-07 09:43:45.413179+00", "2199-12-31 23:59:59.999999+00",
+                          "2255-06-05 23:47:34.740993+00", "2262-04-11 23:47:16.854774+00"}) {
+        TimePoint at{std::chrono::microseconds(
+            c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8", t).int64(0, 0))};
+        int64_t id = c.push(q, "{}");
+        PullOptions o;
+        o.at = at;  // the job starts "at" that time: started_at
+        ASSERT_EQ(c.pull(q, o).size(), 1u);
+        EXPECT_TRUE(
+            c.exec("SELECT started_at = $2::timestamptz FROM hopper.job_status($1::int8)", id, t)
+                .boolean(0, 0))
+            << t << " stored as "
+            << c.exec("SELECT started_at::text FROM hopper.job_status($1::int8)", id).text(0, 0);
+        EXPECT_EQ(c.job_status(id).started_at, std::optional<TimePoint>(at)) << t;
+    }
+}
+
 TEST_F(ClientTest, ACharParameterIsOneCharacter) {
     EXPECT_EQ(c.exec("SELECT $1::text", 'a').text(0, 0), "a");
     EXPECT_EQ(c.exec("SELECT $1::int", 97).int64(0, 0), 97);
