@@ -154,7 +154,10 @@ std::vector<Job> Client::finish_pull() {
     try {
         return pulled_jobs(conn_.finish());
     } catch (const Error& e) {
-        if (cancelled && e.sqlstate() == sqlstate::kQueryCanceled) return {};
+        // Cancelled: the wait was cut (57014), or the statement, dropped by DEALLOCATE or
+        // DISCARD ALL, never ran and was not sent again (26000). Either way nothing was claimed.
+        if (cancelled && (e.sqlstate() == sqlstate::kQueryCanceled || e.sqlstate() == "26000"))
+            return {};
         throw;
     }
 }

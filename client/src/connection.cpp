@@ -53,6 +53,9 @@ Connection::Connection(Connection&& o) noexcept
       prepared_(std::move(o.prepared_)),
       on_connect_(std::move(o.on_connect_)),
       put_back_(std::move(o.put_back_)),
+      sent_(std::exchange(o.sent_, std::nullopt)),
+      ready_(std::exchange(o.ready_, std::nullopt)),
+      cancel_asked_(o.cancel_asked_.load()),
       moved_from_(std::exchange(o.moved_from_, true)) {}
 
 Connection& Connection::operator=(Connection&& o) noexcept {
@@ -62,6 +65,9 @@ Connection& Connection::operator=(Connection&& o) noexcept {
     prepared_ = std::move(o.prepared_);
     on_connect_ = std::move(o.on_connect_);
     put_back_ = std::move(o.put_back_);
+    sent_ = std::exchange(o.sent_, std::nullopt);
+    ready_ = std::exchange(o.ready_, std::nullopt);
+    cancel_asked_ = o.cancel_asked_.load();
     moved_from_ = std::exchange(o.moved_from_, true);
     return *this;
 }
@@ -74,6 +80,18 @@ pg_conn* Connection::live() {
     return conn_.get();
 }
 
+// The connection, ready for a statement: libpq would refuse one while a sent statement's result
+// is unread ("another command is already in progress"), and that is the caller's mistake, not a
+// lost connection.
+pg_conn* Connection::idle() {
+    pg_conn* c = live();
+    if (sent_)
+        throw std::logic_error(
+            "a statement sent before (Client::begin_pull, Connection::send_prepared) is still "
+            "running: read its result first (finish_pull, finish)");
+    return c;
+}
+
 void Connection::on_connect(std::string sql) {
     if (ok()) exec(sql);
     on_connect_.push_back(std::move(sql));
@@ -82,6 +100,8 @@ void Connection::on_connect(std::string sql) {
 void Connection::connect() {
     if (moved_from_) throw std::logic_error("hopper::Connection used after it was moved from");
     prepared_.clear();
+    sent_.reset();
+    ready_.reset();
     conn_.reset(PQconnectdb(conninfo_.c_str()));
     if (!conn_) throw ConnectionError("out of memory while connecting");
     if (PQstatus(conn_.get()) != CONNECTION_OK)
@@ -122,12 +142,11 @@ Result Connection::check(pg_result* raw) {
     if (status != PGRES_BAD_RESPONSE && status != PGRES_NONFATAL_ERROR &&
         status != PGRES_FATAL_ERROR)
         throw Error("", fmt::format("unexpected result status {}", PQresStatus(status)));
+    // The connection is up: whatever its SQLSTATE (a dblink's 08001 included), this is an error
+    // of the statement.
     std::string state = field(raw, PG_DIAG_SQLSTATE);
-    if (state == kStatementUnknown) prepared_.clear();
     std::string msg = field(raw, PG_DIAG_MESSAGE_PRIMARY);
     if (msg.empty()) msg = trimmed(PQresultErrorMessage(raw));
-    if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" || state == "57P03")
-        throw ConnectionError(msg);
     throw Error(state, msg, field(raw, PG_DIAG_MESSAGE_DETAIL), field(raw, PG_DIAG_MESSAGE_HINT));
 }
 
@@ -151,15 +170,30 @@ void Connection::end_copy(int status) {
 namespace {
 struct ParamArrays {
     std::vector<const char*> values;
+    // Text parameters go as C strings: a NUL byte would silently end the value there (a payload
+    // cut short, two dedup keys made equal). Text cannot hold one anyway, so it is refused before
+    // anything is sent, as the server refuses bytes it cannot store (22021).
     explicit ParamArrays(const std::vector<Param>& params) {
         values.reserve(params.size());
-        for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+        for (const auto& p : params) {
+            if (p && p->find('\0') != std::string::npos)
+                throw Error(sqlstate::kCharacterNotInRepertoire,
+                            fmt::format("parameter ${} contains a NUL byte, which text cannot "
+                                        "hold",
+                                        values.size() + 1));
+            values.push_back(p ? p->c_str() : nullptr);
+        }
     }
 };
+
+bool unknown_statement(const pg_result* r) {
+    return PQresultStatus(r) == PGRES_FATAL_ERROR &&
+           field(r, PG_DIAG_SQLSTATE) == kStatementUnknown;
+}
 }  // namespace
 
 Result Connection::exec(const std::string& sql, const std::vector<Param>& params) {
-    pg_conn* c = live();
+    pg_conn* c = idle();
     ParamArrays a(params);
     return check(PQexecParams(c, sql.c_str(), static_cast<int>(params.size()), nullptr,
                               a.values.data(), nullptr, nullptr, 0));
@@ -167,19 +201,22 @@ Result Connection::exec(const std::string& sql, const std::vector<Param>& params
 
 Result Connection::exec_prepared(const char* name, const char* sql,
                                  const std::vector<Param>& params) {
-    pg_conn* c = live();
-    prepare_once(name, sql, params.size());
+    pg_conn* c = idle();
     ParamArrays a(params);
+    prepare_once(name, sql, params.size());
     try {
         return check(PQexecPrepared(c, name, static_cast<int>(params.size()), a.values.data(),
                                     nullptr, nullptr, 0));
     } catch (const ConnectionError&) {
         throw;
     } catch (const Error& e) {
-        // DEALLOCATE ALL or DISCARD ALL dropped the statement (check() has forgotten them all).
-        // Outside a transaction it is prepared again and run once more; inside one, the error
-        // has aborted the transaction, and the statement is prepared again after it.
-        if (e.sqlstate() != kStatementUnknown || in_transaction()) throw;
+        // DEALLOCATE or DISCARD ALL dropped this statement: it is forgotten (and only it: a 26000
+        // of another statement says nothing about ours). Outside a transaction it is prepared
+        // again and run once more; inside one, the error has aborted the transaction, and the
+        // statement is prepared again after it.
+        if (e.sqlstate() != kStatementUnknown) throw;
+        prepared_.erase(name);
+        if (in_transaction()) throw;
         prepare_once(name, sql, params.size());
         return check(PQexecPrepared(c, name, static_cast<int>(params.size()), a.values.data(),
                                     nullptr, nullptr, 0));
@@ -191,10 +228,9 @@ void Connection::prepare_once(const char* name, const char* sql, size_t n_params
     try {
         check(PQprepare(conn_.get(), name, sql, static_cast<int>(n_params), nullptr));
     } catch (const Error& e) {
-        // Prepared already: a 26000 from someone else's statement (a handler's EXECUTE of a
-        // plan gone with a reconnect) made check() forget ours, which are still there. Each
-        // name always holds the same SQL. Inside a transaction the refusal has aborted it: the
-        // name is remembered and the error stands.
+        // Prepared already, by the caller's own PREPARE of the same name: each of our names
+        // always holds the same SQL, so it is used. Inside a transaction the refusal has aborted
+        // it: the name is remembered and the error stands.
         if (e.sqlstate() != kStatementExists) throw;
         prepared_.insert(name);
         if (in_transaction()) throw;
@@ -205,33 +241,78 @@ void Connection::prepare_once(const char* name, const char* sql, size_t n_params
 
 void Connection::send_prepared(const char* name, const char* sql,
                                const std::vector<Param>& params) {
-    pg_conn* c = live();
-    prepare_once(name, sql, params.size());
+    pg_conn* c = idle();
     ParamArrays a(params);
+    prepare_once(name, sql, params.size());
     if (PQsendQueryPrepared(c, name, static_cast<int>(params.size()), a.values.data(), nullptr,
                             nullptr, 0) == 0)
         throw ConnectionError(
             fmt::format("could not send: {}", trimmed(PQerrorMessage(conn_.get()))));
+    // A copy of a few short parameters, beside a round trip that may wait in the server.
+    sent_ = Sent{name, sql, params};
+    cancel_asked_ = false;
+}
+
+// libpq wants every result read (the last is NULL) before the next statement is sent.
+void Connection::drain() {
+    while (pg_result* more = PQgetResult(conn_.get())) PQclear(more);
+}
+
+// The sent statement failed with 26000 (DEALLOCATE or DISCARD ALL dropped it): as exec_prepared
+// does, it is forgotten and, outside a transaction, prepared and sent again, once, unless a
+// cancel was asked for. Its results have been read. False leaves `first` to be reported.
+bool Connection::send_again(const Result& first) {
+    if (!sent_ || !first.res_ || !unknown_statement(first.res_.get())) return false;
+    prepared_.erase(sent_->name);
+    if (sent_->sent_again || cancel_asked_ || in_transaction() || !ok()) return false;
+    try {
+        prepare_once(sent_->name, sent_->sql, sent_->params.size());
+    } catch (const Error&) {
+        return false;  // the 26000 is reported, or the lost connection check() finds
+    }
+    ParamArrays a(sent_->params);
+    if (PQsendQueryPrepared(conn_.get(), sent_->name, static_cast<int>(sent_->params.size()),
+                            a.values.data(), nullptr, nullptr, 0) == 0)
+        return false;
+    sent_->sent_again = true;
+    return true;
 }
 
 bool Connection::busy() {
     live();
+    if (ready_) return false;
     if (PQconsumeInput(conn_.get()) == 0)
         throw ConnectionError(
             fmt::format("connection lost: {}", trimmed(PQerrorMessage(conn_.get()))));
-    return PQisBusy(conn_.get()) != 0;
+    if (PQisBusy(conn_.get()) != 0) return true;
+    if (!sent_) return false;
+    // The result is here: read it now, so that a statement the server lost is sent again
+    // without the caller blocking on it in finish().
+    Result first(PQgetResult(conn_.get()));
+    if (first.res_ && unknown_statement(first.res_.get())) {
+        drain();  // the error and ReadyForQuery travel together: no wait
+        if (send_again(first)) return true;
+    }
+    ready_ = std::move(first);
+    return false;
 }
 
 Result Connection::finish() {
     live();
-    pg_result* first = PQgetResult(conn_.get());
-    // libpq wants every result read (the last is NULL) before the next statement is sent.
-    while (pg_result* more = PQgetResult(conn_.get())) PQclear(more);
-    return check(first);
+    Result first = ready_ ? std::move(*ready_) : Result(PQgetResult(conn_.get()));
+    ready_.reset();
+    drain();
+    if (send_again(first)) {
+        first = Result(PQgetResult(conn_.get()));
+        drain();
+    }
+    sent_.reset();
+    return check(first.res_.release());
 }
 
 bool Connection::cancel() const {
     if (!conn_) return false;
+    cancel_asked_ = true;
     struct FreeCancel {
         void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
     };

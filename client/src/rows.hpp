@@ -19,7 +19,13 @@
     ") * 1000000, "                                                              \
     "-9223372036854775808), 9223372036854775807)::int8 END)"
 // int8 microseconds parameters back into timestamptz / interval.
-#define HOPPER_TS_PARAM(p) "pg_catalog.to_timestamp(" p "::float8 / 1000000)"
+// A time is built from whole hours and the microseconds left over: each product is exact in the
+// float8 that interval multiplication computes in (to_timestamp's float8 seconds were 1-2 us off
+// from about 2070 on; microseconds alone would be past 2255), and an interval of hours, unlike
+// one of days, is the same length in every TimeZone.
+#define HOPPER_TS_PARAM(p)                                                                  \
+    "('epoch'::pg_catalog.timestamptz + (" p "::int8 / 3600000000 * interval '1 hour' + " p \
+    "::int8 % 3600000000 * interval '1 microsecond'))"
 #define HOPPER_INTERVAL_PARAM(p) "(" p "::int8 * interval '1 microsecond')"
 
 // The columns of hopper.job_info, in the order read_job_info expects.

@@ -618,6 +618,106 @@ TEST_F(ClientTest, AnotherStatementsUnknownNameLeavesTheClientsStatementsWorking
     EXPECT_EQ(c.stats(q).at(0).available, 2);
 }
 
+// The same inside a transaction the caller keeps alive with a savepoint: forgetting every
+// statement on the caller's 26000 made the next push prepare its statement again, which the
+// server refused (42P05), aborting the transaction.
+TEST_F(ClientTest, AnotherStatementsUnknownNameInATransactionLeavesItUsable) {
+    std::string q = unique_queue("unknown_plan_tx");
+    c.push(q, "{}");
+    c.stats(q);
+    {
+        Transaction tx(c);
+        c.exec("SAVEPOINT s");
+        expect_sqlstate("26000", [&] { c.exec("EXECUTE no_such_plan"); });
+        c.exec("ROLLBACK TO SAVEPOINT s");
+        EXPECT_GT(c.push(q, "{}"), 0);
+        EXPECT_EQ(c.stats(q).at(0).available, 2);
+        tx.commit();
+    }
+    EXPECT_EQ(c.stats(q).at(0).available, 2);
+    // DEALLOCATE ALL still has each statement prepared again at its next call.
+    c.exec("DEALLOCATE ALL");
+    EXPECT_GT(c.push(q, "{}"), 0);
+    EXPECT_EQ(c.stats(q).at(0).available, 3);
+}
+
+// Text parameters travel as C strings: a NUL byte cut the value short without a word (a payload
+// stored without its tail, "user\0 1" and "user\0 2" the same dedup key, an error text cut).
+// They are refused before anything is sent, so a transaction goes on.
+TEST_F(ClientTest, ANulByteInATextParameterIsRefused) {
+    std::string q = unique_queue("nul");
+    c.queue_create(q);
+    expect_sqlstate("22021", [&] { c.push(q, std::string("{\"a\":1}\0 garbage", 16)); });
+    PushOptions a;
+    a.dedup_key = std::string(
+        "user\0"
+        "1",
+        6);
+    expect_sqlstate("22021", [&] { c.push(q, "{}", a); });
+    std::string msg = expect_sqlstate(
+        "22021", [&] { c.exec("SELECT $1::text, $2::text", "ok", std::string("abc\0def", 7)); });
+    EXPECT_NE(msg.find("$2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("NUL"), std::string::npos) << msg;
+    int64_t id = c.push(q, "{}");
+    Job j = c.pull(q).at(0);
+    {
+        Transaction tx(c);
+        expect_sqlstate("22021",
+                        [&] { c.fail(id, j.lease_token, std::string("disk full\0 at /x", 16)); });
+        EXPECT_TRUE(c.fail(id, j.lease_token, "disk full").has_value())
+            << "nothing was sent: the transaction goes on";
+        tx.commit();
+    }
+    EXPECT_EQ(c.job_status(id).last_error, std::optional<std::string>("disk full"));
+    EXPECT_EQ(c.jobs(q).size(), 1u) << "only the job pushed without a NUL exists";
+}
+
+// A server error on a live connection keeps its SQLSTATE, detail and hint whatever its class:
+// a dblink's 08001 (the remote server is down) became ConnectionError 08006 without them.
+TEST_F(ClientTest, AClass08ErrorOnALiveConnectionIsAPlainError) {
+    try {
+        c.exec(
+            "DO $$BEGIN RAISE EXCEPTION 'remote is down' USING ERRCODE = '08001', "
+            "DETAIL = 'd', HINT = 'h'; END$$");
+        ADD_FAILURE() << "the RAISE succeeded";
+    } catch (const ConnectionError& e) {
+        ADD_FAILURE() << "a ConnectionError on a live connection: " << e.sqlstate() << " "
+                      << e.what();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "08001");
+        EXPECT_EQ(std::string(e.what()), "remote is down");
+        EXPECT_EQ(e.detail(), "d");
+        EXPECT_EQ(e.hint(), "h");
+    }
+    EXPECT_TRUE(c.connection().ok());
+    expect_sqlstate(
+        "57P01", [&] { c.exec("DO $$BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '57P01'; END$$"); });
+    EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+// The session really ended by the server (57P01) is still a ConnectionError, which the workers'
+// reconnecting relies on; its message gives the server's reason.
+TEST_F(ClientTest, ATerminatedSessionIsAConnectionError) {
+    Client admin{conninfo()};
+    int pid = c.connection().backend_pid();
+    admin.exec("SELECT pg_catalog.pg_terminate_backend($1)", pid);
+    ASSERT_TRUE(eventually([&] {
+        return admin.exec("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1", pid)
+                   .int64(0, 0) == 0;
+    }));
+    try {
+        c.exec("SELECT 1");
+        ADD_FAILURE() << "a terminated session ran a statement";
+    } catch (const ConnectionError& e) {
+        EXPECT_EQ(e.sqlstate(), "08006");
+        EXPECT_NE(std::string(e.what()).find("administrator command"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_FALSE(c.connection().ok());
+    EXPECT_NO_THROW(c.stats()) << "the next call reconnects";
+    EXPECT_TRUE(c.connection().ok());
+}
+
 TEST_F(ClientTest, ExecOfNothingOrACopySaysSo) {
     try {
         c.exec("");
@@ -639,6 +739,89 @@ TEST_F(ClientTest, FinishPullWithoutBeginPullIsALogicError) {
     EXPECT_THROW(c.finish_pull(), std::logic_error);
     EXPECT_THROW(c.pull_ready(), std::logic_error);
     EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+// A second begin_pull, or any other call, while a pull is out is the caller's mistake: it was a
+// ConnectionError ("another command is already in progress") on a connection that was fine.
+TEST_F(ClientTest, ACallWhileAPullIsOutIsALogicError) {
+    std::string q = unique_queue("twice");
+    c.queue_create(q);
+    PullOptions po;
+    po.wait = 200ms;
+    c.begin_pull(q, po);
+    EXPECT_THROW(c.begin_pull(q, po), std::logic_error);
+    EXPECT_THROW(c.push(q, "{}"), std::logic_error);
+    EXPECT_THROW(c.exec("SELECT 1"), std::logic_error);
+    EXPECT_TRUE(c.finish_pull().empty());
+    EXPECT_GT(c.push(q, "{}"), 0);
+    EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+// DEALLOCATE ALL / DISCARD ALL outside a transaction: a background pull is prepared and sent
+// again too, whether the caller polls pull_ready() or goes straight to finish_pull().
+TEST_F(ClientTest, ABackgroundPullIsSentAgainAfterDeallocateAll) {
+    std::string q = unique_queue("dealloc_pull");
+    PullOptions po;
+    po.wait = 100ms;
+    c.queue_create(q);
+    c.pull(q, po);  // prepared
+    int64_t a = c.push(q, "{}");
+    c.exec("DEALLOCATE ALL");
+    c.begin_pull(q, po);
+    ASSERT_TRUE(eventually([&] { return c.pull_ready(); }, 10s));
+    std::vector<Job> jobs = c.finish_pull();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, a);
+
+    int64_t b = c.push(q, "{}");
+    c.exec("DISCARD ALL");
+    c.begin_pull(q, po);
+    jobs = c.finish_pull();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, b);
+
+    // Inside a transaction the error stands, and the pull works again after the rollback.
+    c.push(q, "{}");
+    {
+        Transaction tx(c);
+        c.exec("DEALLOCATE ALL");
+        c.begin_pull(q, po);
+        expect_sqlstate("26000", [&] { c.finish_pull(); });
+    }
+    c.begin_pull(q, po);
+    EXPECT_EQ(c.finish_pull().size(), 1u);
+
+    // A pull cancelled meanwhile is not sent again to wait its whole time.
+    c.exec("DEALLOCATE ALL");
+    po.wait = 30s;
+    c.begin_pull(q, po);
+    c.cancel_pull();
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(c.finish_pull().empty());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+    EXPECT_EQ(c.exec("SELECT 1").int64(0, 0), 1);
+}
+
+// Times go to the server as integer microseconds and come back the same, to the microsecond,
+// up to the clock's end in 2262 (through float8 seconds, about one time in twenty from 2106 on
+// came back 1 us off; microseconds alone through float8 would be off past 2255).
+TEST_F(ClientTest, TimesKeepTheirMicroseconds) {
+    std::string q = unique_queue("us");
+    for (const char* t : {"2106-02-07 09:43:45.413179+00", "2199-12-31 23:59:59.999999+00",
+                          "2255-06-05 23:47:34.740993+00", "2262-04-11 23:47:16.854774+00"}) {
+        TimePoint at{std::chrono::microseconds(
+            c.exec("SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8", t).int64(0, 0))};
+        int64_t id = c.push(q, "{}");
+        PullOptions o;
+        o.at = at;  // the job starts "at" that time: started_at
+        ASSERT_EQ(c.pull(q, o).size(), 1u);
+        EXPECT_TRUE(
+            c.exec("SELECT started_at = $2::timestamptz FROM hopper.job_status($1::int8)", id, t)
+                .boolean(0, 0))
+            << t << " stored as "
+            << c.exec("SELECT started_at::text FROM hopper.job_status($1::int8)", id).text(0, 0);
+        EXPECT_EQ(c.job_status(id).started_at, std::optional<TimePoint>(at)) << t;
+    }
 }
 
 TEST_F(ClientTest, ACharParameterIsOneCharacter) {

@@ -182,6 +182,34 @@ TEST_F(TakeWorkerTest, AConnectionErrorFromTheHandlersOwnConnectionFailsOnlyItsJ
     EXPECT_EQ(w.stats().failed, 1u);
 }
 
+// A handler's own EXECUTE of a statement that does not exist (26000) made the client forget its
+// prepared statements: recording the failure then prepared fail_taken's again, the server
+// refused (42P05), the take rolled back, and the job was taken again for ever at attempt 1.
+TEST_F(TakeWorkerTest, AHandlersUnknownStatementStillCountsTheAttempt) {
+    std::string q = unique_queue("take");
+    QueueOptions qo;
+    qo.max_attempts = 2;
+    qo.backoff_base = 1ms;
+    qo.backoff_cap = 1ms;
+    c.queue_create(q, qo);
+    int64_t id = push_kind(q, "plan");
+    std::atomic<int> runs{0};
+    TakeWorker w(options(q, 1));
+    w.on("plan", [&](const Job&, Client& db) {
+        ++runs;
+        db.exec("EXECUTE no_such_statement");
+    });
+    Running r(w);
+    ASSERT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Dead; }, 30s))
+        << "handler ran " << runs.load() << " times, attempt " << c.job_status(id).attempt;
+    r.stop();
+    EXPECT_EQ(runs.load(), 2);
+    JobInfo j = c.job_status(id);
+    EXPECT_EQ(j.attempt, 2);
+    ASSERT_TRUE(j.last_error.has_value());
+    EXPECT_NE(j.last_error->find("no_such_statement"), std::string::npos) << *j.last_error;
+}
+
 TEST_F(TakeWorkerTest, TakesOnlyTheKindsItHandles) {
     std::string q = unique_queue("take");
     int64_t a = push_kind(q, "mine");

@@ -82,8 +82,8 @@ class Client {
     // other work: begin_pull sends it; the caller waits for connection().socket() to be readable
     // until pull_ready() is true, then finish_pull() returns the jobs. cancel_pull() ends the wait
     // early: finish_pull() then returns no jobs, or the ones claimed before the cancel arrived.
-    // Nothing else may run on this client in between. pull_ready and finish_pull without a pull
-    // begun throw std::logic_error.
+    // Nothing else may run on this client in between: a call that does throws std::logic_error, as
+    // do pull_ready and finish_pull without a pull begun.
     void begin_pull(const std::string& queue, const PullOptions& options);
     bool pull_ready();
     std::vector<Job> finish_pull();

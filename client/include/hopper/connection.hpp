@@ -2,6 +2,7 @@
 // separately from the SQL text (PQexecParams / PQexecPrepared), never spliced into it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,7 @@ class Result {
     int64_t affected_rows() const;
 
   private:
+    friend class Connection;
     struct Free {
         void operator()(pg_result* r) const noexcept;
     };
@@ -60,6 +62,8 @@ class Connection {
     ~Connection();
 
     // Runs one statement with parameters; throws Error (with SQLSTATE) or ConnectionError.
+    // A parameter holding a NUL byte is refused before anything is sent (Error 22021): text
+    // cannot carry one, and libpq would silently cut the value there.
     Result exec(const std::string& sql, const std::vector<Param>& params = {});
     // Same, through a statement prepared once per connection under `name`.
     Result exec_prepared(const char* name, const char* sql, const std::vector<Param>& params);
@@ -68,6 +72,7 @@ class Connection {
     // send_prepared sends it, the caller polls socket() (wait()) until busy() turns false, then
     // finish() returns its result or throws its error. cancel() asks the server to end it early
     // (PQcancel); it then fails with SQLSTATE 57014, or returns normally if it finished first.
+    // Until finish() has read the result, any other statement throws std::logic_error.
     void send_prepared(const char* name, const char* sql, const std::vector<Param>& params);
     bool busy();
     Result finish();
@@ -106,17 +111,33 @@ class Connection {
     struct Finish {
         void operator()(pg_conn* c) const noexcept;
     };
+    // A statement send_prepared sent, kept until finish() reads its result, so that it can be
+    // sent again should the server have lost its prepared statement.
+    struct Sent {
+        const char* name;
+        const char* sql;
+        std::vector<Param> params;
+        bool sent_again = false;
+    };
     void connect();
     Result check(pg_result* res);
     void prepare_once(const char* name, const char* sql, size_t n_params);
     pg_conn* live();
+    pg_conn* idle();
     void end_copy(int status);
+    void drain();
+    bool send_again(const Result& first);
 
     std::string conninfo_;
     std::unique_ptr<pg_conn, Finish> conn_;
     std::unordered_set<std::string> prepared_;
     std::vector<std::string> on_connect_;
     std::vector<Notification> put_back_;
+    std::optional<Sent> sent_;
+    std::optional<Result> ready_;  // the sent statement's result, read by busy() for finish()
+    // cancel() was called for the sent statement (perhaps from another thread): it is not sent
+    // again.
+    mutable std::atomic<bool> cancel_asked_{false};
     bool moved_from_ = false;
 };
 

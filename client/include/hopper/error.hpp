@@ -27,7 +27,10 @@ class Error : public std::runtime_error {
     std::string hint_;
 };
 
-// The connection could not be made or was lost. Retrying after a reconnect may succeed.
+// The connection could not be made or was lost (SQLSTATE 08006; the message has the server's
+// last words, such as "terminating connection due to administrator command"). Retrying after a
+// reconnect may succeed. An error the server raises on a live connection is a plain Error with
+// its own SQLSTATE, whatever its class: a dblink's 08001 says that another server is down.
 class ConnectionError : public Error {
   public:
     explicit ConnectionError(const std::string& message) : Error("08006", message) {}
@@ -39,8 +42,9 @@ inline constexpr const char* kNoData = "P0002";            // unknown job or que
 inline constexpr const char* kInvalidParameter = "22023";  // bad argument value
 inline constexpr const char* kNullNotAllowed = "22004";    // NULL where a value is required
 inline constexpr const char* kNumericOutOfRange = "22003";
-inline constexpr const char* kProgramLimitExceeded = "54000";  // payload or name too large
-inline constexpr const char* kObjectNotInState = "55000";      // e.g. retry of a running job
+inline constexpr const char* kCharacterNotInRepertoire = "22021";  // e.g. a NUL byte in text
+inline constexpr const char* kProgramLimitExceeded = "54000";      // payload or name too large
+inline constexpr const char* kObjectNotInState = "55000";          // e.g. retry of a running job
 inline constexpr const char* kUndefinedFunction = "42883";
 inline constexpr const char* kQueryCanceled = "57014";     // cancelled, or statement_timeout
 inline constexpr const char* kLockNotAvailable = "55P03";  // lock_timeout ran out
