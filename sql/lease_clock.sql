@@ -124,6 +124,15 @@ SELECT count(*) AS rescued_and_pulled FROM hopper.queue_pull('lc_old', 1, lease 
 SELECT pg_sleep(0.01);
 SELECT count(*) AS rescued_and_pulled_statement
 FROM hopper.queue_pull('lc_old', 2, kinds => ARRAY['k']);
+-- A job the pull rescues but leaves (another kind) keeps its place: it does not come back before
+-- the run_at it had.
+SELECT hopper.queue_push('lc_old', '{}', kind => 'other', run_at => clock_timestamp()) AS other \gset
+SELECT run_at AS other_run_at FROM hopper.jobs WHERE id = :other \gset
+SELECT count(*) AS other_pulled
+FROM hopper.queue_pull('lc_old', 1, lease => '1 millisecond', at => clock_timestamp());
+SELECT pg_sleep(0.01);
+SELECT count(*) AS left_other FROM hopper.queue_pull('lc_old', 1, kinds => ARRAY['k']);
+SELECT state, run_at = :'other_run_at' AS kept_its_run_at FROM hopper.jobs WHERE id = :other;
 ROLLBACK;
 
 \c :orig

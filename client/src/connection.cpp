@@ -244,13 +244,15 @@ void Connection::send_prepared(const char* name, const char* sql,
     pg_conn* c = idle();
     ParamArrays a(params);
     prepare_once(name, sql, params.size());
+    // Cleared before the send: a cancel asked from another thread once the statement is out must
+    // stay asked (a pull sent again after a 26000 would otherwise run uncancelled).
+    cancel_asked_ = false;
     if (PQsendQueryPrepared(c, name, static_cast<int>(params.size()), a.values.data(), nullptr,
                             nullptr, 0) == 0)
         throw ConnectionError(
             fmt::format("could not send: {}", trimmed(PQerrorMessage(conn_.get()))));
     // A copy of a few short parameters, beside a round trip that may wait in the server.
     sent_ = Sent{name, sql, params};
-    cancel_asked_ = false;
 }
 
 // libpq wants every result read (the last is NULL) before the next statement is sent.

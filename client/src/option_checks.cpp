@@ -48,7 +48,11 @@ void check_worker_options(const std::string& queue, const std::string& name, Dur
 
 bool refused_for_good(const Error& e) {
     const std::string& s = e.sqlstate();
-    return s.rfind("22", 0) == 0 || s.rfind("42", 0) == 0 || s == "3F000" || s == "0A000";
+    // Of class 22 only what the argument checks raise about the call's own values: the rest of
+    // the class (a division by zero, an overflow, a trigger's bad value) may come from one job or
+    // one setting, which a retry outlives, and must not stop every worker of the queue.
+    return s == "22023" || s == "22004" || s == "2202E" || s == "22021" || s.rfind("42", 0) == 0 ||
+           s == "3F000" || s == "0A000";
 }
 
 }  // namespace hopper::internal

@@ -1,4 +1,4 @@
-// The strict UTF-8 decoding step that valid_utf8 and escaped_utf8 use, for json::quote too.
+// The strict UTF-8 decoding step that valid_utf8 and escaped_utf8 use.
 #pragma once
 
 #include <cstddef>

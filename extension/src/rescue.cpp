@@ -39,7 +39,8 @@ namespace {
     "back AS ("                                                                                    \
     "  UPDATE hopper.jobs j SET state = 'available', "                                             \
     "    run_at = CASE WHEN $4::timestamptz IS NULL "                                             \
-    "      THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) ELSE LEAST($2, $4) END, "       \
+    "      THEN $2 + (SELECT " HOPPER_BACKOFF("j", "q") " FROM q) "                              \
+    "      ELSE GREATEST(LEAST($2, $4), j.run_at) END, "       \
     "    lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, " \
     "    session_bound = false, "                                                                  \
     "    last_error = 'lease expired (worker ' || COALESCE(j.worker, 'unknown') || ')', "          \
@@ -61,9 +62,10 @@ namespace {
 
 // What a rescued job's run_at is ($4 of HOPPER_RESCUE_EXPIRED): the reaper's rescues come back
 // after the queue's retry backoff (no clock); a claim's, at the earlier of the rescue's clock and
-// the claim's own, so that the claim that rescued them finds them due. (The rescue's clock runs
-// from the real time, the claim's by default from its transaction's start: a job put back at the
-// real time was not due for the claim that put it back, and went to the next one.)
+// the claim's own, so that the claim that rescued them finds them due, but not before the run_at
+// they had (those the claim leaves, of another kind say, keep their place). (The rescue's clock
+// runs from the real time, the claim's by default from its transaction's start: a job put back at
+// the real time was not due for the claim that put it back, and went to the next one.)
 using ClaimClock = std::optional<TimestampTz>;
 constexpr ClaimClock kWithBackoff = std::nullopt;
 
