@@ -7,28 +7,33 @@
 
 #include "hopper/utf8.hpp"
 
-namespace hopper::internal {
+namespace hopper {
+
+bool is_queue_name(std::string_view name) {
+    // The server's rule (extension/src/args.cpp, check_queue_name).
+    if (name.empty() || name.size() > 48) return false;
+    for (size_t i = 0; i < name.size(); ++i) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  (i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'));
+        if (!ok) return false;
+    }
+    return true;
+}
+
+namespace internal {
 
 namespace {
 
-// The server's limits (extension/include/hopper/args.hpp).
-constexpr size_t kMaxQueueName = 48;
-constexpr size_t kMaxWorkerName = 128;  // bytes
-
-bool queue_char_ok(char c, bool first) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-    return !first && (c == '_' || c == '.' || c == ':' || c == '-');
-}
+constexpr size_t kMaxWorkerName =
+    128;  // bytes: the server's limit (extension/include/hopper/args.hpp)
 
 }  // namespace
 
 void check_worker_options(const std::string& queue, const std::string& name, Duration poll_interval,
                           double poll_jitter, Duration shutdown_timeout) {
     if (queue.empty()) throw std::invalid_argument("queue must not be empty");
-    bool well_formed = queue.size() <= kMaxQueueName;
-    for (size_t i = 0; well_formed && i < queue.size(); ++i)
-        well_formed = queue_char_ok(queue[i], i == 0);
-    if (!well_formed)
+    if (!is_queue_name(queue))
         throw std::invalid_argument(
             fmt::format("invalid queue name \"{}\": 1 to 48 characters from A-Z a-z 0-9 _ . : -, "
                         "starting with a letter or digit",
@@ -55,4 +60,5 @@ bool refused_for_good(const Error& e) {
            s == "3F000" || s == "0A000";
 }
 
-}  // namespace hopper::internal
+}  // namespace internal
+}  // namespace hopper

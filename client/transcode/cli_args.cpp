@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <hopper/types.hpp>
 #include <hopper/utf8.hpp>
 
 namespace transcode {
@@ -57,18 +58,11 @@ std::string parse_bitrate(const std::string& opt, const std::string& v) {
 
 // The server's limits on what a worker sends with every pull: a value past them is refused at
 // each pull, and the worker would retry forever without taking a job.
-constexpr size_t kMaxQueueName = 48;
 constexpr size_t kMaxWorkerName = 128;  // bytes
 constexpr auto kMaxLease = std::chrono::hours(24);
 
 std::string queue_name(const std::string& q) {
-    bool ok = !q.empty() && q.size() <= kMaxQueueName;
-    for (size_t i = 0; ok && i < q.size(); ++i) {
-        char c = q[i];
-        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-             (i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'));
-    }
-    if (!ok)
+    if (!hopper::is_queue_name(q))
         throw UsageError(fmt::format(
             "--queue: invalid queue name \"{}\": 1 to 48 characters from A-Z a-z 0-9 _ . : -, "
             "starting with a letter or digit",

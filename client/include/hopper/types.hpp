@@ -138,4 +138,8 @@ struct QueueStat {
     bool paused = false;
 };
 
+// Whether `name` is a queue name the server accepts: 1 to 48 characters from A-Z a-z 0-9 _ . : -,
+// starting with a letter or digit ("done" aside, which hopper:done reserves).
+bool is_queue_name(std::string_view name);
+
 }  // namespace hopper
