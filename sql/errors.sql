@@ -133,3 +133,37 @@ RESET hopper.auto_create_queues;
 -- Nothing above changed the queue: still the one running job, and the two valid pushes elsewhere.
 SELECT queue, available, scheduled, running, completed, dead, cancelled FROM hopper.queue_stats('errs');
 SELECT state, attempt FROM hopper.job_status(:pulled);
+
+-- An error PostgreSQL raises under a hopper function reaches the caller whole: the constraint,
+-- table and column it names and where it came from, as error handlers and drivers read them.
+SELECT hopper.queue_create('errs_fields') AS created;
+CREATE FUNCTION regress_refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'no jobs today' USING ERRCODE = '23514', CONSTRAINT = 'regress_rule',
+        TABLE = 'jobs', SCHEMA = 'hopper', COLUMN = 'payload', DATATYPE = 'jsonb';
+END $$;
+CREATE FUNCTION pg_temp.fields(call text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text; sch text; tab text; col text; typ text; con text; ctx text;
+BEGIN
+    EXECUTE call;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, sch = SCHEMA_NAME, tab = TABLE_NAME,
+        col = COLUMN_NAME, typ = PG_DATATYPE_NAME, con = CONSTRAINT_NAME, ctx = PG_EXCEPTION_CONTEXT;
+    RETURN pg_catalog.concat_ws(' ', st, sch, tab, col, typ, con,
+        CASE WHEN ctx LIKE '%regress_refuse_job() line%' THEN 'with the trigger''s context'
+             ELSE 'without the trigger''s context' END);
+END $$;
+CREATE TRIGGER regress_refuse_job BEFORE INSERT ON hopper.jobs
+    FOR EACH ROW EXECUTE FUNCTION regress_refuse_job();
+SELECT pg_temp.fields($$SELECT hopper.queue_push('errs_fields', '{}')$$) AS push;
+SELECT pg_temp.fields($$SELECT hopper.queue_push('errs_fields', '{}', dedup_key => 'k')$$) AS keyed_push;
+SELECT pg_temp.fields($$SELECT hopper.queue_push_batch('errs_fields', ARRAY['{}']::jsonb[])$$) AS batch;
+DROP TRIGGER regress_refuse_job ON hopper.jobs;
+DROP FUNCTION regress_refuse_job();
+-- A constraint of the table's own, checked by the push's insert.
+ALTER TABLE hopper.jobs ADD CONSTRAINT regress_small_payload CHECK (pg_catalog.pg_column_size(payload) < 100);
+SELECT pg_temp.fields($$SELECT hopper.queue_push('errs_fields', pg_catalog.jsonb_build_object('x', pg_catalog.repeat('a', 200)))$$) AS big_push;
+ALTER TABLE hopper.jobs DROP CONSTRAINT regress_small_payload;
+SELECT available FROM hopper.queue_stats('errs_fields');
+SELECT hopper.queue_drop('errs_fields') AS dropped;

@@ -52,6 +52,7 @@ Connection::Connection(Connection&& o) noexcept
       conn_(std::move(o.conn_)),
       prepared_(std::move(o.prepared_)),
       on_connect_(std::move(o.on_connect_)),
+      listening_(std::move(o.listening_)),
       put_back_(std::move(o.put_back_)),
       sent_(std::exchange(o.sent_, std::nullopt)),
       ready_(std::exchange(o.ready_, std::nullopt)),
@@ -64,6 +65,7 @@ Connection& Connection::operator=(Connection&& o) noexcept {
     conn_ = std::move(o.conn_);
     prepared_ = std::move(o.prepared_);
     on_connect_ = std::move(o.on_connect_);
+    listening_ = std::move(o.listening_);
     put_back_ = std::move(o.put_back_);
     sent_ = std::exchange(o.sent_, std::nullopt);
     ready_ = std::exchange(o.ready_, std::nullopt);
@@ -111,6 +113,7 @@ void Connection::connect() {
     PQsetNoticeProcessor(
         conn_.get(), [](void*, const char*) {}, nullptr);
     for (const std::string& sql : on_connect_) exec(sql);
+    for (const std::string& channel : listening_) exec("LISTEN " + escape_identifier(channel));
 }
 
 void Connection::reconnect() {
@@ -330,11 +333,16 @@ std::string Connection::escape_identifier(std::string_view name) const {
 }
 
 void Connection::listen(std::string_view channel) {
+    idle();  // a moved-from Connection has nothing to quote the name with
     exec("LISTEN " + escape_identifier(channel));
+    if (std::find(listening_.begin(), listening_.end(), channel) == listening_.end())
+        listening_.emplace_back(channel);
 }
 
 void Connection::unlisten(std::string_view channel) {
+    idle();
     exec("UNLISTEN " + escape_identifier(channel));
+    listening_.erase(std::remove(listening_.begin(), listening_.end(), channel), listening_.end());
 }
 
 std::vector<Notification> Connection::notifications() {

@@ -718,6 +718,50 @@ TEST_F(ClientTest, ATerminatedSessionIsAConnectionError) {
     EXPECT_TRUE(c.connection().ok());
 }
 
+// The channels listened on through the connection outlive the reconnect that the next call
+// makes, so a caller keeps hearing them; one it stopped listening on stays stopped.
+TEST_F(ClientTest, ListensAgainAfterAReconnect) {
+    Client admin{conninfo()};
+    const std::string kept = unique_queue("listen") + ":kept";
+    const std::string dropped = unique_queue("listen") + ":dropped";
+    c.connection().listen(kept);
+    c.connection().listen(kept);
+    c.connection().listen(dropped);
+    c.connection().unlisten(dropped);
+    int pid = c.connection().backend_pid();
+    admin.exec("SELECT pg_catalog.pg_terminate_backend($1)", pid);
+    ASSERT_TRUE(eventually([&] {
+        return admin.exec("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1", pid)
+                   .int64(0, 0) == 0;
+    }));
+    EXPECT_THROW(c.exec("SELECT 1"), ConnectionError);
+    EXPECT_NO_THROW(c.stats()) << "the next call reconnects";
+    ASSERT_NE(c.connection().backend_pid(), pid);
+    EXPECT_EQ(c.exec("SELECT pg_catalog.string_agg(c, ',') FROM "
+                     "pg_catalog.pg_listening_channels() AS c")
+                  .text(0, 0),
+              kept);
+    admin.exec("SELECT pg_catalog.pg_notify($1, 'after')", kept);
+    std::vector<Notification> got;
+    eventually([&] {
+        c.connection().wait(100ms);
+        for (auto& n : c.connection().notifications()) got.push_back(std::move(n));
+        return !got.empty();
+    });
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].channel, kept);
+    EXPECT_EQ(got[0].payload, "after");
+}
+
+// A moved-from connection has no session to listen with: that is the caller's mistake.
+TEST(Connection, ListenAfterAMoveIsALogicError) {
+    Connection a(conninfo());
+    Connection b(std::move(a));
+    EXPECT_THROW(a.listen("x"), std::logic_error);    // NOLINT(bugprone-use-after-move)
+    EXPECT_THROW(a.unlisten("x"), std::logic_error);  // NOLINT(bugprone-use-after-move)
+    EXPECT_NO_THROW(b.listen("x"));
+}
+
 TEST_F(ClientTest, ExecOfNothingOrACopySaysSo) {
     try {
         c.exec("");

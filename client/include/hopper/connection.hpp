@@ -90,6 +90,8 @@ class Connection {
     bool in_transaction() const;
 
     // LISTEN / UNLISTEN with the channel quoted as an identifier ("hopper:jobs" needs quoting).
+    // A channel listened on this way is listened on again after every reconnect (notifications
+    // sent while the connection was down are lost: check what they would have told you).
     void listen(std::string_view channel);
     void unlisten(std::string_view channel);
     // Reads what the server has sent and returns the notifications received so far, those put
@@ -132,6 +134,7 @@ class Connection {
     std::unique_ptr<pg_conn, Finish> conn_;
     std::unordered_set<std::string> prepared_;
     std::vector<std::string> on_connect_;
+    std::vector<std::string> listening_;  // channels listen() added, in the order they came
     std::vector<Notification> put_back_;
     std::optional<Sent> sent_;
     std::optional<Result> ready_;  // the sent statement's result, read by busy() for finish()

@@ -27,22 +27,39 @@ namespace hopper {
 // An error with a real SQLSTATE, raised to the client by invoke().
 class PgError : public std::exception {
   public:
+    // The rest of what a PostgreSQL error raised under hopper carried, so that it reaches the
+    // client as it was raised: a user's trigger on hopper's tables names its constraint and table
+    // and says where it failed, and error handlers (GET STACKED DIAGNOSTICS, drivers' fields)
+    // read them.
+    struct Origin {
+        std::string schema, table, column, datatype, constraint;
+        std::string context;
+        std::string filename, funcname;
+        int lineno = 0;
+    };
+
     PgError(int sqlstate, std::string message, std::string detail = {}, std::string hint = {})
         : sqlstate_(sqlstate),
           message_(std::move(message)),
           detail_(std::move(detail)),
           hint_(std::move(hint)) {}
+    PgError(int sqlstate, std::string message, std::string detail, std::string hint, Origin origin)
+        : PgError(sqlstate, std::move(message), std::move(detail), std::move(hint)) {
+        origin_ = std::move(origin);
+    }
 
     const char* what() const noexcept override { return message_.c_str(); }
     int sqlstate() const noexcept { return sqlstate_; }
     const std::string& detail() const noexcept { return detail_; }
     const std::string& hint() const noexcept { return hint_; }
+    const Origin& origin() const noexcept { return origin_; }
 
   private:
     int sqlstate_;
     std::string message_;
     std::string detail_;
     std::string hint_;
+    Origin origin_;  // empty for errors hopper raises itself
 };
 
 namespace detail {
