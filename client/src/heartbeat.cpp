@@ -84,22 +84,23 @@ Client& Heartbeat::control() {
     return *control_;
 }
 
-Duration Heartbeat::interval_for(const Job& job) const {
-    // lease/3: two heartbeats can fail in a row before the lease runs out.
-    Duration lease =
-        lease_ ? *lease_ : std::chrono::duration_cast<Duration>(job.lease_until - Clock::now());
-    return std::clamp<Duration>(lease / 3, std::chrono::milliseconds(100),
-                                std::chrono::minutes(10));
+Duration heartbeat_interval(const Job& job, std::optional<Duration> lease) {
+    // lease/3: two heartbeats can fail in a row before the lease runs out. Without a lease of the
+    // worker's own, what the pull left of the queue's, which needs no clock of this machine:
+    // lease_until less this machine's time was off by however far its clock is from the server's,
+    // and a clock 40 s behind gave a 10 s lease its first heartbeat after 17 s, every lease lost.
+    return std::clamp<Duration>((lease ? *lease : job.lease_left) / 3,
+                                std::chrono::milliseconds(100), std::chrono::minutes(10));
 }
 
 void Heartbeat::hold(const Job& job) {
-    Duration interval = interval_for(job);
+    Duration interval = heartbeat_interval(job, lease_);
     std::lock_guard<std::mutex> lock(m_);
     entries_[{job.id, job.lease_token}] = Entry{nullptr, false, interval, Steady::now() + interval};
 }
 
 StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
-    Duration interval = interval_for(job);
+    Duration interval = heartbeat_interval(job, lease_);
     std::lock_guard<std::mutex> lock(m_);
     const Run run{job.id, job.lease_token};
     auto gone = gone_.find(run);
