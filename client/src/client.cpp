@@ -109,7 +109,7 @@ constexpr const char* kPullName = "hopper_pull";
 constexpr const char* kPullSql =
     "SELECT id, queue, kind, payload, attempt, lease_token, " HOPPER_US(
         "lease_until") ", " HOPPER_US("run_at") ", " HOPPER_US("created_at")
-    " FROM hopper.queue_pull($1, $2::int, " HOPPER_INTERVAL_PARAM("$3")
+    ", " HOPPER_LEASE_LEFT("lease_until") " FROM hopper.queue_pull($1, $2::int, " HOPPER_INTERVAL_PARAM("$3")
     ", $4, $5::text[], " HOPPER_TS_PARAM("$6") ", $7::bool, " HOPPER_INTERVAL_PARAM("$8") ")";
 
 std::vector<Param> pull_params(const std::string& queue, const PullOptions& o) {
@@ -248,13 +248,13 @@ std::vector<Job> Client::complete_many_and_pull(
         "hopper_complete_many_and_pull",
         "SELECT j.id, j.queue, j.kind, j.payload, j.attempt, j.lease_token, " HOPPER_US(
             "j.lease_until") ", " HOPPER_US("j.run_at") ", " HOPPER_US("j.created_at")
-        ", done.ids::text FROM (SELECT pg_catalog.array_agg(d.id) AS ids"
+        ", " HOPPER_LEASE_LEFT("j.lease_until") ", done.ids::text FROM (SELECT pg_catalog.array_agg(d.id) AS ids"
         " FROM hopper.queue_complete_many($1::int8[], $2::int8[], $3::jsonb[]) AS d(id)) done"
         " LEFT JOIN LATERAL hopper.queue_pull($4, $5::int + 0 * COALESCE(pg_catalog.cardinality("
         "done.ids), 0), " HOPPER_INTERVAL_PARAM("$6") ", $7, $8::text[], " HOPPER_TS_PARAM("$9")
         ", $10::bool) j ON true",
         params);
-    completed = r.rows() > 0 ? parse_int_array(r.text(0, 9)) : std::vector<int64_t>{};
+    completed = r.rows() > 0 ? parse_int_array(r.text(0, 10)) : std::vector<int64_t>{};
     std::vector<Job> jobs;
     for (int i = 0; i < r.rows(); ++i)
         if (!r.is_null(i, 0)) jobs.push_back(rows::read_job(r, i));

@@ -71,26 +71,36 @@ void Heartbeat::run_stops() {
 }
 
 Client& Heartbeat::control() {
-    if (!control_) control_ = worker_client(conninfo_);
+    if (!control_) {
+        auto client = worker_client(conninfo_);
+        // A heartbeat or progress report waits for its job's row while the job's own handler
+        // holds it (inside fail_with or complete_with, say), and this one connection serves every
+        // job: the others' leases would run out meanwhile, and a report made from inside that
+        // handler's transaction would wait for it forever. Set at each connect, as the first
+        // statement may be a report, and a connection lost meanwhile comes back by itself.
+        client->connection().on_connect("SET lock_timeout = '200ms'");
+        control_ = std::move(client);
+    }
     return *control_;
 }
 
-Duration Heartbeat::interval_for(const Job& job) const {
-    // lease/3: two heartbeats can fail in a row before the lease runs out.
-    Duration lease =
-        lease_ ? *lease_ : std::chrono::duration_cast<Duration>(job.lease_until - Clock::now());
-    return std::clamp<Duration>(lease / 3, std::chrono::milliseconds(100),
-                                std::chrono::minutes(10));
+Duration heartbeat_interval(const Job& job, std::optional<Duration> lease) {
+    // lease/3: two heartbeats can fail in a row before the lease runs out. Without a lease of the
+    // worker's own, what the pull left of the queue's, which needs no clock of this machine:
+    // lease_until less this machine's time was off by however far its clock is from the server's,
+    // and a clock 40 s behind gave a 10 s lease its first heartbeat after 17 s, every lease lost.
+    return std::clamp<Duration>((lease ? *lease : job.lease_left) / 3,
+                                std::chrono::milliseconds(100), std::chrono::minutes(10));
 }
 
 void Heartbeat::hold(const Job& job) {
-    Duration interval = interval_for(job);
+    Duration interval = heartbeat_interval(job, lease_);
     std::lock_guard<std::mutex> lock(m_);
     entries_[{job.id, job.lease_token}] = Entry{nullptr, false, interval, Steady::now() + interval};
 }
 
 StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
-    Duration interval = interval_for(job);
+    Duration interval = heartbeat_interval(job, lease_);
     std::lock_guard<std::mutex> lock(m_);
     const Run run{job.id, job.lease_token};
     auto gone = gone_.find(run);
@@ -159,7 +169,8 @@ bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
         return control().progress(id, token, fraction, detail);
     } catch (const Error& ex) {
         // A progress report is not worth failing the job for; the heartbeat notices real loss.
-        // Nor is a row held meanwhile (the lock_timeout beat_due() sets).
+        // Nor is a row held meanwhile (the control connection's lock_timeout): by the job's own
+        // handler, inside fail_with say, whose transaction this report would wait for forever.
         if (dynamic_cast<const ConnectionError*>(&ex) == nullptr &&
             ex.sqlstate() != sqlstate::kLockNotAvailable)
             throw;
@@ -231,10 +242,6 @@ void Heartbeat::beat_due() {
     {
         std::lock_guard<std::mutex> c(control_m_);
         try {
-            // A heartbeat waits for its job's row while the job's own handler holds it (inside
-            // fail_with or complete_with, say), and one thread beats for every job: the others'
-            // leases would run out meanwhile. Set each time, as the connection may be new.
-            control().exec("SET lock_timeout = '200ms'");
             for (const auto& d : due) {
                 try {
                     if (control().heartbeat(d.id, d.token, lease_)) continue;
@@ -244,8 +251,8 @@ void Heartbeat::beat_due() {
                                                               ? StopReason::Cancelled
                                                               : StopReason::Lost);
                 } catch (const Error& e) {
-                    // Its row is held, by its own handler's transaction most likely: beaten at the
-                    // next turn, the others now.
+                    // Its row is held (see control()), by its own handler's transaction most
+                    // likely: beaten at the next turn, the others now.
                     if (e.sqlstate() == sqlstate::kLockNotAvailable) continue;
                     // The job is gone (its queue dropped, or finished elsewhere and not kept):
                     // lost, like any job that is no longer ours. Taken for a connection error,

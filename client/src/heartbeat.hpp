@@ -24,6 +24,11 @@
 
 namespace hopper::internal {
 
+// How often a job pulled with `lease` (the worker's, or unset for the queue's) is heartbeated:
+// a third of its lease, between 100 ms and 10 minutes. It does not depend on this machine's clock
+// agreeing with the server's.
+Duration heartbeat_interval(const Job& job, std::optional<Duration> lease);
+
 class Heartbeat {
   public:
     using Log = std::function<void(const std::string&)>;
@@ -68,8 +73,7 @@ class Heartbeat {
     };
     void loop();
     void beat_due();
-    Client& control();  // call with control_m_ held
-    Duration interval_for(const Job& job) const;
+    Client& control();                                                // call with control_m_ held
     void drop(std::map<Run, Entry>::iterator it, StopReason reason);  // call with m_ held
     // Raises a running job's stop flag and queues its callbacks; call with m_ held.
     void raise_stop(std::map<Run, Entry>::iterator it, StopReason reason);

@@ -72,6 +72,7 @@ Job read_job(const Result& r, int row) {
     j.lease_until = time_at(r, row, 6);
     j.run_at = time_at(r, row, 7);
     j.created_at = time_at(r, row, 8);
+    j.lease_left = Duration(r.int64(row, 9));
     return j;
 }
 

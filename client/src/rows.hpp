@@ -18,6 +18,12 @@
     "(CASE WHEN " col " IS NOT NULL THEN LEAST(GREATEST(EXTRACT(epoch FROM " col \
     ") * 1000000, "                                                              \
     "-9223372036854775808), 9223372036854775807)::int8 END)"
+// A pulled job's lease_until less the server's clock as the row is returned (after the claim,
+// however long a waiting pull waited before it), as int8 microseconds: what was left of the lease,
+// by the server's clock alone. The worker times its heartbeats by it, since comparing lease_until
+// with its own clock would be off by however far that clock is from the server's.
+#define HOPPER_LEASE_LEFT(col) \
+    "(EXTRACT(epoch FROM " col " - pg_catalog.clock_timestamp()) * 1000000)::int8"
 // int8 microseconds parameters back into timestamptz / interval.
 // A time is built from whole hours and the microseconds left over: each product is exact in the
 // float8 that interval multiplication computes in (to_timestamp's float8 seconds were 1-2 us off
@@ -46,6 +52,7 @@ std::string array_literal(const std::vector<std::optional<std::string>>& values)
 // The kinds filter of a pull or take as a text[] parameter: NULL (any kind) when empty.
 Param kinds_param(const std::vector<std::string>& kinds);
 
+// A pulled job: the columns of hopper.leased_job, then HOPPER_LEASE_LEFT.
 Job read_job(const Result& r, int row);
 // A hopper.taken_job row: id, queue, kind, payload, attempt, run_at, created_at (no lease).
 Job read_taken_job(const Result& r, int row);

@@ -409,6 +409,42 @@ TEST_F(ClientTest, ReleaseGivesTheJobBack) {
     EXPECT_EQ(again[0].id, id);
 }
 
+// A pulled job says how long its lease has left by the server's clock alone, which a worker times
+// its heartbeats by whatever its own clock says: the lease the pull asked for, or the queue's, from
+// the claim (a waiting pull's from when it claimed, not from when it began to wait).
+TEST_F(ClientTest, APulledJobCarriesWhatIsLeftOfItsLease) {
+    std::string q = unique_queue("left");
+    QueueOptions qo;
+    qo.lease = 10s;
+    c.queue_create(q, qo);
+    c.push_batch(q, {"{}", "{}", "{}"});
+    auto about = [](const Job& j, Duration lease) {
+        return j.lease_left > lease / 2 && j.lease_left <= lease;
+    };
+    Job j = c.pull(q).at(0);
+    EXPECT_TRUE(about(j, 10s)) << j.lease_left.count();
+    PullOptions short_lease;
+    short_lease.lease = 2s;
+    Job k = c.pull(q, short_lease).at(0);
+    EXPECT_TRUE(about(k, 2s)) << k.lease_left.count();
+    std::vector<int64_t> completed;
+    auto next = c.complete_many_and_pull({j.id}, {j.lease_token}, {}, q, {}, completed);
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_TRUE(about(next[0], 10s)) << next[0].lease_left.count();
+
+    PullOptions waiting;
+    waiting.wait = 30s;
+    std::thread producer([&] {
+        Client other{conninfo()};
+        std::this_thread::sleep_for(1500ms);
+        other.push(q, "{}");
+    });
+    auto jobs = c.pull(q, waiting);
+    producer.join();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_TRUE(about(jobs[0], 10s)) << jobs[0].lease_left.count();
+}
+
 TEST_F(ClientTest, PullWaitsForAPush) {
     std::string q = unique_queue("wait");
     c.queue_create(q);

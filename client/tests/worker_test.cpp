@@ -1508,6 +1508,81 @@ TEST(Worker, AHandlerHoldingItsRowDoesNotHoldUpTheOthersHeartbeats) {
     EXPECT_EQ(w.stats().lost, 0u);
 }
 
+// A handler that reports progress from inside its own fail_with, whose transaction holds the
+// job's row: the report cannot be recorded, and is dropped (and logged) after a short wait rather
+// than waited for. Waiting, it held up the control connection, which beats for every job: the
+// other job's lease ran out, the worker's next pull took it over and it ran twice at once, and
+// the reporting handler never returned.
+TEST(Worker, ProgressInsideTheHandlersOwnTransactionHoldsUpNoHeartbeat) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 6s;  // the first heartbeat 2 s after the pull: the report comes before it
+    c.queue_create(q, qo);
+    WorkerOptions o = options(q, 3);
+    o.prefetch = 0;
+    o.shutdown_timeout = 1s;
+    std::mutex m;
+    std::vector<std::string> lines;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(m);
+        lines.push_back(line);
+    };
+    Worker w(o);
+    std::atomic<bool> returned{false};
+    std::vector<int> long_runs;  // the attempt of each run of the long job, under m
+    w.on("report-in-fail", [&](JobContext& job) {
+        FailOptions fo;
+        fo.permanent = true;
+        job.fail_with("bad input", fo, [&](Client&, JobState) { job.progress(1.0); });
+        returned = true;
+    });
+    w.on("long", [&](JobContext& job) {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            long_runs.push_back(job.attempt());
+        }
+        job.wait_for_stop(12s);  // two leases: only heartbeats keep the job ours
+    });
+    PushOptions report, lng;
+    report.kind = "report-in-fail";
+    lng.kind = "long";
+    int64_t a = c.push(q, "{}", report);
+    int64_t b = c.push(q, "{}", lng);
+    Running r(w);
+    bool settled = eventually(
+        [&] {
+            {
+                std::lock_guard<std::mutex> lock(m);
+                if (long_runs.size() > 1) return true;
+            }
+            return state_is(c, b, JobState::Completed);
+        },
+        60s);
+    bool a_returned = eventually([&] { return returned.load(); }, 10s);
+    // A report still waiting for the row is let go, as an operator would, so the worker can stop.
+    c.exec(
+        "SELECT pg_catalog.pg_cancel_backend(pid) FROM pg_catalog.pg_stat_activity "
+        "WHERE datname = pg_catalog.current_database() AND wait_event_type = 'Lock' "
+        "AND pid <> pg_catalog.pg_backend_pid()");
+    ASSERT_TRUE(settled);
+    EXPECT_TRUE(a_returned) << "the handler reporting progress in its own transaction hung";
+    {
+        std::lock_guard<std::mutex> lock(m);
+        EXPECT_EQ(long_runs, std::vector<int>{1}) << "the long job was taken over";
+    }
+    EXPECT_EQ(c.job_status(b).state, JobState::Completed);
+    EXPECT_EQ(c.job_status(b).attempt, 1);
+    EXPECT_EQ(c.job_status(a).state, JobState::Dead);
+    r.stop();
+    EXPECT_EQ(w.stats().lost, 0u);
+    std::lock_guard<std::mutex> lock(m);
+    const std::string dropped = fmt::format("progress of job {} not recorded", a);
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+        return l.find(dropped) != std::string::npos;
+    })) << "the report that could not be made was not logged";
+}
+
 TEST(Worker, LostLeaseStopsTheHandler) {
     Client c(conninfo());
     std::string q = unique_queue("w");

@@ -101,6 +101,10 @@ struct Job {
     TimePoint lease_until;
     TimePoint run_at;
     TimePoint created_at;
+    // How long the lease had to run as the pull returned the job, by the server's clock alone
+    // (lease_until less the server's time then). Unlike lease_until, it can be counted down on
+    // this machine's clocks however far its wall clock is from the server's. Zero for a taken job.
+    Duration lease_left{};
 };
 
 // Everything job_status knows about a job.
