@@ -24,8 +24,11 @@ int ladder_kbps(int width, int height) {
 
 void add_common_input(std::vector<std::string>& a, const EncodeSettings& s,
                       const std::string& input) {
-    a = {s.ffmpeg,    "-hide_banner", "-nostdin", "-nostats", "-loglevel",    "warning",
-         "-progress", "pipe:1",       "-y",       "-i",       file_url(input)};
+    a = {s.ffmpeg,  "-hide_banner", "-nostdin", "-nostats", "-loglevel",
+         "warning", "-progress",    "pipe:1",   "-y"};
+    // The probe refused any other format already; the file may have been replaced since.
+    for (auto& arg : input_restrictions()) a.push_back(std::move(arg));
+    a.insert(a.end(), {"-i", file_url(input)});
 }
 
 void add_video_codec(std::vector<std::string>& a, const EncodeSettings& s) {

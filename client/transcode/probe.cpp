@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,37 @@ bool picture_format(const std::string& format) {
             format.compare(format.size() - pipe.size(), pipe.size(), pipe) == 0);
 }
 
+// Demuxers of video containers that read the one file they are given and nothing else, by
+// ffmpeg's short names (one name of a demuxer that has several, "mov,mp4,m4a,3gp,3g2,mj2", stands
+// for them all). Left out: hls, concat, dash, imf and image2, which open files a playlist, list or
+// pattern names; sdp and rtp, which open network ports; audio-only and image formats, which are
+// no video. gif is in for animated GIFs (a single picture is refused as a still).
+constexpr const char* kContainers[] = {"mov",  "matroska", "mpegts", "mpeg",      "avi", "flv",
+                                       "asf",  "ogg",      "mxf",    "dv",        "nut", "ivf",
+                                       "h264", "hevc",     "m4v",    "mpegvideo", "gif"};
+
+std::string refused_format(const std::string& path, const std::string& format) {
+    if (picture_format(format))
+        return fmt::format("{}: not a video (a still image, {})", path, format);
+    return fmt::format(
+        "{}: not a video file (read as {}, which is not one of the accepted video containers; a "
+        "playlist or a list of other files is never read)",
+        path, format);
+}
+
+// The demuxer ffprobe found and refused, from "[hls @ 0x55d3...] Format not on whitelist '...'":
+// ffmpeg names a format context's messages after its demuxer.
+std::optional<std::string> whitelist_refusal(const std::string& err) {
+    auto at = err.find("] Format not on whitelist");
+    if (at == std::string::npos) return std::nullopt;
+    auto start = err.rfind('\n', at);
+    start = start == std::string::npos ? 0 : start + 1;
+    auto name_end = err.find(" @ ", start);
+    if (err.compare(start, 1, "[") != 0 || name_end == std::string::npos || name_end > at)
+        return std::nullopt;
+    return err.substr(start + 1, name_end - start - 1);
+}
+
 }  // namespace
 
 int MediaInfo::display_width() const {
@@ -97,6 +129,22 @@ int MediaInfo::display_width() const {
 
 std::string file_url(const std::string& path) {
     return "file:" + path;
+}
+
+std::vector<std::string> input_restrictions() {
+    std::string list;
+    for (const char* c : kContainers) {
+        if (!list.empty()) list += ',';
+        list += c;
+    }
+    return {"-protocol_whitelist", "file", "-format_whitelist", list};
+}
+
+bool accepted_format(std::string_view format_name) {
+    for (std::string_view name : split(format_name, ','))
+        for (const char* c : kContainers)
+            if (name == c) return true;
+    return false;
 }
 
 MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
@@ -139,6 +187,9 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
             if (auto n = f.find("format_name"); n != f.end()) format_name = n->second;
         }
     }
+    // ffprobe refuses other formats itself (input_restrictions()); this holds for any ffprobe.
+    if (!format_name.empty() && !accepted_format(format_name))
+        throw UnusableInput(refused_format(path, format_name));
     if (!video || info.width <= 0 || info.height <= 0)
         throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
     if (info.duration > 0) return info;
@@ -173,11 +224,14 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
 
     std::string out;
     TextTail err(8);
-    ChildProcess child({ffprobe, "-v", "error", "-show_entries",
-                        "format=duration,format_name:stream=codec_type,codec_name,width,height,"
-                        "sample_aspect_ratio,duration,nb_frames:stream_disposition="
-                        "attached_pic:stream_tags=rotate:stream_side_data=rotation",
-                        "-of", "compact", file_url(path)});
+    std::vector<std::string> argv = {ffprobe, "-v", "error"};
+    for (auto& arg : input_restrictions()) argv.push_back(std::move(arg));
+    argv.insert(argv.end(), {"-show_entries",
+                             "format=duration,format_name:stream=codec_type,codec_name,width,"
+                             "height,sample_aspect_ratio,duration,nb_frames:stream_disposition="
+                             "attached_pic:stream_tags=rotate:stream_side_data=rotation",
+                             "-of", "compact", file_url(path)});
+    ChildProcess child(argv);
     Pump pump;
     pump.on_stdout = [&](std::string_view s) {
         if (out.size() < (1u << 20)) out.append(s);
@@ -193,9 +247,12 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
     if (status.exited && status.code != 0 && status.code != 1)
         throw std::runtime_error(
             fmt::format("ffprobe {}{}{}", status.describe(), why.empty() ? "" : ": ", why));
-    if (!status.success())
+    if (!status.success()) {
+        if (auto format = whitelist_refusal(why))
+            throw UnusableInput(refused_format(path, *format));
         throw UnusableInput(fmt::format("{}: not a readable video (ffprobe {}){}{}", path,
                                         status.describe(), why.empty() ? "" : ": ", why));
+    }
     return parse_probe_output(out, path);
 }
 

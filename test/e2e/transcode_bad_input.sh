@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Inputs that can never work fail at once, clearly, without retries: a corrupt file, a missing
-# file, a file with no video, an upload cut short. The row says failed with the reason; the job
-# is dead at attempt 1.
+# file, a file with no video, an upload cut short, an upload that names other files to read. The
+# row says failed with the reason; the job is dead at attempt 1.
 source "$(dirname "$0")/lib/transcode.sh"
 
 # Fixed noise (drand48 from a fixed seed): fresh random bytes now and then look enough like some
@@ -17,6 +17,14 @@ make_clip "$WORK/long.mp4" 20 320x180
 ffmpeg -hide_banner -nostdin -loglevel error -i "$WORK/long.mp4" -c copy -movflags +faststart \
     "$WORK/faststart.mp4"
 head -c $(($(stat -c %s "$WORK/faststart.mp4") / 2)) "$WORK/faststart.mp4" >"$WORK/halved.mp4"
+# Uploads whose contents would have ffmpeg read other files on the worker and publish them as the
+# upload's stream: an HLS playlist naming a file by its absolute path, an ffconcat list naming a
+# neighbour. Both are whole and valid for ffmpeg, and named .mp4.
+mkdir "$WORK/private"
+make_clip "$WORK/private/secret.ts" 2 160x90 noaudio
+printf '#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\n%s\n#EXT-X-ENDLIST\n' \
+    "$WORK/private/secret.ts" >"$WORK/playlist.mp4"
+printf 'ffconcat version 1.0\nfile good.mp4\n' >"$WORK/list.mp4"
 
 declare -A jobs expect
 jobs[corrupt]=$("$BIN" submit "$WORK/corrupt.mp4" --id corrupt)
@@ -29,11 +37,15 @@ jobs[audio]=$("$BIN" submit "$WORK/tone.m4a" --id audio)
 expect[audio]="no video stream"
 jobs[halved]=$("$BIN" submit "$WORK/halved.mp4" --id halved)
 expect[halved]="the input ends early"
+jobs[playlist]=$("$BIN" submit "$WORK/playlist.mp4" --id playlist)
+expect[playlist]="playlist.mp4: not a video file (read as hls, which is not one of the accepted"
+jobs[list]=$("$BIN" submit "$WORK/list.mp4" --id list)
+expect[list]="list.mp4: not a video file (read as concat, which is not one of the accepted"
 
 timeout 60 "$BIN" run --output-dir "$OUT" --hls-time 1 --preset ultrafast --exit-when-idle \
     >"$WORK/worker.log" 2>&1 || fail "worker exited with $?"
 
-for v in corrupt truncated missing audio halved; do
+for v in corrupt truncated missing audio halved playlist list; do
     j=${jobs[$v]}
     [ "$(video_field "$v" processing_status)" = failed ] || fail "$v: row is $(video_field "$v" processing_status)"
     video_field "$v" error | grep -q "${expect[$v]}" || fail "$v: row error is: $(video_field "$v" error)"

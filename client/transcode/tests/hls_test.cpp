@@ -100,6 +100,23 @@ TEST(Encode, SingleRenditionIsTheOriginalRecipe) {
     ASSERT_EQ(plan.renditions.size(), 1u);
 }
 
+// ffmpeg reads the input as a video container only, as the probe did: never as a playlist or list
+// naming other files (the upload may have been replaced since it was probed).
+TEST(Encode, TheInputIsReadAsAVideoContainerOnly) {
+    for (bool ladder : {false, true}) {
+        EncodeSettings s;
+        s.ladder = ladder;
+        const auto a = build_encode(s, source(640, 360), "/in/a.mp4", "/o").argv;
+        auto input = std::find(a.begin(), a.end(), "-i");
+        auto formats = std::find(a.begin(), a.end(), "-format_whitelist");
+        ASSERT_LT(formats, input);
+        EXPECT_EQ(*(formats + 1), transcode::input_restrictions()[3]);
+        EXPECT_EQ((formats + 1)->find("hls"), std::string::npos);
+        EXPECT_EQ((formats + 1)->find("concat"), std::string::npos);
+        EXPECT_EQ(after(a, "-protocol_whitelist"), "file");
+    }
+}
+
 TEST(Encode, NoAudioStreamMeansNoAudioMapping) {
     EncodeSettings s;
     auto plan = build_encode(s, source(640, 360, false), "/in/a.mp4", "/o");
