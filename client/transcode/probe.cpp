@@ -100,6 +100,10 @@ constexpr const char* kContainers[] = {"mov",  "matroska", "mpegts", "mpeg",    
                                        "h264", "hevc",     "m4v",    "mpegvideo", "gif"};
 
 std::string refused_format(const std::string& path, const std::string& format) {
+    // image2 is chosen by the name: "a%d.jpg" would read a1.jpg, a2.jpg... as frames.
+    if (format == "image2")
+        return fmt::format("{}: not a video (a still image, or a numbered sequence of them: {})",
+                           path, format);
     if (picture_format(format))
         return fmt::format("{}: not a video (a still image, {})", path, format);
     return fmt::format(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Inputs that can never work fail at once, clearly, without retries: a corrupt file, a missing
-# file, a file with no video, an upload cut short, an upload that names other files to read. The
-# row says failed with the reason; the job is dead at attempt 1.
+# file, a file with no video, an upload cut short, an upload that names other files to read (by
+# its contents or by its name). The row says failed with the reason; the job is dead at attempt 1.
 source "$(dirname "$0")/lib/transcode.sh"
 
 # Fixed noise (drand48 from a fixed seed): fresh random bytes now and then look enough like some
@@ -25,6 +25,10 @@ make_clip "$WORK/private/secret.ts" 2 160x90 noaudio
 printf '#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\n%s\n#EXT-X-ENDLIST\n' \
     "$WORK/private/secret.ts" >"$WORK/playlist.mp4"
 printf 'ffconcat version 1.0\nfile good.mp4\n' >"$WORK/list.mp4"
+# A picture named with %d next to numbered ones: ffmpeg's image2 reads them all as frames.
+ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=160x90" -frames:v 1 \
+    "$WORK/private/secret0.jpg"
+for i in 1 2 3 4 5 6 7 8 9 %d; do cp "$WORK/private/secret0.jpg" "$WORK/private/secret$i.jpg"; done
 
 declare -A jobs expect
 jobs[corrupt]=$("$BIN" submit "$WORK/corrupt.mp4" --id corrupt)
@@ -41,11 +45,13 @@ jobs[playlist]=$("$BIN" submit "$WORK/playlist.mp4" --id playlist)
 expect[playlist]="playlist.mp4: not a video file (read as hls, which is not one of the accepted"
 jobs[list]=$("$BIN" submit "$WORK/list.mp4" --id list)
 expect[list]="list.mp4: not a video file (read as concat, which is not one of the accepted"
+jobs[pattern]=$("$BIN" submit "$WORK/private/secret%d.jpg" --id pattern)
+expect[pattern]="secret%d.jpg: not a video (a still image, or a numbered sequence of them: image2)"
 
 timeout 60 "$BIN" run --output-dir "$OUT" --hls-time 1 --preset ultrafast --exit-when-idle \
     >"$WORK/worker.log" 2>&1 || fail "worker exited with $?"
 
-for v in corrupt truncated missing audio halved playlist list; do
+for v in corrupt truncated missing audio halved playlist list pattern; do
     j=${jobs[$v]}
     [ "$(video_field "$v" processing_status)" = failed ] || fail "$v: row is $(video_field "$v" processing_status)"
     video_field "$v" error | grep -q "${expect[$v]}" || fail "$v: row error is: $(video_field "$v" error)"

@@ -230,6 +230,20 @@ TEST_F(FakeProbe, ARefusedFormatIsNamed) {
     }
 }
 
+// image2 reads by the name: a name with %d is a numbered sequence of other files.
+TEST_F(FakeProbe, AnImageSequenceIsRefusedAsSuch) {
+    try {
+        transcode::probe(fake(1, "[image2 @ 0x5572] Format not on whitelist x"), input(), [] {});
+        FAIL() << "expected UnusableInput";
+    } catch (const UnusableInput& e) {
+        EXPECT_NE(
+            std::string(e.what()).find(
+                "in.mp4: not a video (a still image, or a numbered sequence of them: image2)"),
+            std::string::npos)
+            << e.what();
+    }
+}
+
 // The arguments restrict the probe before the input is named.
 TEST_F(FakeProbe, TheInputIsRestrictedToVideoContainers) {
     auto path = root_ / "ffprobe";
