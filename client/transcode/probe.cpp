@@ -196,12 +196,15 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
         throw UnusableInput(refused_format(path, format_name));
     if (!video || info.width <= 0 || info.height <= 0)
         throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
-    if (info.duration > 0) return info;
-    info.duration = stream_duration;
-    if (info.duration > 0) return info;
-    // No length anywhere: a picture (a PNG or JPEG has none), or a streamed recording, whose
-    // length only its end tells. A one-frame clip with a length (a still over audio) stays a video.
-    if (frames == "1" || picture_codec(codec) || picture_format(format_name))
+    if (info.duration <= 0) info.duration = stream_duration;
+    // A picture, whatever length it is given (image2 gives a JPEG one frame's, 0.04 s; a GIF of
+    // one frame lasts its delay): read by an image demuxer, or one frame with no sound to play
+    // under it. A still over audio in a video container is a video.
+    const bool still = picture_format(format_name) || (frames == "1" && !info.has_audio) ||
+                       // Nor any length: a picture (a PNG has none), or a streamed recording,
+                       // whose length only its end tells, unless it is of an image codec.
+                       (info.duration <= 0 && picture_codec(codec));
+    if (still)
         throw UnusableInput(fmt::format("{}: not a video (a still image, {})", path,
                                         codec.empty() ? format_name : codec));
     return info;

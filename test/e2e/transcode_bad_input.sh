@@ -29,6 +29,13 @@ printf 'ffconcat version 1.0\nfile good.mp4\n' >"$WORK/list.mp4"
 ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=160x90" -frames:v 1 \
     "$WORK/private/secret0.jpg"
 for i in 1 2 3 4 5 6 7 8 9 %d; do cp "$WORK/private/secret0.jpg" "$WORK/private/secret$i.jpg"; done
+# Pictures, though ffprobe gives them a length: a JPEG (one frame's, 0.04 s), a GIF of one frame
+# (its delay), an MP4 of one frame and no sound.
+cp "$WORK/private/secret0.jpg" "$WORK/still.jpg"
+ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=160x90" -frames:v 1 \
+    "$WORK/still.gif"
+ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=160x90" -frames:v 1 \
+    -c:v libx264 -preset ultrafast -pix_fmt yuv420p "$WORK/frame.mp4"
 
 declare -A jobs expect
 jobs[corrupt]=$("$BIN" submit "$WORK/corrupt.mp4" --id corrupt)
@@ -47,11 +54,17 @@ jobs[list]=$("$BIN" submit "$WORK/list.mp4" --id list)
 expect[list]="list.mp4: not a video file (read as concat, which is not one of the accepted"
 jobs[pattern]=$("$BIN" submit "$WORK/private/secret%d.jpg" --id pattern)
 expect[pattern]="secret%d.jpg: not a video (a still image, or a numbered sequence of them: image2)"
+jobs[jpeg]=$("$BIN" submit "$WORK/still.jpg" --id jpeg)
+expect[jpeg]="still.jpg: not a video (a still image"
+jobs[gif]=$("$BIN" submit "$WORK/still.gif" --id gif)
+expect[gif]="still.gif: not a video (a still image, gif)"
+jobs[frame]=$("$BIN" submit "$WORK/frame.mp4" --id frame)
+expect[frame]="frame.mp4: not a video (a still image, h264)"
 
 timeout 60 "$BIN" run --output-dir "$OUT" --hls-time 1 --preset ultrafast --exit-when-idle \
     >"$WORK/worker.log" 2>&1 || fail "worker exited with $?"
 
-for v in corrupt truncated missing audio halved playlist list pattern; do
+for v in corrupt truncated missing audio halved playlist list pattern jpeg gif frame; do
     j=${jobs[$v]}
     [ "$(video_field "$v" processing_status)" = failed ] || fail "$v: row is $(video_field "$v" processing_status)"
     video_field "$v" error | grep -q "${expect[$v]}" || fail "$v: row error is: $(video_field "$v" error)"

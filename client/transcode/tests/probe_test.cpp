@@ -144,6 +144,45 @@ TEST(Probe, OnlyVideoContainersAreRead) {
     EXPECT_FALSE(transcode::accepted_format("image2"));
 }
 
+// A picture given a length is still a picture: image2 gives a JPEG one frame's, a GIF of one
+// frame lasts its delay, an MP4 of one frame without sound lasts that frame.
+TEST(Probe, AStillImageWithALengthIsNotAVideo) {
+    for (const char* still :
+         {"stream|codec_name=mjpeg|codec_type=video|width=160|height=90|duration=0.040000|"
+          "nb_frames=N/A\nformat|format_name=image2|duration=0.040000\n",
+          "stream|codec_name=mjpeg|codec_type=video|width=160|height=90|duration=0.040000|"
+          "nb_frames=N/A\nformat|format_name=jpeg_pipe|duration=0.040000\n",
+          "stream|codec_name=gif|codec_type=video|width=160|height=90|duration=0.100000|"
+          "nb_frames=1\nformat|format_name=gif|duration=0.100000\n",
+          "stream|codec_name=h264|codec_type=video|width=160|height=90|duration=0.040000|"
+          "nb_frames=1\nformat|format_name=mov,mp4,m4a,3gp,3g2,mj2|duration=0.040000\n"}) {
+        try {
+            parse_probe_output(still, "/still.gif");
+            FAIL() << "expected UnusableInput for " << still;
+        } catch (const UnusableInput& e) {
+            EXPECT_NE(std::string(e.what()).find("/still.gif: not a video (a still image"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+}
+
+// Moving pictures of an image codec, and a still over audio, are videos.
+TEST(Probe, AnAnimationOrAStillOverAudioIsAVideo) {
+    auto gif = parse_probe_output(
+        "stream|codec_name=gif|codec_type=video|width=160|height=90|duration=2.000000|"
+        "nb_frames=20\nformat|format_name=gif|duration=2.000000\n",
+        "/anim.gif");
+    EXPECT_DOUBLE_EQ(gif.duration, 2.0);
+    auto podcast = parse_probe_output(
+        "stream|codec_name=h264|codec_type=video|width=160|height=90|duration=0.040000|"
+        "nb_frames=1\nstream|codec_name=aac|codec_type=audio|duration=30.000000\n"
+        "format|format_name=mov,mp4,m4a,3gp,3g2,mj2|duration=30.000000\n",
+        "/podcast.mp4");
+    EXPECT_DOUBLE_EQ(podcast.duration, 30.0);
+    EXPECT_TRUE(podcast.has_audio);
+}
+
 // A browser's MediaRecorder streams WebM as it records and never writes the length: neither the
 // container nor the stream has one. It is a video all the same, of a length the encode finds.
 TEST(Probe, AStreamedRecordingWithNoLengthIsAVideo) {
