@@ -196,6 +196,11 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
         throw UnusableInput(refused_format(path, format_name));
     if (!video || info.width <= 0 || info.height <= 0)
         throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
+    // H.264 in 4:2:0 needs even sizes: a line or column of one pixel has no even size to keep.
+    if (info.width < 2 || info.height < 2)
+        throw UnusableInput(
+            fmt::format("{}: picture too small to encode ({}x{}; H.264 needs at least 2x2 pixels)",
+                        path, info.width, info.height));
     if (info.duration <= 0) info.duration = stream_duration;
     // A picture, whatever length it is given (image2 gives a JPEG one frame's, 0.04 s; a GIF of
     // one frame lasts its delay): read by an image demuxer, or one frame with no sound to play

@@ -37,8 +37,8 @@ class UnusableInput : public std::runtime_error {
 // A stream's rotation is its display matrix's (side_data|rotation=-90, what ffmpeg reads now), or
 // the legacy tag:rotate=90 of older demuxers. The duration is the container's, else the video
 // stream's. Throws UnusableInput when there is no video stream, it is a still picture (an image
-// format, one frame without audio, or an image codec with no duration), or its format is not an
-// accepted container.
+// format, one frame without audio, or an image codec with no duration), its picture is under 2
+// pixels wide or tall, or its format is not an accepted container.
 MediaInfo parse_probe_output(std::string_view text, const std::string& path);
 
 // Checks the file exists and is readable, then runs ffprobe on it. `on_tick` is called while

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Inputs that can never work fail at once, clearly, without retries: a corrupt file, a missing
 # file, a file with no video, an upload cut short, an upload that names other files to read (by
-# its contents or by its name). The row says failed with the reason; the job is dead at attempt 1.
+# its contents or by its name), a still picture, a picture too small to encode. The row says
+# failed with the reason; the job is dead at attempt 1.
 source "$(dirname "$0")/lib/transcode.sh"
 
 # Fixed noise (drand48 from a fixed seed): fresh random bytes now and then look enough like some
@@ -36,6 +37,11 @@ ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=160x90" -
     "$WORK/still.gif"
 ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=160x90" -frames:v 1 \
     -c:v libx264 -preset ultrafast -pix_fmt yuv420p "$WORK/frame.mp4"
+# A picture of one pixel, or one line: H.264 has no even size to give it.
+ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=1x1:rate=25" -t 1 -c:v ffv1 \
+    "$WORK/dot.mkv"
+ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i "testsrc=size=64x1:rate=25" -t 1 \
+    -c:v ffv1 "$WORK/line.mkv"
 
 declare -A jobs expect
 jobs[corrupt]=$("$BIN" submit "$WORK/corrupt.mp4" --id corrupt)
@@ -60,11 +66,15 @@ jobs[gif]=$("$BIN" submit "$WORK/still.gif" --id gif)
 expect[gif]="still.gif: not a video (a still image, gif)"
 jobs[frame]=$("$BIN" submit "$WORK/frame.mp4" --id frame)
 expect[frame]="frame.mp4: not a video (a still image, h264)"
+jobs[dot]=$("$BIN" submit "$WORK/dot.mkv" --id dot)
+expect[dot]="dot.mkv: picture too small to encode (1x1; H.264 needs at least 2x2 pixels)"
+jobs[line]=$("$BIN" submit "$WORK/line.mkv" --id line)
+expect[line]="line.mkv: picture too small to encode (64x1;"
 
 timeout 60 "$BIN" run --output-dir "$OUT" --hls-time 1 --preset ultrafast --exit-when-idle \
     >"$WORK/worker.log" 2>&1 || fail "worker exited with $?"
 
-for v in corrupt truncated missing audio halved playlist list pattern jpeg gif frame; do
+for v in corrupt truncated missing audio halved playlist list pattern jpeg gif frame dot line; do
     j=${jobs[$v]}
     [ "$(video_field "$v" processing_status)" = failed ] || fail "$v: row is $(video_field "$v" processing_status)"
     video_field "$v" error | grep -q "${expect[$v]}" || fail "$v: row error is: $(video_field "$v" error)"

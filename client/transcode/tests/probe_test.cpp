@@ -144,6 +144,27 @@ TEST(Probe, OnlyVideoContainersAreRead) {
     EXPECT_FALSE(transcode::accepted_format("image2"));
 }
 
+// libx264 needs even sizes: a picture one pixel wide or tall cannot be encoded at all.
+TEST(Probe, APictureUnderTwoPixelsIsUnusable) {
+    for (const char* size : {"width=1|height=1", "width=64|height=1", "width=1|height=64"}) {
+        try {
+            parse_probe_output(std::string("stream|codec_name=ffv1|codec_type=video|") + size +
+                                   "\nformat|format_name=matroska,webm|duration=1.0\n",
+                               "/dot.mkv");
+            FAIL() << "expected UnusableInput for " << size;
+        } catch (const UnusableInput& e) {
+            EXPECT_NE(std::string(e.what()).find("/dot.mkv: picture too small to encode ("),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    auto smallest = parse_probe_output(
+        "stream|codec_name=ffv1|codec_type=video|width=2|height=2\n"
+        "format|format_name=matroska,webm|duration=1.0\n",
+        "/dot.mkv");
+    EXPECT_EQ(smallest.width, 2);
+}
+
 // A picture given a length is still a picture: image2 gives a JPEG one frame's, a GIF of one
 // frame lasts its delay, an MP4 of one frame without sound lasts that frame.
 TEST(Probe, AStillImageWithALengthIsNotAVideo) {
