@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "names.hpp"
 #include "process.hpp"
 #include "text_tail.hpp"
 
@@ -152,6 +153,7 @@ bool accepted_format(std::string_view format_name) {
 }
 
 MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
+    const std::string name = shown_name(path);
     MediaInfo info;
     bool video = false;
     double stream_duration = 0;
@@ -193,14 +195,14 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
     }
     // ffprobe refuses other formats itself (input_restrictions()); this holds for any ffprobe.
     if (!format_name.empty() && !accepted_format(format_name))
-        throw UnusableInput(refused_format(path, format_name));
+        throw UnusableInput(refused_format(name, format_name));
     if (!video || info.width <= 0 || info.height <= 0)
-        throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
+        throw UnusableInput(fmt::format("{}: not a video (no video stream found)", name));
     // H.264 in 4:2:0 needs even sizes: a line or column of one pixel has no even size to keep.
     if (info.width < 2 || info.height < 2)
         throw UnusableInput(
             fmt::format("{}: picture too small to encode ({}x{}; H.264 needs at least 2x2 pixels)",
-                        path, info.width, info.height));
+                        name, info.width, info.height));
     if (info.duration <= 0) info.duration = stream_duration;
     // A picture, whatever length it is given (image2 gives a JPEG one frame's, 0.04 s; a GIF of
     // one frame lasts its delay): read by an image demuxer, or one frame with no sound to play
@@ -210,29 +212,30 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
                        // whose length only its end tells, unless it is of an image codec.
                        (info.duration <= 0 && picture_codec(codec));
     if (still)
-        throw UnusableInput(fmt::format("{}: not a video (a still image, {})", path,
+        throw UnusableInput(fmt::format("{}: not a video (a still image, {})", name,
                                         codec.empty() ? format_name : codec));
     return info;
 }
 
 MediaInfo probe(const std::string& ffprobe, const std::string& path,
                 const std::function<void()>& on_tick) {
+    const std::string name = shown_name(path);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         int e = errno;
         if (e == ENOENT || e == ENOTDIR)
-            throw UnusableInput(fmt::format("{}: input file not found", path));
+            throw UnusableInput(fmt::format("{}: input file not found", name));
         if (e == EACCES || e == ELOOP || e == ENAMETOOLONG)
-            throw UnusableInput(fmt::format("{}: cannot access input: {}", path, std::strerror(e)));
+            throw UnusableInput(fmt::format("{}: cannot access input: {}", name, std::strerror(e)));
         // EIO, ESTALE, a network file system timing out: the file may be fine on the next try.
         throw std::runtime_error(
-            fmt::format("{}: cannot access input for now: {}", path, std::strerror(e)));
+            fmt::format("{}: cannot access input for now: {}", name, std::strerror(e)));
     }
-    if (!S_ISREG(st.st_mode)) throw UnusableInput(fmt::format("{}: not a regular file", path));
+    if (!S_ISREG(st.st_mode)) throw UnusableInput(fmt::format("{}: not a regular file", name));
     if (::access(path.c_str(), R_OK) != 0)
         throw UnusableInput(
-            fmt::format("{}: input file is not readable: {}", path, std::strerror(errno)));
-    if (st.st_size == 0) throw UnusableInput(fmt::format("{}: input file is empty", path));
+            fmt::format("{}: input file is not readable: {}", name, std::strerror(errno)));
+    if (st.st_size == 0) throw UnusableInput(fmt::format("{}: input file is empty", name));
 
     std::string out;
     TextTail err(8);
@@ -248,9 +251,12 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
     pump.on_stdout = [&](std::string_view s) {
         if (out.size() < (1u << 20)) out.append(s);
     };
-    pump.on_stderr = [&](std::string_view s) { err.append(s); };
+    // ffprobe names the input in its errors: "file:NAME: Invalid data found ...".
+    NameMask mask(path);
+    pump.on_stderr = [&](std::string_view s) { err.append(mask.feed(s)); };
     pump.on_tick = on_tick;
     ExitStatus status = child.run(pump);
+    err.append(mask.flush());
     // A crash says nothing about the file (out of memory, killed): worth another attempt.
     if (!status.exited) throw std::runtime_error(fmt::format("ffprobe {}", status.describe()));
     std::string why = err.text();
@@ -261,8 +267,8 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
             fmt::format("ffprobe {}{}{}", status.describe(), why.empty() ? "" : ": ", why));
     if (!status.success()) {
         if (auto format = whitelist_refusal(why))
-            throw UnusableInput(refused_format(path, *format));
-        throw UnusableInput(fmt::format("{}: not a readable video (ffprobe {}){}{}", path,
+            throw UnusableInput(refused_format(name, *format));
+        throw UnusableInput(fmt::format("{}: not a readable video (ffprobe {}){}{}", name,
                                         status.describe(), why.empty() ? "" : ": ", why));
     }
     return parse_probe_output(out, path);

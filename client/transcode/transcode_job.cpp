@@ -12,6 +12,7 @@
 
 #include "encoder.hpp"
 #include "kill_switch.hpp"
+#include "names.hpp"
 #include "probe.hpp"
 #include "publish.hpp"
 #include "stream_check.hpp"
@@ -169,7 +170,8 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
     say(fmt::format("encoding {} rendition(s) into {}", plan.renditions.size(),
                     staging.target().string()));
     EncodeOutcome out = run_encoder(
-        plan.argv, *kill_switch_, [&](const ProgressUpdate& u) { report(u, info.duration); },
+        plan.argv, p_.path, *kill_switch_,
+        [&](const ProgressUpdate& u) { report(u, info.duration); },
         [&] { return !stop_.stopped() && !timed_out(); });
     check();
     if (out.abandoned || timed_out())
@@ -197,7 +199,7 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
         throw UnusableInput(fmt::format(
             "{}: the input ends early (truncated or corrupt upload?): {} lasts {} of the {} the "
             "file declares; ffmpeg: {}",
-            p_.path, cut->playlist, seconds(cut->seconds), seconds(info.duration),
+            shown_name(p_.path), cut->playlist, seconds(cut->seconds), seconds(info.duration),
             out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
     // A streamed recording's length is only known now, from what it encoded to.
     const double duration = info.duration > 0 ? info.duration : longest(durations);
@@ -285,7 +287,7 @@ void Transcode::run() {
             p_.video_id, job_.id()));
     job_.on_stop([ks = kill_switch_](hopper::StopReason) { ks->fire(); });
     try {
-        say(fmt::format("attempt {}: probing {}", job_.attempt(), p_.path));
+        say(fmt::format("attempt {}: probing {}", job_.attempt(), shown_name(p_.path)));
         MediaInfo info = probe(s_.ffprobe, p_.path, [&] {
             if (stop_.stopped() || timed_out()) throw JobStopped{};
         });
