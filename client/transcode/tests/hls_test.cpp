@@ -117,6 +117,26 @@ TEST(Encode, TheInputIsReadAsAVideoContainerOnly) {
     }
 }
 
+// The output lasts no longer than the input says it does: a sparse input's last frame would
+// otherwise be held as long as the gap before it. Of an unknown length there is nothing to cap.
+TEST(Encode, TheOutputEndsWhereTheInputDoes) {
+    for (bool ladder : {false, true}) {
+        EncodeSettings s;
+        s.ladder = ladder;
+        MediaInfo sparse = source(160, 90);
+        sparse.duration = 1200.04;
+        const auto a = build_encode(s, sparse, "/in/a.mkv", "/o").argv;
+        auto cap = std::find(a.begin(), a.end(), "-t");
+        ASSERT_NE(cap, a.end());
+        EXPECT_EQ(*(cap + 1), "1200.040000");
+        EXPECT_GT(cap, std::find(a.begin(), a.end(), "-i")) << "an output option";
+        MediaInfo streamed = source(160, 90);
+        streamed.duration = 0;
+        const auto b = build_encode(s, streamed, "/in/rec.webm", "/o").argv;
+        EXPECT_EQ(std::find(b.begin(), b.end(), "-t"), b.end());
+    }
+}
+
 TEST(Encode, NoAudioStreamMeansNoAudioMapping) {
     EncodeSettings s;
     auto plan = build_encode(s, source(640, 360, false), "/in/a.mp4", "/o");
