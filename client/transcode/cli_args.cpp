@@ -198,7 +198,7 @@ Args parse_args(int argc, const char* const* argv) {
             if (r.output_dir.empty()) throw UsageError("--output-dir must not be empty");
             // ffmpeg's segment templates give '%' a meaning of their own.
             if (r.output_dir.find('%') != std::string::npos)
-                throw UsageError("--output-dir must not contain '%'");
+                throw UsageError("--output-dir: must not contain '%'");
         } else if (is("--ladder", kRun)) {
             c.no_value(o);
             r.encode.ladder = true;

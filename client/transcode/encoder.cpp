@@ -1,11 +1,13 @@
 // run_encoder: ChildProcess + ProgressParser + TextTail.
 #include "encoder.hpp"
 
+#include "names.hpp"
 #include "text_tail.hpp"
 
 namespace transcode {
 
-EncodeOutcome run_encoder(const std::vector<std::string>& argv, KillSwitch& kill_switch,
+EncodeOutcome run_encoder(const std::vector<std::string>& argv, const std::string& input_name,
+                          KillSwitch& kill_switch,
                           const std::function<void(const ProgressUpdate&)>& on_progress,
                           const std::function<bool()>& keep_going) {
     EncodeOutcome outcome;
@@ -18,7 +20,9 @@ EncodeOutcome run_encoder(const std::vector<std::string>& argv, KillSwitch& kill
         for (const auto& update : parser.feed(chunk))
             if (on_progress) on_progress(update);
     };
-    pump.on_stderr = [&](std::string_view chunk) { tail.append(chunk); };
+    // ffmpeg names the input in some errors ("file:NAME: Invalid data found ...").
+    NameMask mask(input_name);
+    pump.on_stderr = [&](std::string_view chunk) { tail.append(mask.feed(chunk)); };
     pump.on_tick = [&] {
         if (!outcome.abandoned && keep_going && !keep_going()) {
             outcome.abandoned = true;
@@ -26,6 +30,7 @@ EncodeOutcome run_encoder(const std::vector<std::string>& argv, KillSwitch& kill
         }
     };
     outcome.status = child.run(pump);
+    tail.append(mask.flush());
     outcome.stderr_tail = tail.text();
     return outcome;
 }

@@ -20,7 +20,9 @@ struct EncodeOutcome {
 
 // `keep_going` is asked at least every 200 ms; `on_progress` gets each completed progress block.
 // While ffmpeg runs it is registered with `kill_switch`, so a stop from another thread is instant.
-EncodeOutcome run_encoder(const std::vector<std::string>& argv, KillSwitch& kill_switch,
+// `input_name` (the input file's name) is shown in the tail as shown_name() shows it.
+EncodeOutcome run_encoder(const std::vector<std::string>& argv, const std::string& input_name,
+                          KillSwitch& kill_switch,
                           const std::function<void(const ProgressUpdate&)>& on_progress,
                           const std::function<bool()>& keep_going);
 

@@ -24,8 +24,11 @@ int ladder_kbps(int width, int height) {
 
 void add_common_input(std::vector<std::string>& a, const EncodeSettings& s,
                       const std::string& input) {
-    a = {s.ffmpeg,    "-hide_banner", "-nostdin", "-nostats", "-loglevel",    "warning",
-         "-progress", "pipe:1",       "-y",       "-i",       file_url(input)};
+    a = {s.ffmpeg,  "-hide_banner", "-nostdin", "-nostats", "-loglevel",
+         "warning", "-progress",    "pipe:1",   "-y"};
+    // The probe refused any other format already; the file may have been replaced since.
+    for (auto& arg : input_restrictions()) a.push_back(std::move(arg));
+    a.insert(a.end(), {"-i", file_url(input)});
 }
 
 void add_video_codec(std::vector<std::string>& a, const EncodeSettings& s) {
@@ -35,7 +38,11 @@ void add_video_codec(std::vector<std::string>& a, const EncodeSettings& s) {
     if (s.threads > 0) a.insert(a.end(), {"-threads", std::to_string(s.threads)});
 }
 
-void add_hls_muxer(std::vector<std::string>& a, const EncodeSettings& s) {
+void add_hls_muxer(std::vector<std::string>& a, const EncodeSettings& s, const MediaInfo& source) {
+    // The output is made of frames at a constant rate, each held until the next: a sparse input
+    // (a frame every ten minutes) gets its last frame held as long as the gap before it, past the
+    // input's end. Not past what the input declares.
+    if (source.duration > 0) a.insert(a.end(), {"-t", fmt::format("{:.6f}", source.duration)});
     a.insert(a.end(), {"-f", "hls", "-hls_time", std::to_string(s.hls_time), "-hls_playlist_type",
                        "vod", "-hls_flags", "independent_segments", "-hls_segment_type", "mpegts"});
 }
@@ -85,7 +92,7 @@ EncodePlan build_encode(const EncodeSettings& s, const MediaInfo& source,
         add_video_codec(a, s);
         a.insert(a.end(), {"-crf", std::to_string(s.crf)});
         if (source.has_audio) a.insert(a.end(), {"-c:a", "aac", "-b:a", s.audio_bitrate});
-        add_hls_muxer(a, s);
+        add_hls_muxer(a, s, source);
         a.insert(a.end(), {"-hls_segment_filename", out_dir + "/seg_%05d.ts",
                            out_dir + "/" + plan.playlist});
         return plan;
@@ -115,7 +122,7 @@ EncodePlan build_encode(const EncodeSettings& s, const MediaInfo& source,
                            fmt::format("-bufsize:v:{}", i), fmt::format("{}k", kbps * 3 / 2)});
     }
     if (source.has_audio) a.insert(a.end(), {"-c:a", "aac", "-b:a", s.audio_bitrate});
-    add_hls_muxer(a, s);
+    add_hls_muxer(a, s, source);
     a.insert(a.end(),
              {"-master_pl_name", plan.playlist, "-var_stream_map", stream_map,
               "-hls_segment_filename", out_dir + "/%v/seg_%05d.ts", out_dir + "/%v/index.m3u8"});

@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "names.hpp"
 #include "process.hpp"
 #include "text_tail.hpp"
 
@@ -89,6 +91,41 @@ bool picture_format(const std::string& format) {
             format.compare(format.size() - pipe.size(), pipe.size(), pipe) == 0);
 }
 
+// Demuxers of video containers that read the one file they are given and nothing else, by
+// ffmpeg's short names (one name of a demuxer that has several, "mov,mp4,m4a,3gp,3g2,mj2", stands
+// for them all). Left out: hls, concat, dash, imf and image2, which open files a playlist, list or
+// pattern names; sdp and rtp, which open network ports; audio-only and image formats, which are
+// no video. gif is in for animated GIFs (a single picture is refused as a still).
+constexpr const char* kContainers[] = {"mov",  "matroska", "mpegts", "mpeg",      "avi", "flv",
+                                       "asf",  "ogg",      "mxf",    "dv",        "nut", "ivf",
+                                       "h264", "hevc",     "m4v",    "mpegvideo", "gif"};
+
+std::string refused_format(const std::string& path, const std::string& format) {
+    // image2 is chosen by the name: "a%d.jpg" would read a1.jpg, a2.jpg... as frames.
+    if (format == "image2")
+        return fmt::format("{}: not a video (a still image, or a numbered sequence of them: {})",
+                           path, format);
+    if (picture_format(format))
+        return fmt::format("{}: not a video (a still image, {})", path, format);
+    return fmt::format(
+        "{}: not a video file (read as {}, which is not one of the accepted video containers; a "
+        "playlist or a list of other files is never read)",
+        path, format);
+}
+
+// The demuxer ffprobe found and refused, from "[hls @ 0x55d3...] Format not on whitelist '...'":
+// ffmpeg names a format context's messages after its demuxer.
+std::optional<std::string> whitelist_refusal(const std::string& err) {
+    auto at = err.find("] Format not on whitelist");
+    if (at == std::string::npos) return std::nullopt;
+    auto start = err.rfind('\n', at);
+    start = start == std::string::npos ? 0 : start + 1;
+    auto name_end = err.find(" @ ", start);
+    if (err.compare(start, 1, "[") != 0 || name_end == std::string::npos || name_end > at)
+        return std::nullopt;
+    return err.substr(start + 1, name_end - start - 1);
+}
+
 }  // namespace
 
 int MediaInfo::display_width() const {
@@ -99,7 +136,24 @@ std::string file_url(const std::string& path) {
     return "file:" + path;
 }
 
+std::vector<std::string> input_restrictions() {
+    std::string list;
+    for (const char* c : kContainers) {
+        if (!list.empty()) list += ',';
+        list += c;
+    }
+    return {"-protocol_whitelist", "file", "-format_whitelist", list};
+}
+
+bool accepted_format(std::string_view format_name) {
+    for (std::string_view name : split(format_name, ','))
+        for (const char* c : kContainers)
+            if (name == c) return true;
+    return false;
+}
+
 MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
+    const std::string name = shown_name(path);
     MediaInfo info;
     bool video = false;
     double stream_duration = 0;
@@ -139,52 +193,70 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
             if (auto n = f.find("format_name"); n != f.end()) format_name = n->second;
         }
     }
+    // ffprobe refuses other formats itself (input_restrictions()); this holds for any ffprobe.
+    if (!format_name.empty() && !accepted_format(format_name))
+        throw UnusableInput(refused_format(name, format_name));
     if (!video || info.width <= 0 || info.height <= 0)
-        throw UnusableInput(fmt::format("{}: not a video (no video stream found)", path));
-    if (info.duration > 0) return info;
-    info.duration = stream_duration;
-    if (info.duration > 0) return info;
-    // No length anywhere: a picture (a PNG or JPEG has none), or a streamed recording, whose
-    // length only its end tells. A one-frame clip with a length (a still over audio) stays a video.
-    if (frames == "1" || picture_codec(codec) || picture_format(format_name))
-        throw UnusableInput(fmt::format("{}: not a video (a still image, {})", path,
+        throw UnusableInput(fmt::format("{}: not a video (no video stream found)", name));
+    // H.264 in 4:2:0 needs even sizes: a line or column of one pixel has no even size to keep.
+    if (info.width < 2 || info.height < 2)
+        throw UnusableInput(
+            fmt::format("{}: picture too small to encode ({}x{}; H.264 needs at least 2x2 pixels)",
+                        name, info.width, info.height));
+    if (info.duration <= 0) info.duration = stream_duration;
+    // A picture, whatever length it is given (image2 gives a JPEG one frame's, 0.04 s; a GIF of
+    // one frame lasts its delay): read by an image demuxer, or one frame with no sound to play
+    // under it. A still over audio in a video container is a video.
+    const bool still = picture_format(format_name) || (frames == "1" && !info.has_audio) ||
+                       // Nor any length: a picture (a PNG has none), or a streamed recording,
+                       // whose length only its end tells, unless it is of an image codec.
+                       (info.duration <= 0 && picture_codec(codec));
+    if (still)
+        throw UnusableInput(fmt::format("{}: not a video (a still image, {})", name,
                                         codec.empty() ? format_name : codec));
     return info;
 }
 
 MediaInfo probe(const std::string& ffprobe, const std::string& path,
                 const std::function<void()>& on_tick) {
+    const std::string name = shown_name(path);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         int e = errno;
         if (e == ENOENT || e == ENOTDIR)
-            throw UnusableInput(fmt::format("{}: input file not found", path));
+            throw UnusableInput(fmt::format("{}: input file not found", name));
         if (e == EACCES || e == ELOOP || e == ENAMETOOLONG)
-            throw UnusableInput(fmt::format("{}: cannot access input: {}", path, std::strerror(e)));
+            throw UnusableInput(fmt::format("{}: cannot access input: {}", name, std::strerror(e)));
         // EIO, ESTALE, a network file system timing out: the file may be fine on the next try.
         throw std::runtime_error(
-            fmt::format("{}: cannot access input for now: {}", path, std::strerror(e)));
+            fmt::format("{}: cannot access input for now: {}", name, std::strerror(e)));
     }
-    if (!S_ISREG(st.st_mode)) throw UnusableInput(fmt::format("{}: not a regular file", path));
+    if (!S_ISREG(st.st_mode)) throw UnusableInput(fmt::format("{}: not a regular file", name));
     if (::access(path.c_str(), R_OK) != 0)
         throw UnusableInput(
-            fmt::format("{}: input file is not readable: {}", path, std::strerror(errno)));
-    if (st.st_size == 0) throw UnusableInput(fmt::format("{}: input file is empty", path));
+            fmt::format("{}: input file is not readable: {}", name, std::strerror(errno)));
+    if (st.st_size == 0) throw UnusableInput(fmt::format("{}: input file is empty", name));
 
     std::string out;
     TextTail err(8);
-    ChildProcess child({ffprobe, "-v", "error", "-show_entries",
-                        "format=duration,format_name:stream=codec_type,codec_name,width,height,"
-                        "sample_aspect_ratio,duration,nb_frames:stream_disposition="
-                        "attached_pic:stream_tags=rotate:stream_side_data=rotation",
-                        "-of", "compact", file_url(path)});
+    std::vector<std::string> argv = {ffprobe, "-v", "error"};
+    for (auto& arg : input_restrictions()) argv.push_back(std::move(arg));
+    argv.insert(argv.end(), {"-show_entries",
+                             "format=duration,format_name:stream=codec_type,codec_name,width,"
+                             "height,sample_aspect_ratio,duration,nb_frames:stream_disposition="
+                             "attached_pic:stream_tags=rotate:stream_side_data=rotation",
+                             "-of", "compact", file_url(path)});
+    ChildProcess child(argv);
     Pump pump;
     pump.on_stdout = [&](std::string_view s) {
         if (out.size() < (1u << 20)) out.append(s);
     };
-    pump.on_stderr = [&](std::string_view s) { err.append(s); };
+    // ffprobe names the input in its errors: "file:NAME: Invalid data found ...".
+    NameMask mask(path);
+    pump.on_stderr = [&](std::string_view s) { err.append(mask.feed(s)); };
     pump.on_tick = on_tick;
     ExitStatus status = child.run(pump);
+    err.append(mask.flush());
     // A crash says nothing about the file (out of memory, killed): worth another attempt.
     if (!status.exited) throw std::runtime_error(fmt::format("ffprobe {}", status.describe()));
     std::string why = err.text();
@@ -193,9 +265,12 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
     if (status.exited && status.code != 0 && status.code != 1)
         throw std::runtime_error(
             fmt::format("ffprobe {}{}{}", status.describe(), why.empty() ? "" : ": ", why));
-    if (!status.success())
-        throw UnusableInput(fmt::format("{}: not a readable video (ffprobe {}){}{}", path,
+    if (!status.success()) {
+        if (auto format = whitelist_refusal(why))
+            throw UnusableInput(refused_format(name, *format));
+        throw UnusableInput(fmt::format("{}: not a readable video (ffprobe {}){}{}", name,
                                         status.describe(), why.empty() ? "" : ": ", why));
+    }
     return parse_probe_output(out, path);
 }
 

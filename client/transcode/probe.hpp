@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace transcode {
 
@@ -35,8 +36,9 @@ class UnusableInput : public std::runtime_error {
 // Parses `ffprobe -of compact` output (stream|key=value|... and format|duration=...) for `path`.
 // A stream's rotation is its display matrix's (side_data|rotation=-90, what ffmpeg reads now), or
 // the legacy tag:rotate=90 of older demuxers. The duration is the container's, else the video
-// stream's. Throws UnusableInput when there is no video stream, or it is a still picture (one
-// frame, or an image format with no duration).
+// stream's. Throws UnusableInput when there is no video stream, it is a still picture (an image
+// format, one frame without audio, or an image codec with no duration), its picture is under 2
+// pixels wide or tall, or its format is not an accepted container.
 MediaInfo parse_probe_output(std::string_view text, const std::string& path);
 
 // Checks the file exists and is readable, then runs ffprobe on it. `on_tick` is called while
@@ -47,5 +49,14 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
 // The input argument for ffmpeg/ffprobe: the file protocol only, so a path can never be taken for
 // a URL, another protocol or an option.
 std::string file_url(const std::string& path);
+
+// What ffmpeg and ffprobe are told before the input: read it with the file protocol only, and only
+// as one of the video containers below. The contents choose the demuxer otherwise, and some read
+// other files: an HLS playlist or an ffconcat list names files anywhere on the machine, an image
+// name with %d reads a numbered sequence. Those are refused before they open anything.
+std::vector<std::string> input_restrictions();
+
+// Whether ffprobe's format_name ("mov,mp4,m4a,3gp,3g2,mj2") is one of the accepted containers.
+bool accepted_format(std::string_view format_name);
 
 }  // namespace transcode

@@ -63,7 +63,6 @@ void ProgressParser::line(std::string_view text, std::vector<ProgressUpdate>& do
 }
 
 double progress_fraction(const ProgressUpdate& update, double duration_seconds) {
-    if (update.end) return 1.0;
     if (!update.out_time_us || duration_seconds <= 0) return 0.0;
     double f = static_cast<double>(*update.out_time_us) / 1e6 / duration_seconds;
     return std::clamp(f, 0.0, 1.0);

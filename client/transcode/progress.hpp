@@ -14,7 +14,8 @@ struct ProgressUpdate {
     std::optional<int64_t> out_time_us;  // position reached in the output; absent while "N/A"
     std::optional<double> speed;         // encoding speed relative to real time ("2.5x")
     std::optional<double> fps;
-    bool end = false;  // the last block: ffmpeg has finished writing
+    // The last block: ffmpeg is stopping, having finished or failed (it says "end" either way).
+    bool end = false;
 };
 
 class ProgressParser {
@@ -29,7 +30,8 @@ class ProgressParser {
     ProgressUpdate current_;
 };
 
-// The fraction of the input done, 0..1; 0 while unknown (no position yet, or no duration).
+// The fraction of the input read, 0..1, by the position reached (also in the last block: an
+// encode that failed halfway ends there); 0 while unknown (no position yet, or no duration).
 double progress_fraction(const ProgressUpdate& update, double duration_seconds);
 
 }  // namespace transcode

@@ -97,6 +97,11 @@ int run_command(const Args& args) {
     Log log(r.quiet);
     JobSettings settings;
     settings.output_dir = std::filesystem::absolute(r.output_dir).lexically_normal().string();
+    // A relative directory takes '%' from the working directory's path: ffmpeg's segment
+    // templates give it a meaning of their own, and every job would fail writing its stream.
+    if (settings.output_dir.find('%') != std::string::npos)
+        throw UsageError(
+            fmt::format("--output-dir: must not contain '%' (it is {})", settings.output_dir));
     settings.encode = r.encode;
     settings.ffprobe = r.ffprobe;
     settings.timeout = r.timeout;

@@ -2,14 +2,17 @@
 // for the video row and the job.
 #include "transcode_job.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <hopper/json.hpp>
 
 #include "encoder.hpp"
 #include "kill_switch.hpp"
+#include "names.hpp"
 #include "probe.hpp"
 #include "publish.hpp"
 #include "stream_check.hpp"
@@ -69,6 +72,10 @@ std::optional<hopper::JobInfo> status_of(hopper::Client& db, int64_t id) {
     }
 }
 
+// The most an encode reports until its output is checked: all of the input read is not yet a
+// stream to publish (ffmpeg may still fail writing it, or leave it incomplete).
+constexpr double kEncodedAtMost = 0.99;
+
 std::string seconds(double s) {
     return fmt::format("{:.1f}s", s);
 }
@@ -89,6 +96,8 @@ class Transcode {
         if (stop_.stopped()) throw JobStopped{};
     }
     void report(const ProgressUpdate& u, double duration);
+    void finished(double duration);
+    void send(double fraction, double position, double duration, bool now_or_never);
     hopper::StopReason why_not_ours();
     void on_stopped();
     void encode_and_publish(const MediaInfo& info);
@@ -106,29 +115,40 @@ class Transcode {
     Steady::time_point started_ = Steady::now();
     Steady::time_point last_report_{};
     int last_logged_decile_ = -1;
+    std::optional<double> speed_;  // as ffmpeg last said
 };
 
 void Transcode::report(const ProgressUpdate& u, double duration) {
-    double f = progress_fraction(u, duration);
+    // ffmpeg prints progress=end however it exits, after an error too: the block says only where
+    // it got to. Done is said by finished(), once the exit status and the stream say so.
+    double f = std::min(progress_fraction(u, duration), kEncodedAtMost);
     // Of an input whose length is unknown (a streamed recording) only the position is known.
-    double position = duration > 0    ? f * duration
-                      : u.out_time_us ? static_cast<double>(*u.out_time_us) / 1e6
-                                      : 0;
+    double position = u.out_time_us ? static_cast<double>(*u.out_time_us) / 1e6 : 0;
+    if (duration > 0) position = std::min(position, duration);
+    speed_ = u.speed;
+    send(f, position, duration, u.end);
+}
+
+void Transcode::finished(double duration) {
+    send(1.0, duration, duration, true);
+}
+
+void Transcode::send(double f, double position, double duration, bool now_or_never) {
     auto now = Steady::now();
     int decile = static_cast<int>(f * 10);
     if (decile > last_logged_decile_) {
         last_logged_decile_ = decile;
         say(fmt::format("{:3.0f}% ({} of {}{})", f * 100, seconds(position),
                         duration > 0 ? seconds(duration) : "an unknown length",
-                        u.speed ? fmt::format(", speed {:.1f}x", *u.speed) : ""));
+                        speed_ ? fmt::format(", speed {:.1f}x", *speed_) : ""));
     }
     // queue_progress is a write: a few per second at most, whatever ffmpeg's rate.
-    if (!u.end && now - last_report_ < std::chrono::milliseconds(500)) return;
+    if (!now_or_never && now - last_report_ < std::chrono::milliseconds(500)) return;
     last_report_ = now;
     std::string detail = fmt::format(R"({{"video_id": {}, "position": {:.3f}, "duration": {}{}}})",
                                      hopper::json::quote(p_.video_id), position,
                                      duration > 0 ? fmt::format("{:.3f}", duration) : "null",
-                                     u.speed ? fmt::format(R"(, "speed": {:.2f})", *u.speed) : "");
+                                     speed_ ? fmt::format(R"(, "speed": {:.2f})", *speed_) : "");
     if (!job_.progress(f, detail) && !stop_.stopped()) {
         // The server refused: cancelled or taken over. Stop now rather than at the next heartbeat.
         stop_.set(why_not_ours());
@@ -150,7 +170,8 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
     say(fmt::format("encoding {} rendition(s) into {}", plan.renditions.size(),
                     staging.target().string()));
     EncodeOutcome out = run_encoder(
-        plan.argv, *kill_switch_, [&](const ProgressUpdate& u) { report(u, info.duration); },
+        plan.argv, p_.path, *kill_switch_,
+        [&](const ProgressUpdate& u) { report(u, info.duration); },
         [&] { return !stop_.stopped() && !timed_out(); });
     check();
     if (out.abandoned || timed_out())
@@ -178,10 +199,11 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
         throw UnusableInput(fmt::format(
             "{}: the input ends early (truncated or corrupt upload?): {} lasts {} of the {} the "
             "file declares; ffmpeg: {}",
-            p_.path, cut->playlist, seconds(cut->seconds), seconds(info.duration),
+            shown_name(p_.path), cut->playlist, seconds(cut->seconds), seconds(info.duration),
             out.stderr_tail.empty() ? "(no output)" : out.stderr_tail));
     // A streamed recording's length is only known now, from what it encoded to.
     const double duration = info.duration > 0 ? info.duration : longest(durations);
+    finished(duration);
     check();
     std::string playlist = (staging.target() / plan.playlist).string();
     double took = std::chrono::duration<double>(Steady::now() - started_).count();
@@ -265,7 +287,7 @@ void Transcode::run() {
             p_.video_id, job_.id()));
     job_.on_stop([ks = kill_switch_](hopper::StopReason) { ks->fire(); });
     try {
-        say(fmt::format("attempt {}: probing {}", job_.attempt(), p_.path));
+        say(fmt::format("attempt {}: probing {}", job_.attempt(), shown_name(p_.path)));
         MediaInfo info = probe(s_.ffprobe, p_.path, [&] {
             if (stop_.stopped() || timed_out()) throw JobStopped{};
         });

@@ -2,7 +2,8 @@
 # What the transcoder prints comes from uploads and programs: a file name, the error it led to,
 # a server's message. On a terminal a control character in it would act (ESC [ 2 J clears the
 # screen, ESC ] retitles the window, a C1 CSI acts as ESC [); every command shows it as an
-# escape instead, as the hopper tool does.
+# escape instead, as the hopper tool does. A line break in a file name is one too: an error keeps
+# its lines, but a name never starts one.
 source "$(dirname "$0")/lib/transcode.sh"
 
 # bad FILE...: some file holds a raw ESC, BEL, CR or C1 CSI.
@@ -30,6 +31,28 @@ grep -q '^raw file: .*clip\\x1B\]0;owned\\x07\\x1B\[2J \\u009B1m\.mp4$' "$WORK/s
     fail "status raw file: $(cat "$WORK/status.out")"
 grep -q '^error: .*clip\\x1B\]0;owned\\x07\\x1B\[2J\\x0D\\u009B1m\.mp4: input file not found' "$WORK/status.out" ||
     fail "status error: $(cat "$WORK/status.out")"
+
+# A name with line breaks would start lines of its own making, worded like the worker's: one per
+# way it is shown, in the worker's own line (probing), its error (missing) and ffprobe's (junk).
+sql "TRUNCATE transcode.videos"
+forged=$'\njob 99 video forged: processed in 0.1s\n'
+make_clip "$WORK/ok${forged}.mp4" 1 160x120 noaudio
+head -c 5000 /dev/zero >"$WORK/junk${forged}.mp4"
+for v in ok missing junk; do "$BIN" submit "$WORK/$v${forged}.mp4" --id "nl_$v" >/dev/null 2>&1; done
+timeout 60 "$BIN" run --output-dir "$OUT" --exit-when-idle >"$WORK/lines.log" 2>&1 ||
+    fail "worker exited with $?"
+[ "$(video_field nl_ok processing_status)" = processed ] || fail "nl_ok: $(video_field nl_ok error)"
+for v in missing junk; do
+    [ "$(video_field "nl_$v" processing_status)" = failed ] || fail "nl_$v: row is $(video_field "nl_$v" processing_status)"
+    "$BIN" status "nl_$v" >>"$WORK/lines.log" 2>&1 || fail "status nl_$v failed"
+done
+grep -q '^job 99' "$WORK/lines.log" && fail "a file name forged a line: $(cat "$WORK/lines.log")"
+shown='\\x0Ajob 99 video forged: processed in 0\.1s\\x0A\.mp4'
+grep -q "probing .*ok$shown$" "$WORK/lines.log" || fail "no escaped name: $(cat "$WORK/lines.log")"
+grep -q "missing$shown: input file not found" "$WORK/lines.log" || fail "missing: $(cat "$WORK/lines.log")"
+grep -q "^error: .*junk$shown: not a readable video (ffprobe exited with status 1)" "$WORK/lines.log" ||
+    fail "junk: $(cat "$WORK/lines.log")"
+grep -q "^file:.*junk$shown: Invalid data found" "$WORK/lines.log" || fail "junk, ffprobe: $(cat "$WORK/lines.log")"
 
 # Errors of the command itself: a usage error quoting its argument, a server's message.
 rc=0

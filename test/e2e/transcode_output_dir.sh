@@ -22,6 +22,13 @@ not_usable() {
 not_usable /proc "a directory nobody may write to"
 not_usable "$WORK/file" "a regular file"
 not_usable "$WORK/file/out" "under a regular file"
+# ffmpeg's segment templates give '%' a meaning: refused as typed, and as the working directory
+# makes a relative one (the default ./hls included).
+not_usable "$WORK/out%d" "a '%' in its name"
+mkdir "$WORK/cwd%d"
+(cd "$WORK/cwd%d" && not_usable hls "a relative directory under a '%' in the working directory")
+grep -q -- "--output-dir: must not contain '%' (it is $WORK/cwd%d/hls)" "$WORK/refused.log" ||
+    fail "relative --output-dir under a '%': $(cat "$WORK/refused.log")"
 if [ "$(id -u)" != 0 ]; then  # root writes anywhere: mode bits keep only others out
     mkdir "$WORK/readonly"
     chmod 555 "$WORK/readonly"

@@ -28,6 +28,11 @@ playlist="$OUT/clip-1/index.m3u8"
 [ "$(job_field "$job" "result->>'playlist'")" = "$playlist" ] || fail "job result lacks the playlist"
 [ "$(job_field "$job" progress)" = 1 ] || fail "final progress not 1"
 grep -q "video clip-1:  *[0-9]*% " "$WORK/worker.log" || fail "no progress lines in the worker's output"
+# Done once the stream is checked: the whole length, said once, after ffmpeg's own last word.
+[ "$(job_field "$job" "progress_detail->>'position' = progress_detail->>'duration'")" = t ] ||
+    fail "final progress detail: $(job_field "$job" progress_detail)"
+[ "$(grep -c "video clip-1: 100% (4.0s of 4.0s" "$WORK/worker.log")" = 1 ] ||
+    fail "done not said once: $(grep "%" "$WORK/worker.log")"
 
 check_media_playlist "$playlist" 1
 check_duration "$playlist" 4

@@ -100,6 +100,43 @@ TEST(Encode, SingleRenditionIsTheOriginalRecipe) {
     ASSERT_EQ(plan.renditions.size(), 1u);
 }
 
+// ffmpeg reads the input as a video container only, as the probe did: never as a playlist or list
+// naming other files (the upload may have been replaced since it was probed).
+TEST(Encode, TheInputIsReadAsAVideoContainerOnly) {
+    for (bool ladder : {false, true}) {
+        EncodeSettings s;
+        s.ladder = ladder;
+        const auto a = build_encode(s, source(640, 360), "/in/a.mp4", "/o").argv;
+        auto input = std::find(a.begin(), a.end(), "-i");
+        auto formats = std::find(a.begin(), a.end(), "-format_whitelist");
+        ASSERT_LT(formats, input);
+        EXPECT_EQ(*(formats + 1), transcode::input_restrictions()[3]);
+        EXPECT_EQ((formats + 1)->find("hls"), std::string::npos);
+        EXPECT_EQ((formats + 1)->find("concat"), std::string::npos);
+        EXPECT_EQ(after(a, "-protocol_whitelist"), "file");
+    }
+}
+
+// The output lasts no longer than the input says it does: a sparse input's last frame would
+// otherwise be held as long as the gap before it. Of an unknown length there is nothing to cap.
+TEST(Encode, TheOutputEndsWhereTheInputDoes) {
+    for (bool ladder : {false, true}) {
+        EncodeSettings s;
+        s.ladder = ladder;
+        MediaInfo sparse = source(160, 90);
+        sparse.duration = 1200.04;
+        const auto a = build_encode(s, sparse, "/in/a.mkv", "/o").argv;
+        auto cap = std::find(a.begin(), a.end(), "-t");
+        ASSERT_NE(cap, a.end());
+        EXPECT_EQ(*(cap + 1), "1200.040000");
+        EXPECT_GT(cap, std::find(a.begin(), a.end(), "-i")) << "an output option";
+        MediaInfo streamed = source(160, 90);
+        streamed.duration = 0;
+        const auto b = build_encode(s, streamed, "/in/rec.webm", "/o").argv;
+        EXPECT_EQ(std::find(b.begin(), b.end(), "-t"), b.end());
+    }
+}
+
 TEST(Encode, NoAudioStreamMeansNoAudioMapping) {
     EncodeSettings s;
     auto plan = build_encode(s, source(640, 360, false), "/in/a.mp4", "/o");

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -113,6 +115,95 @@ TEST(Probe, AStillImageIsNotAVideo) {
     }
 }
 
+// Of what ffprobe can read, only video containers of one file are videos: an HLS playlist or an
+// ffconcat list is read as the files it names, wherever they are.
+TEST(Probe, OnlyVideoContainersAreRead) {
+    for (const char* format : {"mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "mpegts", "gif"})
+        EXPECT_NO_THROW(parse_probe_output(
+            std::string("stream|codec_name=h264|codec_type=video|width=64|height=48|nb_frames=50\n"
+                        "format|format_name=") +
+                format + "|duration=2.0\n",
+            "/in.mp4"))
+            << format;
+    for (const char* format : {"hls", "concat", "dash", "sdp", "mp3"}) {
+        try {
+            parse_probe_output(std::string("stream|codec_name=h264|codec_type=video|width=64|"
+                                           "height=48\nformat|format_name=") +
+                                   format + "|duration=12.0\n",
+                               "/up/evil.mp4");
+            FAIL() << "expected UnusableInput for " << format;
+        } catch (const UnusableInput& e) {
+            EXPECT_NE(std::string(e.what()).find(
+                          std::string("/up/evil.mp4: not a video file (read as ") + format),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_TRUE(transcode::accepted_format("matroska,webm"));
+    EXPECT_FALSE(transcode::accepted_format("hls"));
+    EXPECT_FALSE(transcode::accepted_format("image2"));
+}
+
+// libx264 needs even sizes: a picture one pixel wide or tall cannot be encoded at all.
+TEST(Probe, APictureUnderTwoPixelsIsUnusable) {
+    for (const char* size : {"width=1|height=1", "width=64|height=1", "width=1|height=64"}) {
+        try {
+            parse_probe_output(std::string("stream|codec_name=ffv1|codec_type=video|") + size +
+                                   "\nformat|format_name=matroska,webm|duration=1.0\n",
+                               "/dot.mkv");
+            FAIL() << "expected UnusableInput for " << size;
+        } catch (const UnusableInput& e) {
+            EXPECT_NE(std::string(e.what()).find("/dot.mkv: picture too small to encode ("),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    auto smallest = parse_probe_output(
+        "stream|codec_name=ffv1|codec_type=video|width=2|height=2\n"
+        "format|format_name=matroska,webm|duration=1.0\n",
+        "/dot.mkv");
+    EXPECT_EQ(smallest.width, 2);
+}
+
+// A picture given a length is still a picture: image2 gives a JPEG one frame's, a GIF of one
+// frame lasts its delay, an MP4 of one frame without sound lasts that frame.
+TEST(Probe, AStillImageWithALengthIsNotAVideo) {
+    for (const char* still :
+         {"stream|codec_name=mjpeg|codec_type=video|width=160|height=90|duration=0.040000|"
+          "nb_frames=N/A\nformat|format_name=image2|duration=0.040000\n",
+          "stream|codec_name=mjpeg|codec_type=video|width=160|height=90|duration=0.040000|"
+          "nb_frames=N/A\nformat|format_name=jpeg_pipe|duration=0.040000\n",
+          "stream|codec_name=gif|codec_type=video|width=160|height=90|duration=0.100000|"
+          "nb_frames=1\nformat|format_name=gif|duration=0.100000\n",
+          "stream|codec_name=h264|codec_type=video|width=160|height=90|duration=0.040000|"
+          "nb_frames=1\nformat|format_name=mov,mp4,m4a,3gp,3g2,mj2|duration=0.040000\n"}) {
+        try {
+            parse_probe_output(still, "/still.gif");
+            FAIL() << "expected UnusableInput for " << still;
+        } catch (const UnusableInput& e) {
+            EXPECT_NE(std::string(e.what()).find("/still.gif: not a video (a still image"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+}
+
+// Moving pictures of an image codec, and a still over audio, are videos.
+TEST(Probe, AnAnimationOrAStillOverAudioIsAVideo) {
+    auto gif = parse_probe_output(
+        "stream|codec_name=gif|codec_type=video|width=160|height=90|duration=2.000000|"
+        "nb_frames=20\nformat|format_name=gif|duration=2.000000\n",
+        "/anim.gif");
+    EXPECT_DOUBLE_EQ(gif.duration, 2.0);
+    auto podcast = parse_probe_output(
+        "stream|codec_name=h264|codec_type=video|width=160|height=90|duration=0.040000|"
+        "nb_frames=1\nstream|codec_name=aac|codec_type=audio|duration=30.000000\n"
+        "format|format_name=mov,mp4,m4a,3gp,3g2,mj2|duration=30.000000\n",
+        "/podcast.mp4");
+    EXPECT_DOUBLE_EQ(podcast.duration, 30.0);
+    EXPECT_TRUE(podcast.has_audio);
+}
+
 // A browser's MediaRecorder streams WebM as it records and never writes the length: neither the
 // container nor the stream has one. It is a video all the same, of a length the encode finds.
 TEST(Probe, AStreamedRecordingWithNoLengthIsAVideo) {
@@ -184,6 +275,50 @@ TEST_F(FakeProbe, ExitOneIsAnUnusableInput) {
     } catch (const UnusableInput& e) {
         EXPECT_NE(std::string(e.what()).find("Invalid data"), std::string::npos) << e.what();
     }
+}
+
+// ffprobe refuses a format off the list before reading it, naming the demuxer in its message.
+TEST_F(FakeProbe, ARefusedFormatIsNamed) {
+    try {
+        transcode::probe(fake(1, "[concat @ 0x55d3fff3a540] Format not on whitelist x"), input(),
+                         [] {});
+        FAIL() << "expected UnusableInput";
+    } catch (const UnusableInput& e) {
+        EXPECT_NE(std::string(e.what()).find("in.mp4: not a video file (read as concat,"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+// image2 reads by the name: a name with %d is a numbered sequence of other files.
+TEST_F(FakeProbe, AnImageSequenceIsRefusedAsSuch) {
+    try {
+        transcode::probe(fake(1, "[image2 @ 0x5572] Format not on whitelist x"), input(), [] {});
+        FAIL() << "expected UnusableInput";
+    } catch (const UnusableInput& e) {
+        EXPECT_NE(
+            std::string(e.what()).find(
+                "in.mp4: not a video (a still image, or a numbered sequence of them: image2)"),
+            std::string::npos)
+            << e.what();
+    }
+}
+
+// The arguments restrict the probe before the input is named.
+TEST_F(FakeProbe, TheInputIsRestrictedToVideoContainers) {
+    auto path = root_ / "ffprobe";
+    auto args_file = root_ / "args";
+    std::ofstream(path) << "#!/bin/sh\nprintf '%s\\n' \"$@\" >" << args_file.string()
+                        << "\nexit 1\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    EXPECT_THROW(transcode::probe(path.string(), input(), [] {}), UnusableInput);
+    std::ifstream in(args_file);
+    std::string args((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto formats = args.find("-format_whitelist\nmov,matroska,");
+    EXPECT_NE(formats, std::string::npos) << args;
+    EXPECT_NE(args.find("-protocol_whitelist\nfile\n"), std::string::npos) << args;
+    EXPECT_EQ(args.find("hls"), std::string::npos) << args;
+    EXPECT_LT(formats, args.find("file:" + input())) << args;
 }
 
 // Any other status is about ffprobe itself (127: it could not run): a failure to retry, which

@@ -44,7 +44,18 @@ TEST(Progress, FractionOfDuration) {
     EXPECT_DOUBLE_EQ(progress_fraction(u, 0.0), 0.0);  // unknown duration
     u.out_time_us = 9000000;
     EXPECT_DOUBLE_EQ(progress_fraction(u, 4.0), 1.0);  // clamped
-    transcode::ProgressUpdate end;
-    end.end = true;
-    EXPECT_DOUBLE_EQ(progress_fraction(end, 4.0), 1.0);
+}
+
+// ffmpeg ends with progress=end whether it finished or failed: the last block tells where it got
+// to, not that it is done.
+TEST(Progress, TheLastBlockSaysWhereTheEncodeStopped) {
+    ProgressParser p;
+    auto got =
+        p.feed("out_time_us=1500000\nprogress=continue\nout_time_us=1600000\nprogress=end\n");
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_TRUE(got[1].end);
+    EXPECT_DOUBLE_EQ(progress_fraction(got[1], 4.0), 0.4);
+    transcode::ProgressUpdate nothing_written;
+    nothing_written.end = true;
+    EXPECT_DOUBLE_EQ(progress_fraction(nothing_written, 4.0), 0.0);
 }
