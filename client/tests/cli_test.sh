@@ -293,6 +293,20 @@ watch)
     run watch nosuch --once
     expect_rc 2 "unknown queue"
     ;;
+skewed_clock)
+    # The machine running the tool is two hours behind the server: times counted from now are
+    # the server's all the same.
+    skewed() { HOPPER_TEST_SKEW_S=7200 LD_PRELOAD=$HOPPER_TEST_SKEW_LIB run "$@"; }
+    skewed push sq '{}' --run-at +1h
+    expect_rc 0 "push --run-at +1h"
+    [ "$(sql "SELECT run_at BETWEEN now() + interval '55 min' AND now() + interval '65 min' FROM hopper.job_status($out)")" = t ] ||
+        fail "--run-at +1h is an hour from the server's now: $(sql "SELECT run_at - now() FROM hopper.job_status($out)")"
+    "$hopper" push sq '{}' >/dev/null
+    sql "SELECT count(*) FROM hopper.queue_pull('sq', 1, worker => 'w-1')" >/dev/null
+    skewed watch --once
+    expect_rc 0 "watch --once"
+    expect_out " sq +- +1/5 +- +[0-9]+(ms|s) +w-1" "running for a moment, not for minus two hours"
+    ;;
 far_times)
     # Times set by hand past the clock's end (2262), to the server's last year, or to infinity:
     # every command that reads the job still works, and none names a day the job was not set to.

@@ -16,6 +16,14 @@
 
 namespace hopper::cli {
 
+TimePoint server_now(Client& c) {
+    int64_t us = c.exec(
+                      "SELECT (EXTRACT(epoch FROM pg_catalog.statement_timestamp()) * "
+                      "1000000)::int8")
+                     .int64(0, 0);
+    return TimePoint(std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us)));
+}
+
 namespace {
 
 const std::set<std::string> kGlobalValues = {"db"};
@@ -64,7 +72,7 @@ std::chrono::seconds duration_arg(const char* option, const std::string& s) {
     return std::chrono::seconds(n * mult);
 }
 
-// "+90s", "+5m", "+2h", "+1d" from now, or any timestamp PostgreSQL understands.
+// "+90s", "+5m", "+2h", "+1d" from the server's now, or any timestamp PostgreSQL understands.
 TimePoint run_at_arg(Client& c, const std::string& s) {
     if (!s.empty() && s[0] == '+') {
         char unit = s.back();
@@ -76,7 +84,7 @@ TimePoint run_at_arg(Client& c, const std::string& s) {
         if (mult == 0) throw UsageError("--run-at +N needs a unit: s, m, h or d (e.g. +90s)");
         long long n =
             parse_integer("--run-at", s.substr(1, s.size() - 2), 0, kMaxAheadSeconds / mult);
-        return Clock::now() + std::chrono::seconds(n * mult);
+        return server_now(c) + std::chrono::seconds(n * mult);
     }
     std::optional<std::string> us_text;
     try {

@@ -33,6 +33,9 @@ struct Args;
 // The connection --db (or the PG* environment) names. Refuses, as a usage error, an argument the
 // server would refuse as text (not UTF-8 in a UTF-8 session), naming it.
 Client connect(const Args& a);
+// The server's clock: times the tool counts from (--run-at +N, a job's running time) are the
+// server's, which the machine running the tool need not agree with.
+TimePoint server_now(Client& c);
 
 int cmd_push(const Argv& argv, Io io);
 int cmd_stats(const Argv& argv, Io io);

@@ -85,7 +85,7 @@ int cmd_watch(const Argv& argv, Io io) {
             }
             previous[s.queue] = cur;
         }
-        auto wall = Clock::now();
+        auto wall = server_now(c);
 
         if (json) {
             std::string out = fmt::format("{{\"time\": {}, \"queues\": [", time_json(wall));
