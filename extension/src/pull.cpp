@@ -6,6 +6,7 @@
 #include "hopper/claim_commit.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/direct_claim.hpp"
+#include "hopper/lease_token.hpp"
 #include "hopper/limits.hpp"
 #include "hopper/pull_wait.hpp"
 #include "hopper/reaper.hpp"
@@ -146,6 +147,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
 
     // Everything this call writes counts as the claim's: a page pruned on the way, say.
     claim_commit::before_claim();
+    lease_token::before_claims();
     result::SetResult out(fcinfo);
     spi::Connection conn;
     reaper::ensure_running(conn);

@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 }
 
@@ -31,6 +32,15 @@ void begin_transaction() {
     pg_guard([] {
         SetCurrentStatementStartTimestamp();
         StartTransactionCommand();
+        // Durable here, but not waiting for a synchronous standby: while the standby is down such
+        // a commit would wait without end, and every later step of the worker with it (rescues,
+        // schedules, the wake-up relay). What the reaper writes is safe to lose in a failover: the
+        // new primary's reaper rescues, prunes and makes partitions again, and a schedule's tick
+        // is pushed again once (its dedup key). Any commit that waits for the standby afterwards
+        // (a claim of a rescued job) carries these writes to it, WAL being sent in order.
+        if (synchronous_commit > SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
+            (void)set_config_option("synchronous_commit", "local", PGC_USERSET, PGC_S_SESSION,
+                                    GUC_ACTION_LOCAL, true, 0, false);
         PushActiveSnapshot(GetTransactionSnapshot());
     });
 }
