@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <iterator>
 #include <stdexcept>
 #include <utility>
@@ -28,6 +29,19 @@ struct FreeMem {
 std::string field(const PGresult* res, int code) {
     const char* v = PQresultErrorField(res, code);
     return v ? v : "";
+}
+
+enum class PoolerSetting { Auto, On, Off };
+
+// HOPPER_POOLER, read at each connect (see Connection::pooled).
+PoolerSetting pooler_setting() {
+    const char* v = std::getenv("HOPPER_POOLER");
+    std::string_view s = v ? v : "";
+    if (s.empty() || s == "auto") return PoolerSetting::Auto;
+    if (s == "on") return PoolerSetting::On;
+    if (s == "off") return PoolerSetting::Off;
+    throw std::invalid_argument(
+        fmt::format("HOPPER_POOLER must be on, off or auto, not \"{}\"", s));
 }
 
 std::string trimmed(const char* msg) {
@@ -57,6 +71,7 @@ Connection::Connection(Connection&& o) noexcept
       sent_(std::exchange(o.sent_, std::nullopt)),
       ready_(std::exchange(o.ready_, std::nullopt)),
       cancel_asked_(o.cancel_asked_.load()),
+      pooled_(o.pooled_),
       moved_from_(std::exchange(o.moved_from_, true)) {}
 
 Connection& Connection::operator=(Connection&& o) noexcept {
@@ -70,6 +85,7 @@ Connection& Connection::operator=(Connection&& o) noexcept {
     sent_ = std::exchange(o.sent_, std::nullopt);
     ready_ = std::exchange(o.ready_, std::nullopt);
     cancel_asked_ = o.cancel_asked_.load();
+    pooled_ = o.pooled_;
     moved_from_ = std::exchange(o.moved_from_, true);
     return *this;
 }
@@ -101,9 +117,11 @@ void Connection::on_connect(std::string sql) {
 
 void Connection::connect() {
     if (moved_from_) throw std::logic_error("hopper::Connection used after it was moved from");
+    const PoolerSetting pooler = pooler_setting();
     prepared_.clear();
     sent_.reset();
     ready_.reset();
+    pooled_ = pooler == PoolerSetting::On;
     conn_.reset(PQconnectdb(conninfo_.c_str()));
     if (!conn_) throw ConnectionError("out of memory while connecting");
     if (PQstatus(conn_.get()) != CONNECTION_OK)
@@ -112,6 +130,9 @@ void Connection::connect() {
     // Silence NOTICEs (e.g. "extension already exists") that libpq would print to stderr.
     PQsetNoticeProcessor(
         conn_.get(), [](void*, const char*) {}, nullptr);
+    // PgBouncer announces a pid of its own making; the server's is another.
+    if (pooler == PoolerSetting::Auto)
+        pooled_ = exec("SELECT pg_catalog.pg_backend_pid()").int64(0, 0) != backend_pid();
     for (const std::string& sql : on_connect_) exec(sql);
     for (const std::string& channel : listening_) exec("LISTEN " + escape_identifier(channel));
 }
@@ -206,6 +227,10 @@ Result Connection::exec_prepared(const char* name, const char* sql,
                                  const std::vector<Param>& params) {
     pg_conn* c = idle();
     ParamArrays a(params);
+    // Behind a pooler a named statement belongs to whichever server session it was prepared in.
+    if (pooled_)
+        return check(PQexecParams(c, sql, static_cast<int>(params.size()), nullptr, a.values.data(),
+                                  nullptr, nullptr, 0));
     prepare_once(name, sql, params.size());
     try {
         return check(PQexecPrepared(c, name, static_cast<int>(params.size()), a.values.data(),
@@ -246,12 +271,13 @@ void Connection::send_prepared(const char* name, const char* sql,
                                const std::vector<Param>& params) {
     pg_conn* c = idle();
     ParamArrays a(params);
-    prepare_once(name, sql, params.size());
+    if (!pooled_) prepare_once(name, sql, params.size());  // see exec_prepared
     // Cleared before the send: a cancel asked from another thread once the statement is out must
     // stay asked (a pull sent again after a 26000 would otherwise run uncancelled).
     cancel_asked_ = false;
-    if (PQsendQueryPrepared(c, name, static_cast<int>(params.size()), a.values.data(), nullptr,
-                            nullptr, 0) == 0)
+    const int n = static_cast<int>(params.size());
+    if ((pooled_ ? PQsendQueryParams(c, sql, n, nullptr, a.values.data(), nullptr, nullptr, 0)
+                 : PQsendQueryPrepared(c, name, n, a.values.data(), nullptr, nullptr, 0)) == 0)
         throw ConnectionError(
             fmt::format("could not send: {}", trimmed(PQerrorMessage(conn_.get()))));
     // A copy of a few short parameters, beside a round trip that may wait in the server.
@@ -267,7 +293,7 @@ void Connection::drain() {
 // does, it is forgotten and, outside a transaction, prepared and sent again, once, unless a
 // cancel was asked for. Its results have been read. False leaves `first` to be reported.
 bool Connection::send_again(const Result& first) {
-    if (!sent_ || !first.res_ || !unknown_statement(first.res_.get())) return false;
+    if (pooled_ || !sent_ || !first.res_ || !unknown_statement(first.res_.get())) return false;
     prepared_.erase(sent_->name);
     if (sent_->sent_again || cancel_asked_ || in_transaction() || !ok()) return false;
     try {
@@ -381,6 +407,11 @@ bool Connection::wait(std::chrono::milliseconds timeout, int extra_fd) {
 
 int Connection::backend_pid() const {
     return PQbackendPID(conn_.get());
+}
+
+int Connection::server_pid() {
+    if (!pooled_) return backend_pid();
+    return static_cast<int>(exec("SELECT pg_catalog.pg_backend_pid()").int64(0, 0));
 }
 int Connection::socket() const {
     return PQsocket(conn_.get());

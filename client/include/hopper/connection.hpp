@@ -65,7 +65,8 @@ class Connection {
     // A parameter holding a NUL byte is refused before anything is sent (Error 22021): text
     // cannot carry one, and libpq would silently cut the value there.
     Result exec(const std::string& sql, const std::vector<Param>& params = {});
-    // Same, through a statement prepared once per connection under `name`.
+    // Same, through a statement prepared once per connection under `name`; behind a connection
+    // pooler (pooled()), as an unnamed statement each time.
     Result exec_prepared(const char* name, const char* sql, const std::vector<Param>& params);
 
     // A statement that may wait in the server (a waiting pull), without blocking the caller:
@@ -89,6 +90,21 @@ class Connection {
     // Inside BEGIN ... COMMIT (or an aborted transaction).
     bool in_transaction() const;
 
+    // Whether the connection goes through a connection pooler such as PgBouncer, which may run
+    // each transaction in another server session: found at each connect by asking the server for
+    // its pg_backend_pid(), which differs from the pid the connection announced (backend_pid():
+    // PgBouncer makes one up). The environment variable HOPPER_POOLER overrides it: `on` for a
+    // pooler that passes the server's pid through, `off` to skip the check (one query per
+    // connection) where there is none; `auto` (or unset) checks. Behind a pooler exec_prepared
+    // and send_prepared send unnamed statements: a named one prepared in one server session is
+    // unknown in the next (26000), and collides with the same name prepared there by another
+    // client (42P05).
+    bool pooled() const { return pooled_; }
+    // The pid of the server process serving the connection, for pg_cancel_backend and
+    // pg_terminate_backend: backend_pid() directly; behind a pooler it is asked of the server (a
+    // round trip), and holds only until the transaction it is asked in ends.
+    int server_pid();
+
     // LISTEN / UNLISTEN with the channel quoted as an identifier ("hopper:jobs" needs quoting).
     // A channel listened on this way is listened on again after every reconnect (notifications
     // sent while the connection was down are lost: check what they would have told you).
@@ -105,6 +121,7 @@ class Connection {
     bool wait(std::chrono::milliseconds timeout, int extra_fd = -1);
 
     std::string escape_identifier(std::string_view name) const;
+    // The pid the connection announced (PQbackendPID): behind a pooler, not a server process.
     int backend_pid() const;
     int socket() const;
     pg_conn* raw() const { return conn_.get(); }
@@ -141,6 +158,7 @@ class Connection {
     // cancel() was called for the sent statement (perhaps from another thread): it is not sent
     // again.
     mutable std::atomic<bool> cancel_asked_{false};
+    bool pooled_ = false;
     bool moved_from_ = false;
 };
 
