@@ -98,7 +98,7 @@ class Connection {
     // connection) where there is none; `auto` (or unset) checks. Behind a pooler exec_prepared
     // and send_prepared send unnamed statements: a named one prepared in one server session is
     // unknown in the next (26000), and collides with the same name prepared there by another
-    // client (42P05).
+    // client (42P05). The C++ workers do not bind their leases to such a session either.
     bool pooled() const { return pooled_; }
     // The pid of the server process serving the connection, for pg_cancel_backend and
     // pg_terminate_backend: backend_pid() directly; behind a pooler it is asked of the server (a
