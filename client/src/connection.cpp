@@ -64,6 +64,7 @@ Connection::Connection(std::string conninfo) : conninfo_(std::move(conninfo)) {
 Connection::Connection(Connection&& o) noexcept
     : conninfo_(std::move(o.conninfo_)),
       conn_(std::move(o.conn_)),
+      cancel_(std::move(o.cancel_)),
       prepared_(std::move(o.prepared_)),
       on_connect_(std::move(o.on_connect_)),
       listening_(std::move(o.listening_)),
@@ -78,6 +79,7 @@ Connection& Connection::operator=(Connection&& o) noexcept {
     if (this == &o) return *this;
     conninfo_ = std::move(o.conninfo_);
     conn_ = std::move(o.conn_);
+    cancel_ = std::move(o.cancel_);
     prepared_ = std::move(o.prepared_);
     on_connect_ = std::move(o.on_connect_);
     listening_ = std::move(o.listening_);
@@ -122,11 +124,15 @@ void Connection::connect() {
     sent_.reset();
     ready_.reset();
     pooled_ = pooler == PoolerSetting::On;
+    cancel_.reset();
     conn_.reset(PQconnectdb(conninfo_.c_str()));
     if (!conn_) throw ConnectionError("out of memory while connecting");
     if (PQstatus(conn_.get()) != CONNECTION_OK)
         throw ConnectionError(
             fmt::format("could not connect: {}", trimmed(PQerrorMessage(conn_.get()))));
+    // Made here, in the connection's own thread: PQgetCancel reads (and on a bad setting writes)
+    // the PGconn, which another thread must not touch while this one runs a statement on it.
+    cancel_.reset(PQgetCancel(conn_.get()), PQfreeCancel);
     // Silence NOTICEs (e.g. "extension already exists") that libpq would print to stderr.
     PQsetNoticeProcessor(
         conn_.get(), [](void*, const char*) {}, nullptr);
@@ -139,6 +145,15 @@ void Connection::connect() {
 
 void Connection::reconnect() {
     connect();
+}
+
+void Connection::close() {
+    live();
+    prepared_.clear();
+    sent_.reset();
+    ready_.reset();
+    cancel_.reset();
+    conn_.reset();
 }
 
 bool Connection::ok() const {
@@ -344,12 +359,18 @@ Result Connection::finish() {
 bool Connection::cancel() const {
     if (!conn_) return false;
     cancel_asked_ = true;
-    struct FreeCancel {
-        void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
-    };
-    std::unique_ptr<PGcancel, FreeCancel> c(PQgetCancel(conn_.get()));
+    return canceller().cancel();
+}
+
+Connection::Canceller Connection::canceller() const {
+    Canceller c;
+    c.cancel_ = cancel_;
+    return c;
+}
+
+bool Connection::Canceller::cancel() const {
     char err[256];
-    return c && PQcancel(c.get(), err, sizeof err) != 0;
+    return cancel_ && PQcancel(cancel_.get(), err, sizeof err) != 0;
 }
 
 std::string Connection::escape_identifier(std::string_view name) const {

@@ -14,6 +14,7 @@
 
 struct pg_conn;
 struct pg_result;
+struct pg_cancel;
 
 namespace hopper {
 
@@ -79,11 +80,29 @@ class Connection {
     Result finish();
     bool cancel() const;
 
+    // Cancels, from any thread, the statement the connection runs at that moment (PQcancel):
+    // taken in the connection's own thread, it outlives a reconnect or the Connection itself,
+    // and then reaches the old server session, or nothing. Through PgBouncer (1.18 and later) a
+    // cancel reaches a server session only while the client's statement still runs there.
+    class Canceller {
+      public:
+        bool cancel() const;  // false: the request could not be sent
+
+      private:
+        friend class Connection;
+        std::shared_ptr<pg_cancel> cancel_;
+    };
+    Canceller canceller() const;
+
     // Connection is up (a lost connection is only noticed by the next call).
     bool ok() const;
     // Drops the connection and connects again; forgets prepared statements. Throws
     // std::logic_error on a moved-from Connection, which has no conninfo left to connect with.
     void reconnect();
+    // Drops the connection without ending the transaction it may be in: the server rolls it back
+    // (and a pooler drops the server session its client left inside one). ok() is false until
+    // reconnect().
+    void close();
     // Runs `sql` now and after every reconnect, so that a session setting (SET ...) outlives a
     // lost connection.
     void on_connect(std::string sql);
@@ -149,6 +168,7 @@ class Connection {
 
     std::string conninfo_;
     std::unique_ptr<pg_conn, Finish> conn_;
+    std::shared_ptr<pg_cancel> cancel_;  // conn_'s, made at connect (see canceller())
     std::unordered_set<std::string> prepared_;
     std::vector<std::string> on_connect_;
     std::vector<std::string> listening_;  // channels listen() added, in the order they came
