@@ -9,6 +9,7 @@ packages=(
   libfmt-dev libgtest-dev googletest
   libipc-run-perl
   ffmpeg
+  pgbouncer
 )
 if [ "${HOPPER_DEPS_BENCH:-0}" = 1 ]; then packages+=(gnuplot-nox); fi
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <iterator>
 #include <stdexcept>
 #include <utility>
@@ -30,6 +31,19 @@ std::string field(const PGresult* res, int code) {
     return v ? v : "";
 }
 
+enum class PoolerSetting { Auto, On, Off };
+
+// HOPPER_POOLER, read at each connect (see Connection::pooled).
+PoolerSetting pooler_setting() {
+    const char* v = std::getenv("HOPPER_POOLER");
+    std::string_view s = v ? v : "";
+    if (s.empty() || s == "auto") return PoolerSetting::Auto;
+    if (s == "on") return PoolerSetting::On;
+    if (s == "off") return PoolerSetting::Off;
+    throw std::invalid_argument(
+        fmt::format("HOPPER_POOLER must be on, off or auto, not \"{}\"", s));
+}
+
 std::string trimmed(const char* msg) {
     std::string s = msg ? msg : "";
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -50,6 +64,7 @@ Connection::Connection(std::string conninfo) : conninfo_(std::move(conninfo)) {
 Connection::Connection(Connection&& o) noexcept
     : conninfo_(std::move(o.conninfo_)),
       conn_(std::move(o.conn_)),
+      cancel_(std::move(o.cancel_)),
       prepared_(std::move(o.prepared_)),
       on_connect_(std::move(o.on_connect_)),
       listening_(std::move(o.listening_)),
@@ -57,12 +72,14 @@ Connection::Connection(Connection&& o) noexcept
       sent_(std::exchange(o.sent_, std::nullopt)),
       ready_(std::exchange(o.ready_, std::nullopt)),
       cancel_asked_(o.cancel_asked_.load()),
+      pooled_(o.pooled_),
       moved_from_(std::exchange(o.moved_from_, true)) {}
 
 Connection& Connection::operator=(Connection&& o) noexcept {
     if (this == &o) return *this;
     conninfo_ = std::move(o.conninfo_);
     conn_ = std::move(o.conn_);
+    cancel_ = std::move(o.cancel_);
     prepared_ = std::move(o.prepared_);
     on_connect_ = std::move(o.on_connect_);
     listening_ = std::move(o.listening_);
@@ -70,6 +87,7 @@ Connection& Connection::operator=(Connection&& o) noexcept {
     sent_ = std::exchange(o.sent_, std::nullopt);
     ready_ = std::exchange(o.ready_, std::nullopt);
     cancel_asked_ = o.cancel_asked_.load();
+    pooled_ = o.pooled_;
     moved_from_ = std::exchange(o.moved_from_, true);
     return *this;
 }
@@ -101,23 +119,41 @@ void Connection::on_connect(std::string sql) {
 
 void Connection::connect() {
     if (moved_from_) throw std::logic_error("hopper::Connection used after it was moved from");
+    const PoolerSetting pooler = pooler_setting();
     prepared_.clear();
     sent_.reset();
     ready_.reset();
+    pooled_ = pooler == PoolerSetting::On;
+    cancel_.reset();
     conn_.reset(PQconnectdb(conninfo_.c_str()));
     if (!conn_) throw ConnectionError("out of memory while connecting");
     if (PQstatus(conn_.get()) != CONNECTION_OK)
         throw ConnectionError(
             fmt::format("could not connect: {}", trimmed(PQerrorMessage(conn_.get()))));
+    // Made here, in the connection's own thread: PQgetCancel reads (and on a bad setting writes)
+    // the PGconn, which another thread must not touch while this one runs a statement on it.
+    cancel_.reset(PQgetCancel(conn_.get()), PQfreeCancel);
     // Silence NOTICEs (e.g. "extension already exists") that libpq would print to stderr.
     PQsetNoticeProcessor(
         conn_.get(), [](void*, const char*) {}, nullptr);
+    // PgBouncer announces a pid of its own making; the server's is another.
+    if (pooler == PoolerSetting::Auto)
+        pooled_ = exec("SELECT pg_catalog.pg_backend_pid()").int64(0, 0) != backend_pid();
     for (const std::string& sql : on_connect_) exec(sql);
     for (const std::string& channel : listening_) exec("LISTEN " + escape_identifier(channel));
 }
 
 void Connection::reconnect() {
     connect();
+}
+
+void Connection::close() {
+    live();
+    prepared_.clear();
+    sent_.reset();
+    ready_.reset();
+    cancel_.reset();
+    conn_.reset();
 }
 
 bool Connection::ok() const {
@@ -206,6 +242,10 @@ Result Connection::exec_prepared(const char* name, const char* sql,
                                  const std::vector<Param>& params) {
     pg_conn* c = idle();
     ParamArrays a(params);
+    // Behind a pooler a named statement belongs to whichever server session it was prepared in.
+    if (pooled_)
+        return check(PQexecParams(c, sql, static_cast<int>(params.size()), nullptr, a.values.data(),
+                                  nullptr, nullptr, 0));
     prepare_once(name, sql, params.size());
     try {
         return check(PQexecPrepared(c, name, static_cast<int>(params.size()), a.values.data(),
@@ -246,12 +286,13 @@ void Connection::send_prepared(const char* name, const char* sql,
                                const std::vector<Param>& params) {
     pg_conn* c = idle();
     ParamArrays a(params);
-    prepare_once(name, sql, params.size());
+    if (!pooled_) prepare_once(name, sql, params.size());  // see exec_prepared
     // Cleared before the send: a cancel asked from another thread once the statement is out must
     // stay asked (a pull sent again after a 26000 would otherwise run uncancelled).
     cancel_asked_ = false;
-    if (PQsendQueryPrepared(c, name, static_cast<int>(params.size()), a.values.data(), nullptr,
-                            nullptr, 0) == 0)
+    const int n = static_cast<int>(params.size());
+    if ((pooled_ ? PQsendQueryParams(c, sql, n, nullptr, a.values.data(), nullptr, nullptr, 0)
+                 : PQsendQueryPrepared(c, name, n, a.values.data(), nullptr, nullptr, 0)) == 0)
         throw ConnectionError(
             fmt::format("could not send: {}", trimmed(PQerrorMessage(conn_.get()))));
     // A copy of a few short parameters, beside a round trip that may wait in the server.
@@ -267,7 +308,7 @@ void Connection::drain() {
 // does, it is forgotten and, outside a transaction, prepared and sent again, once, unless a
 // cancel was asked for. Its results have been read. False leaves `first` to be reported.
 bool Connection::send_again(const Result& first) {
-    if (!sent_ || !first.res_ || !unknown_statement(first.res_.get())) return false;
+    if (pooled_ || !sent_ || !first.res_ || !unknown_statement(first.res_.get())) return false;
     prepared_.erase(sent_->name);
     if (sent_->sent_again || cancel_asked_ || in_transaction() || !ok()) return false;
     try {
@@ -318,12 +359,18 @@ Result Connection::finish() {
 bool Connection::cancel() const {
     if (!conn_) return false;
     cancel_asked_ = true;
-    struct FreeCancel {
-        void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
-    };
-    std::unique_ptr<PGcancel, FreeCancel> c(PQgetCancel(conn_.get()));
+    return canceller().cancel();
+}
+
+Connection::Canceller Connection::canceller() const {
+    Canceller c;
+    c.cancel_ = cancel_;
+    return c;
+}
+
+bool Connection::Canceller::cancel() const {
     char err[256];
-    return c && PQcancel(c.get(), err, sizeof err) != 0;
+    return cancel_ && PQcancel(cancel_.get(), err, sizeof err) != 0;
 }
 
 std::string Connection::escape_identifier(std::string_view name) const {
@@ -381,6 +428,11 @@ bool Connection::wait(std::chrono::milliseconds timeout, int extra_fd) {
 
 int Connection::backend_pid() const {
     return PQbackendPID(conn_.get());
+}
+
+int Connection::server_pid() {
+    if (!pooled_) return backend_pid();
+    return static_cast<int>(exec("SELECT pg_catalog.pg_backend_pid()").int64(0, 0));
 }
 int Connection::socket() const {
     return PQsocket(conn_.get());

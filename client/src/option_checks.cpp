@@ -56,6 +56,10 @@ bool refused_for_good(const Error& e) {
     // Of class 22 only what the argument checks raise about the call's own values: the rest of
     // the class (a division by zero, an overflow, a trigger's bad value) may come from one job or
     // one setting, which a retry outlives, and must not stop every worker of the queue.
+    // Of class 42 not 42P05, a prepared statement of that name that exists already: behind a
+    // connection pooler the client has not recognized as one (HOPPER_POOLER), another client
+    // prepared it in the server session this transaction runs in, and the next may run in another.
+    if (s == "42P05") return false;
     return s == "22023" || s == "22004" || s == "2202E" || s == "22021" || s.rfind("42", 0) == 0 ||
            s == "3F000" || s == "0A000";
 }

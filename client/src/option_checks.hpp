@@ -19,7 +19,8 @@ void check_worker_options(const std::string& queue, const std::string& name, Dur
 // Whether the server's refusal of a pull or take will meet the same call every time, whatever
 // the wait: the call's own values (class 22, data exception: n above hopper.max_pull, a name too
 // long, text that is not UTF-8), the database's objects or rights (class 42: no such function,
-// permission denied; 3F000: no hopper schema), or a call the queue or session cannot serve
+// permission denied; 3F000: no hopper schema; not 42P05, a statement name another client of a
+// pooled server session took), or a call the queue or session cannot serve
 // (0A000: a take from a queue with limits, a waiting pull in a REPEATABLE READ session). Those
 // need a person; a lost connection, a deadlock, a timeout, a cancel, a server short of memory or
 // connections, a read-only standby pass in time, and are retried.

@@ -63,12 +63,19 @@ struct TakeWorker::Impl {
     uint64_t generation = 0;          // bumped by each wake-up; guarded by m
 
     // The transaction each taker thread has open with jobs in it, so that a shutdown past its
-    // deadline can end it from the server. Guarded by m.
+    // deadline can end it from the server, and the take it may be waiting in, so that a shutdown
+    // can cancel it. Guarded by m.
     struct Slot {
-        int pid = 0;  // its backend; 0 while the thread holds no jobs
+        // Its server process (Connection::server_pid: behind a pooler not the pid the connection
+        // announced, and the transaction's only); 0 while the thread holds no jobs, and from the
+        // moment it ends its transaction.
+        int pid = 0;
         size_t jobs = 0;
-        bool ended = false;   // the shutdown deadline ended it
-        int waiting_pid = 0;  // its backend while a waiting take is (or may be) running
+        bool ended = false;   // the shutdown deadline ends it (or ended it)
+        bool closed = false;  // ...and its thread dropped its connection meanwhile
+        // Set while a waiting take is (or may be) running.
+        std::optional<Connection::Canceller> waiting;
+        bool cancelled = false;  // a cancel was sent to that take
     };
     class Holding;
     class Waiting;
@@ -146,7 +153,11 @@ class TakeWorker::Impl::Holding {
   public:
     Holding(Impl& w, size_t slot, int pid, size_t jobs) : w_(w), slot_(slot) {
         std::lock_guard<std::mutex> lock(w_.m);
-        w_.slots[slot_] = Slot{pid, jobs, false};
+        Slot& s = w_.slots[slot_];
+        s.pid = pid;
+        s.jobs = jobs;
+        s.ended = false;
+        s.closed = false;
     }
     Holding(const Holding&) = delete;
     Holding& operator=(const Holding&) = delete;
@@ -159,6 +170,22 @@ class TakeWorker::Impl::Holding {
         }
         w_.settled.notify_all();
     }
+    // Called before the thread ends its transaction (COMMIT, or ROLLBACK after an error): takes
+    // the server pid back, so that the shutdown deadline cannot end that session once the
+    // transaction is over (behind a pooler it may be another client's by then). When the deadline
+    // took it first, its pg_terminate_backend may still be on its way: the connection is dropped
+    // instead, without ending the transaction, which the server then rolls back. false then.
+    bool withdraw(Connection& connection) {
+        std::lock_guard<std::mutex> lock(w_.m);
+        Slot& s = w_.slots[slot_];
+        if (!s.ended) {
+            s.pid = 0;
+            return true;
+        }
+        if (connection.ok()) connection.close();
+        s.closed = true;
+        return false;
+    }
     // The jobs' outcome is settled: committed, or their failures recorded.
     void finished() { finished_ = true; }
 
@@ -169,22 +196,31 @@ class TakeWorker::Impl::Holding {
 };
 
 // Marks a taker's slot while its take may be waiting in the server, so that a shutdown can cancel
-// it. The mark is made and cleared under the lock that the cancelling thread holds while it
-// signals, so a cancel can only reach the waiting take, never the statements after it.
+// it. The mark is made and cleared under the lock that the cancelling thread holds while it sends
+// the cancel (PQcancel: directly, the server has signalled the take when it returns), so a cancel
+// can only reach the waiting take, never the statements after it. Through a pooler the cancel may
+// arrive later, within the same transaction: a take cancelled that returns jobs all the same is
+// rolled back (see take_once), so that the cancel cannot fail one of their handlers.
 class TakeWorker::Impl::Waiting {
   public:
-    Waiting(Impl& w, size_t slot, int pid) : w_(w), slot_(slot) {
+    Waiting(Impl& w, size_t slot, Connection::Canceller canceller) : w_(w), slot_(slot) {
         std::lock_guard<std::mutex> lock(w_.m);
         refused_ = w_.stopping();  // checked under the lock: no take starts after the cancels
-        if (!refused_) w_.slots[slot_].waiting_pid = pid;
+        Slot& s = w_.slots[slot_];
+        s.cancelled = false;
+        if (!refused_) s.waiting = std::move(canceller);
     }
     Waiting(const Waiting&) = delete;
     Waiting& operator=(const Waiting&) = delete;
-    ~Waiting() {
-        std::lock_guard<std::mutex> lock(w_.m);
-        w_.slots[slot_].waiting_pid = 0;
-    }
+    ~Waiting() { clear(); }
     bool refused() const { return refused_; }
+    // Ends the mark; whether a cancel was sent to the take.
+    bool clear() {
+        std::lock_guard<std::mutex> lock(w_.m);
+        Slot& s = w_.slots[slot_];
+        s.waiting.reset();
+        return s.cancelled;
+    }
 
   private:
     Impl& w_;
@@ -293,7 +329,7 @@ void TakeWorker::Impl::listen_loop() {
 // of those still open: the server rolls them back, so their jobs are available again at once
 // instead of when their handlers return.
 void TakeWorker::Impl::end_overdue_transactions() {
-    std::vector<int> pids;
+    std::vector<std::pair<size_t, int>> open;  // slot, server pid
     {
         std::unique_lock<std::mutex> lock(m);
         auto none_open = [&] {
@@ -302,24 +338,51 @@ void TakeWorker::Impl::end_overdue_transactions() {
         };
         if (settled.wait_until(lock, internal::deadline_after(opt.shutdown_timeout), none_open))
             return;
-        for (Slot& s : slots)
-            if (s.pid != 0) {
-                s.ended = true;
-                pids.push_back(s.pid);
+        // Marked before the terminate, so that a thread that sees its connection end knows why,
+        // and one about to end its transaction drops its connection instead (Holding::withdraw).
+        for (size_t i = 0; i < slots.size(); ++i)
+            if (slots[i].pid != 0) {
+                slots[i].ended = true;
+                open.emplace_back(i, slots[i].pid);
             }
     }
+    // Not under the lock: behind a pooler the statement may wait for a server connection, which
+    // a thread about to take the lock may hold.
+    std::vector<bool> terminated(open.size(), false);
+    std::string error;
     try {
         Client admin(opt.conninfo);
-        for (int pid : pids) admin.exec("SELECT pg_catalog.pg_terminate_backend($1)", pid);
+        for (size_t i = 0; i < open.size(); ++i)
+            terminated[i] = admin.exec("SELECT pg_catalog.pg_terminate_backend($1)", open[i].second)
+                                .boolean(0, 0);
+    } catch (const std::exception& ex) {
+        error = ex.what();
+    }
+    size_t ended = 0;
+    std::string missed;
+    {
+        std::lock_guard<std::mutex> lock(m);
+        for (size_t i = 0; i < open.size(); ++i) {
+            Slot& s = slots[open[i].first];
+            if (terminated[i] || s.closed) {
+                ++ended;
+            } else {
+                // Not ended: the thread goes on and settles its jobs itself.
+                s.ended = false;
+                missed += (missed.empty() ? "" : ", ") + std::to_string(open[i].second);
+            }
+        }
+    }
+    if (ended > 0)
         log_line(fmt::format(
             "shutdown deadline passed: ended {} open transaction(s), their jobs are available",
-            pids.size()));
-    } catch (const std::exception& ex) {
-        log_line(
-            fmt::format("shutdown deadline passed, but the open transactions could not be "
-                        "ended: {}",
-                        ex.what()));
-    }
+            ended));
+    if (!missed.empty())
+        log_line(fmt::format(
+            "shutdown deadline passed, but {} open transaction(s) could not be ended (server "
+            "process {}: {}); their handlers go on",
+            open.size() - ended, missed,
+            error.empty() ? "no such process, or no right to end it" : error));
 }
 
 bool TakeWorker::Impl::ended_by_deadline(size_t slot) {
@@ -329,32 +392,27 @@ bool TakeWorker::Impl::ended_by_deadline(size_t slot) {
 
 // Cancels the takes still waiting in the server, so that a shutdown does not wait for their wait
 // to run out. Repeated until none is left: a cancel that reaches a session before its take
-// arrives is ignored by the server.
+// arrives is ignored by the server. A cancel goes to the take's own connection (PQcancel), not
+// through a session of its own: it needs no server connection of a pooler, and PgBouncer
+// forwards it to the server session that runs the take.
 void TakeWorker::Impl::cancel_waiting_takes() {
-    std::unique_ptr<Client> admin;
     // A waiting take waits at most 30 s (server_wait).
     auto give_up_at = Steady::now() + std::chrono::seconds(35);
-    try {
-        while (Steady::now() < give_up_at) {
-            {
-                std::lock_guard<std::mutex> lock(m);
-                bool any = false;
-                for (const Slot& s : slots) {
-                    if (s.waiting_pid == 0) continue;
-                    if (!admin) admin = std::make_unique<Client>(opt.conninfo);
-                    admin->exec("SELECT pg_catalog.pg_cancel_backend($1)", s.waiting_pid);
-                    any = true;
-                }
-                if (!any) return;
+    while (Steady::now() < give_up_at) {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            bool any = false;
+            for (Slot& s : slots) {
+                if (!s.waiting) continue;
+                s.waiting->cancel();  // a request that could not be sent is sent again below
+                s.cancelled = true;
+                any = true;
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (!any) return;
         }
-    } catch (const std::exception& ex) {
-        log_line(
-            fmt::format("could not cancel the waiting takes ({}); they end when their wait "
-                        "runs out",
-                        ex.what()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    log_line("could not cancel the waiting takes; they end when their wait runs out");
 }
 
 // Stops the worker (the other threads finish the transaction they are in), and has run() throw
@@ -444,8 +502,14 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
     if (wait) {
         TakeOptions waiting = take;
         waiting.wait = wait;
-        Waiting mark(*this, slot, client.connection().backend_pid());
+        Waiting mark(*this, slot, client.connection().canceller());
         if (!mark.refused()) jobs = take_jobs(waiting);
+        if (mark.clear() && !jobs.empty()) {
+            // The shutdown cancelled this take, which returned jobs all the same: they go back
+            // untouched, before a cancel still on its way through a pooler can fail a handler.
+            tx.rollback();
+            return 0;
+        }
     } else {
         jobs = take_jobs(take);
     }
@@ -462,10 +526,20 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         tx.commit();
         return 0;
     }
-    holding.emplace(*this, slot, client.connection().backend_pid(), jobs.size());
+    holding.emplace(*this, slot, client.connection().server_pid(), jobs.size());
     ++takes;
     std::vector<bool> is_failed(jobs.size(), false);
     std::vector<std::string> failures;
+    // Until the transaction ends, an error leaves it to tx's rollback, which must not come
+    // before the slot's pid is withdrawn.
+    struct Withdraw {
+        std::optional<Holding>& holding;
+        Connection& connection;
+        bool done = false;
+        ~Withdraw() {
+            if (!done) holding->withdraw(connection);
+        }
+    } withdraw{holding, client.connection()};
     for (;;) {
         client.exec("SAVEPOINT hopper_take");  // nested after each failure, which it keeps
         std::optional<size_t> failing;
@@ -497,6 +571,9 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
                                            job.kind.value_or("no kind"), to_string(*now),
                                            failure.error));
     }
+    withdraw.done = true;
+    if (!holding->withdraw(client.connection()))
+        throw ConnectionError("the shutdown deadline ended the transaction");
     try {
         tx.commit();
     } catch (const ConnectionError&) {

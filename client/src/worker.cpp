@@ -1,6 +1,6 @@
-// Worker: a fetch loop on the calling thread (batched, session-bound pulls; when idle it waits in
-// the server on a second connection, or LISTENs), N handler threads with a connection each, and
-// the heartbeat thread.
+// Worker: a fetch loop on the calling thread (batched pulls, session-bound unless behind a
+// connection pooler; when idle it waits in the server on a second connection, or LISTENs), N
+// handler threads with a connection each, and the heartbeat thread.
 
 #include <atomic>
 #include <condition_variable>
@@ -68,6 +68,7 @@ struct Worker::Impl {
     std::atomic<uint64_t> completed{0}, failed{0}, lost{0}, released{0}, pulls{0};
     // The server's error for a pull refused for good, which run() throws (the fetch loop's).
     std::exception_ptr refusal;
+    bool told_pooled = false;  // the log says the worker found a pooler; the fetch loop's
     // When the shutdown's deadline passes (shutdown() sets it): reports that keep failing on a
     // lost connection give up then, rather than hold run() up for their full minute.
     std::atomic<Steady::rep> shutdown_deadline{
@@ -129,7 +130,7 @@ struct Worker::Impl {
     }
 
     void fetch_loop(internal::Heartbeat& hb);
-    PullOptions pull_options(int n) const;
+    PullOptions pull_options(int n, Client& via);
     void take_returned();
     void hand_out(std::vector<Job>& jobs, internal::Heartbeat& hb);
     int slots_free();
@@ -208,14 +209,25 @@ void Worker::run() {
     if (w.refusal) std::rethrow_exception(w.refusal);
 }
 
-PullOptions Worker::Impl::pull_options(int n) const {
+// The options of a pull on `via` (the fetch loop's connection: the waiting pull's has the same
+// conninfo, so the same pooler or none).
+PullOptions Worker::Impl::pull_options(int n, Client& via) {
     PullOptions po;
     po.n = std::min(n, opt.max_batch);
     po.lease = opt.lease;
     po.worker = opt.name;
     // The lease is bound to the pulling connection too: if this process dies, the server sees the
-    // backend gone and the reaper rescues the jobs at once.
-    po.session_bound = true;
+    // backend gone and the reaper rescues the jobs at once. Not behind a pooler: the server
+    // session is the pooler's, which may close it while the job runs on (the reaper would hand
+    // the job to another worker), and keeps it open when this process dies.
+    const bool pooled = via.connection().pooled();
+    po.session_bound = opt.session_bound.value_or(!pooled);
+    if (pooled && !opt.session_bound && !told_pooled) {
+        told_pooled = true;
+        log("the connections go through a connection pooler (its pid is not the server's, or "
+            "HOPPER_POOLER=on): leases are not bound to server sessions, so the jobs of a worker "
+            "process that dies are taken over when their leases run out");
+    }
     return po;
 }
 
@@ -320,7 +332,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
             take_returned();
             if (free_slots > 0 && deep) {
                 gathered = false;
-                PullOptions po = pull_options(free_slots);
+                PullOptions po = pull_options(free_slots, *conn);
                 std::vector<Job> jobs = complete_and_pull(*conn, hb, &po);
                 backoff.reset();
                 deep = static_cast<int>(jobs.size()) == po.n;
@@ -336,7 +348,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                     // the attempts.
                     on_waiter = true;
                     if (!waiter.connected()) waiter.attach(internal::worker_client(opt.conninfo));
-                    PullOptions po = pull_options(n);
+                    PullOptions po = pull_options(n, *conn);
                     po.wait = internal::server_wait(opt.poll_interval, opt.poll_jitter);
                     waiter_wait = *po.wait;
                     waiter.start(po);

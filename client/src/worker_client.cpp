@@ -6,7 +6,10 @@ namespace hopper::internal {
 
 std::unique_ptr<Client> worker_client(const std::string& conninfo) {
     auto client = std::make_unique<Client>(conninfo);
-    client->connection().on_connect("SET idle_session_timeout = 0");
+    // Not behind a pooler: the server sessions are the pooler's to keep or close, and in
+    // transaction mode the setting would stay on whichever session ran it, for its next clients.
+    if (!client->connection().pooled())
+        client->connection().on_connect("SET idle_session_timeout = 0");
     return client;
 }
 

@@ -11,7 +11,9 @@ namespace hopper::internal {
 // A client whose session has idle_session_timeout off, now and after every reconnect: a worker's
 // connections sit idle by design (the fetch connection while its waiting pull waits, a handler's
 // while its job works outside the database), and the server ending one would forfeit the leases
-// it holds. Throws ConnectionError when the server cannot be reached.
+// it holds. Not behind a connection pooler (Connection::pooled): its server sessions are the
+// pooler's, and hold no lease of the worker's. Throws ConnectionError when the server cannot be
+// reached.
 std::unique_ptr<Client> worker_client(const std::string& conninfo);
 
 // Whether the session's statement_timeout ends a wait in the server this long (with a second

@@ -909,6 +909,59 @@ TEST_F(ClientTest, ACharParameterIsOneCharacter) {
     EXPECT_EQ(c.exec("SELECT $1::int", 97).int64(0, 0), 97);
 }
 
+// A connection straight to the server is no pooler's: the pid it announced is the server's, and
+// its calls use the statements they prepare.
+TEST(Pooler, ADirectConnectionIsNotPooled) {
+    Client c(conninfo());
+    EXPECT_FALSE(c.connection().pooled());
+    EXPECT_EQ(c.connection().server_pid(), c.connection().backend_pid());
+    EXPECT_EQ(c.connection().server_pid(), c.exec("SELECT pg_backend_pid()").int64(0, 0));
+}
+
+// Behind PgBouncer in transaction mode (test/e2e/pooler.sh runs it), the server session of a
+// transaction may hold a statement another client prepared under the client's name: a push in a
+// Transaction failed with 42P05, and a statement the client prepared in another session failed
+// with 26000. Pooled (here HOPPER_POOLER=on, on a direct connection), every call is an unnamed
+// statement, so names prepared in the session, here each with other SQL, change nothing.
+TEST(Pooler, CallsIgnoreTheStatementsPreparedInTheSession) {
+    test::PoolerSetting on("on");
+    Client c(conninfo());
+    ASSERT_TRUE(c.connection().pooled());
+    const std::string q = unique_queue("pooled");
+    c.exec("PREPARE hopper_push AS SELECT 'x'");
+    c.exec("PREPARE hopper_pull AS SELECT 'x'");
+    int64_t id;
+    {
+        Transaction tx(c);
+        id = c.push(q, "{}");
+        tx.commit();
+    }
+    PullOptions po;
+    po.wait = 5s;
+    c.begin_pull(q, po);  // the background pull too
+    ASSERT_TRUE(eventually([&] { return c.pull_ready(); }, 10s));
+    std::vector<Job> jobs = c.finish_pull();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, id);
+    EXPECT_TRUE(c.complete(id, jobs[0].lease_token));
+    EXPECT_EQ(c.connection().server_pid(), c.exec("SELECT pg_backend_pid()").int64(0, 0));
+}
+
+TEST(Pooler, TheSettingIsReadAtEachConnect) {
+    {
+        test::PoolerSetting off("off");
+        Client c(conninfo());
+        EXPECT_FALSE(c.connection().pooled());
+    }
+    {
+        test::PoolerSetting on("on");
+        Client c(conninfo());
+        EXPECT_TRUE(c.connection().pooled());
+    }
+    test::PoolerSetting bad("yes");
+    EXPECT_THROW(Client{conninfo()}, std::invalid_argument);
+}
+
 TEST(ClientConnect, BadConninfoIsAConnectionError) {
     EXPECT_THROW(Client("host=/nonexistent/socket/dir port=1 connect_timeout=2"), ConnectionError);
     try {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -99,6 +100,18 @@ bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds tim
         if (std::chrono::steady_clock::now() >= deadline) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+}
+
+PoolerSetting::PoolerSetting(const char* value) {
+    if (const char* v = std::getenv("HOPPER_POOLER")) before_ = v;
+    ::setenv("HOPPER_POOLER", value, 1);
+}
+
+PoolerSetting::~PoolerSetting() {
+    if (before_)
+        ::setenv("HOPPER_POOLER", before_->c_str(), 1);
+    else
+        ::unsetenv("HOPPER_POOLER");
 }
 
 void register_database(const std::string& suite) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -45,6 +46,19 @@ int64_t waiting_in(Client& c, const std::string& application_name, const std::st
 // operator's pg_cancel_backend would, and tells whether the same session waits again within 30 s.
 bool waits_again_after_cancel(Client& c, const std::string& application_name,
                               const std::string& function);
+
+// Sets the environment variable HOPPER_POOLER (read at each connect) for the scope of the
+// object, then restores it. Set it while no other thread connects: setenv is not thread-safe.
+class PoolerSetting {
+  public:
+    explicit PoolerSetting(const char* value);
+    ~PoolerSetting();
+    PoolerSetting(const PoolerSetting&) = delete;
+    PoolerSetting& operator=(const PoolerSetting&) = delete;
+
+  private:
+    std::optional<std::string> before_;
+};
 
 // Runs a worker (hopper::Worker or hopper::TakeWorker) on a thread for the scope of the object.
 template <typename W>

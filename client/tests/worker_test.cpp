@@ -1089,6 +1089,50 @@ TEST(Worker, HandlerCompletesInItsOwnTransaction) {
     EXPECT_EQ(w.stats().lost, 0u) << "the runtime must not try to complete it a second time";
 }
 
+// A worker binds its leases to the pulling server session, so that the reaper rescues the jobs
+// of a process that dies at once, but not behind a connection pooler (PgBouncer; here
+// HOPPER_POOLER=on stands for it): the pooler may close that session while the job runs on (the
+// reaper then handed it to a second worker), and keeps it open when the process dies. It says
+// so, once. WorkerOptions::session_bound decides for it.
+TEST(Worker, BindsLeasesToItsServerSessionUnlessPooled) {
+    Client c(conninfo());
+    auto bound = [&](std::optional<bool> session_bound, const char* pooler) {
+        std::optional<test::PoolerSetting> setting;
+        if (pooler) setting.emplace(pooler);
+        std::string q = unique_queue("bound");
+        WorkerOptions o = options(q, 1);
+        o.session_bound = session_bound;
+        std::mutex m;
+        std::vector<std::string> lines;
+        o.log = [&](const std::string& line) {
+            std::lock_guard<std::mutex> lock(m);
+            lines.push_back(line);
+        };
+        Worker w(o);
+        std::atomic<int> seen{-1};
+        w.on_any([&](JobContext& job) {
+            seen = job.client()
+                       .exec("SELECT session_bound::int FROM hopper.jobs WHERE id = $1", job.id())
+                       .int64(0, 0);
+        });
+        Running r(w);
+        int64_t a = c.push(q, "{}");
+        EXPECT_TRUE(eventually([&] { return state_is(c, a, JobState::Completed); }, 60s));
+        int64_t b = c.push(q, "{}");
+        EXPECT_TRUE(eventually([&] { return state_is(c, b, JobState::Completed); }, 60s));
+        r.stop();
+        std::lock_guard<std::mutex> lock(m);
+        return std::make_pair(seen.load(),
+                              std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+                                  return l.find("connection pooler") != std::string::npos;
+                              }));
+    };
+    EXPECT_EQ(bound(std::nullopt, nullptr), std::make_pair(1, 0L));
+    EXPECT_EQ(bound(std::nullopt, "on"), std::make_pair(0, 1L));
+    EXPECT_EQ(bound(false, nullptr), std::make_pair(0, 0L));
+    EXPECT_EQ(bound(true, "on"), std::make_pair(1, 0L));
+}
+
 TEST(Worker, HandlerCanReleaseItsJob) {
     Client c(conninfo());
     std::string q = unique_queue("w");

@@ -257,6 +257,9 @@ Args parse_args(int argc, const char* const* argv) {
         } else if (is("--quiet", kRun)) {
             c.no_value(o);
             r.quiet = true;
+        } else if (is("--no-session-bound", kRun)) {
+            c.no_value(o);
+            r.session_bound = false;
         } else if (o.rfind("-", 0) == 0 && o.size() > 1) {
             throw UsageError(fmt::format("unknown option {} for {}", o, cmd));
         } else {
@@ -313,6 +316,8 @@ The database comes from the PG* environment (PGHOST, PGPORT, PGUSER, PGDATABASE)
       --max-jobs N           exit after N jobs
       --exit-when-idle       exit once the queue has nothing available or running
       --name NAME            worker name recorded on jobs, up to 128 bytes (default host:pid)
+      --no-session-bound     do not bind leases to the server session (the default behind a
+                             connection pooler it recognizes; see HOPPER_POOLER in README.md)
       --ffmpeg PATH, --ffprobe PATH, --quiet
 Common options: --queue Q (default transcode; 1-48 of A-Z a-z 0-9 _ . : -), --dsn CONNINFO.
 )";

@@ -42,6 +42,9 @@ struct RunArgs {
     bool exit_when_idle = false;
     std::string name;
     bool quiet = false;
+    // --no-session-bound: false. Unset: bound unless behind a connection pooler (the runtime's
+    // WorkerOptions::session_bound).
+    std::optional<bool> session_bound;
 };
 
 struct Args {

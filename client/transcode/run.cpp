@@ -144,6 +144,7 @@ int run_command(const Args& args) {
     opt.name = r.name;
     opt.poll_interval = r.poll_interval;
     opt.shutdown_timeout = r.shutdown_timeout;
+    opt.session_bound = r.session_bound;
     opt.log = [&log](const std::string& msg) { log.error("worker: " + msg); };
     hopper::Worker worker(opt);
 

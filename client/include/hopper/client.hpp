@@ -1,5 +1,6 @@
 // The queue's SQL API as C++ calls: each method runs the matching hopper.* function through a
-// prepared statement on this client's connection and returns typed results.
+// prepared statement on this client's connection (an unnamed statement behind a connection
+// pooler: Connection::pooled) and returns typed results.
 //
 // A Client is one connection: use it from one thread at a time. Calls made inside a Transaction
 // are part of it, which is how a job is pushed atomically with the caller's own rows.

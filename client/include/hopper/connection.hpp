@@ -14,6 +14,7 @@
 
 struct pg_conn;
 struct pg_result;
+struct pg_cancel;
 
 namespace hopper {
 
@@ -65,7 +66,8 @@ class Connection {
     // A parameter holding a NUL byte is refused before anything is sent (Error 22021): text
     // cannot carry one, and libpq would silently cut the value there.
     Result exec(const std::string& sql, const std::vector<Param>& params = {});
-    // Same, through a statement prepared once per connection under `name`.
+    // Same, through a statement prepared once per connection under `name`; behind a connection
+    // pooler (pooled()), as an unnamed statement each time.
     Result exec_prepared(const char* name, const char* sql, const std::vector<Param>& params);
 
     // A statement that may wait in the server (a waiting pull), without blocking the caller:
@@ -78,16 +80,49 @@ class Connection {
     Result finish();
     bool cancel() const;
 
+    // Cancels, from any thread, the statement the connection runs at that moment (PQcancel):
+    // taken in the connection's own thread, it outlives a reconnect or the Connection itself,
+    // and then reaches the old server session, or nothing. Through PgBouncer (1.18 and later) a
+    // cancel reaches a server session only while the client's statement still runs there.
+    class Canceller {
+      public:
+        bool cancel() const;  // false: the request could not be sent
+
+      private:
+        friend class Connection;
+        std::shared_ptr<pg_cancel> cancel_;
+    };
+    Canceller canceller() const;
+
     // Connection is up (a lost connection is only noticed by the next call).
     bool ok() const;
     // Drops the connection and connects again; forgets prepared statements. Throws
     // std::logic_error on a moved-from Connection, which has no conninfo left to connect with.
     void reconnect();
+    // Drops the connection without ending the transaction it may be in: the server rolls it back
+    // (and a pooler drops the server session its client left inside one). ok() is false until
+    // reconnect().
+    void close();
     // Runs `sql` now and after every reconnect, so that a session setting (SET ...) outlives a
     // lost connection.
     void on_connect(std::string sql);
     // Inside BEGIN ... COMMIT (or an aborted transaction).
     bool in_transaction() const;
+
+    // Whether the connection goes through a connection pooler such as PgBouncer, which may run
+    // each transaction in another server session: found at each connect by asking the server for
+    // its pg_backend_pid(), which differs from the pid the connection announced (backend_pid():
+    // PgBouncer makes one up). The environment variable HOPPER_POOLER overrides it: `on` for a
+    // pooler that passes the server's pid through, `off` to skip the check (one query per
+    // connection) where there is none; `auto` (or unset) checks. Behind a pooler exec_prepared
+    // and send_prepared send unnamed statements: a named one prepared in one server session is
+    // unknown in the next (26000), and collides with the same name prepared there by another
+    // client (42P05). The C++ workers do not bind their leases to such a session either.
+    bool pooled() const { return pooled_; }
+    // The pid of the server process serving the connection, for pg_cancel_backend and
+    // pg_terminate_backend: backend_pid() directly; behind a pooler it is asked of the server (a
+    // round trip), and holds only until the transaction it is asked in ends.
+    int server_pid();
 
     // LISTEN / UNLISTEN with the channel quoted as an identifier ("hopper:jobs" needs quoting).
     // A channel listened on this way is listened on again after every reconnect (notifications
@@ -105,6 +140,7 @@ class Connection {
     bool wait(std::chrono::milliseconds timeout, int extra_fd = -1);
 
     std::string escape_identifier(std::string_view name) const;
+    // The pid the connection announced (PQbackendPID): behind a pooler, not a server process.
     int backend_pid() const;
     int socket() const;
     pg_conn* raw() const { return conn_.get(); }
@@ -132,6 +168,7 @@ class Connection {
 
     std::string conninfo_;
     std::unique_ptr<pg_conn, Finish> conn_;
+    std::shared_ptr<pg_cancel> cancel_;  // conn_'s, made at connect (see canceller())
     std::unordered_set<std::string> prepared_;
     std::vector<std::string> on_connect_;
     std::vector<std::string> listening_;  // channels listen() added, in the order they came
@@ -141,6 +178,7 @@ class Connection {
     // cancel() was called for the sent statement (perhaps from another thread): it is not sent
     // again.
     mutable std::atomic<bool> cancel_asked_{false};
+    bool pooled_ = false;
     bool moved_from_ = false;
 };
 

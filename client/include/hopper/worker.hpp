@@ -162,7 +162,15 @@ struct WorkerOptions {
     // worker rather than wait behind a busy one), more for short jobs on a deep queue.
     std::optional<int> prefetch;
     std::optional<Duration> lease;  // unset: the queue's lease
-    std::string name;               // recorded as the job's worker (128 bytes); host:pid
+    // Binds each lease to the server session that pulled the job (queue_pull's session_bound), so
+    // that the reaper rescues the jobs of a worker process that dies at once, not when their
+    // leases run out. Unset: bound, unless the worker's connections go through a connection
+    // pooler (Connection::pooled: PgBouncer, or HOPPER_POOLER=on), which may close that session
+    // under a running job (RECONNECT, server_lifetime, server_idle_timeout) and have the reaper
+    // hand the job to another worker while this one still runs it; the worker logs once that it
+    // found one. false: never bound.
+    std::optional<bool> session_bound;
+    std::string name;  // recorded as the job's worker (128 bytes); host:pid
     // An idle worker waits for jobs inside the server, in a queue_pull with `wait` on a second
     // connection: the commit that makes a job available wakes it within about a millisecond,
     // with no LISTEN/NOTIFY and no polling. Queues with rate limits (where queue_pull does not

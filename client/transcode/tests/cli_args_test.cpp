@@ -40,6 +40,13 @@ TEST(CliArgs, RunOptions) {
     EXPECT_EQ(a.run.output_dir, "/tmp/o");
 }
 
+TEST(CliArgs, NoSessionBound) {
+    EXPECT_EQ(parse({"run"}).run.session_bound, std::nullopt);
+    EXPECT_EQ(parse({"run", "--no-session-bound"}).run.session_bound, false);
+    EXPECT_THROW(parse({"run", "--no-session-bound=yes"}), UsageError);
+    EXPECT_THROW(parse({"submit", "a.mp4", "--no-session-bound"}), UsageError);
+}
+
 TEST(CliArgs, Defaults) {
     auto a = parse({"run"});
     EXPECT_EQ(a.queue, "transcode");
