@@ -949,13 +949,28 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON hopper.job_batches TO hopper_worker;
 -- (paused, limited, packed, notify_done, retention, lease). Any change to the table (a queue
 -- created, dropped or changed, or created by a transaction that rolls back) sends a relcache
 -- invalidation of it, which makes every backend forget.
+-- A statement that changed no row sends none: the reaper's look for unmarked packed queues (an
+-- UPDATE, every pass, that nearly always matches nothing) made every backend forget, and read
+-- hopper.queues and its layout again, about once a second. Hence a trigger per event, each with
+-- the rows it changed (PostgreSQL allows a transition table on a trigger of one event only): the
+-- rows are copied as they change, one small copy per changed row, and changes to hopper.queues
+-- are rare and few rows each (a queue created, paused, marked packed).
 CREATE FUNCTION hopper.queues_changed() RETURNS trigger
 AS 'MODULE_PATHNAME', 'hopper_queues_changed' LANGUAGE C;
 REVOKE ALL ON FUNCTION hopper.queues_changed() FROM PUBLIC;
-CREATE TRIGGER queues_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON hopper.queues
+CREATE TRIGGER queues_inserted
+    AFTER INSERT ON hopper.queues REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();
--- The same for changes made with session_replication_role = replica, which skips the trigger above:
+CREATE TRIGGER queues_updated
+    AFTER UPDATE ON hopper.queues REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();
+CREATE TRIGGER queues_deleted
+    AFTER DELETE ON hopper.queues REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();
+CREATE TRIGGER queues_truncated
+    AFTER TRUNCATE ON hopper.queues
+    FOR EACH STATEMENT EXECUTE FUNCTION hopper.queues_changed();
+-- The same for changes made with session_replication_role = replica, which skips the triggers above:
 -- a subscription's apply worker (a queue moved by logical replication, README "Replication") and
 -- sessions that set it themselves. Apply fires row triggers only (TRUNCATE excepted); changes to
 -- hopper.queues are rare, so a row trigger costs nothing that matters.

@@ -148,5 +148,36 @@ SELECT left(queue, 10) AS queue, state, last_error FROM hopper.jobs WHERE claime
     AND last_error LIKE 'worker backend gone%' ORDER BY queue;
 DELETE FROM hopper.jobs WHERE queue IN (repeat('x', 80), 'done') OR id = :orphan;
 
+-- A pass that changes no queue makes no session forget the queues it knows: a session's pushes
+-- over several passes read hopper.queues not once (its statements that changed no row, as the
+-- look for unmarked packed queues every pass, invalidated every session's memory of the queues).
+-- The reads are counted as a difference within one transaction: pg_stat_xact_* also counts what
+-- earlier transactions read and have not reported yet. VACUUM ANALYZE first, so that autovacuum
+-- leaves both tables alone meanwhile (its statistics invalidate them too).
+VACUUM ANALYZE hopper.queues, hopper.jobs;
+SELECT hopper.queue_create('cached') AS created;
+SELECT count(hopper.queue_push('cached', '{}')) AS warmed FROM generate_series(1, 2);
+CREATE FUNCTION pg_temp.queue_reads() RETURNS bigint LANGUAGE sql AS $$
+    SELECT idx_scan + seq_scan FROM pg_stat_xact_user_tables
+    WHERE relid = 'hopper.queues'::regclass $$;
+BEGIN;
+SELECT pg_temp.queue_reads() AS reads_before \gset
+SELECT count(*) AS pushed
+FROM (SELECT hopper.queue_push('cached', '{}'), pg_sleep(0.6) FROM generate_series(1, 5)) p;
+SELECT pg_temp.queue_reads() - :reads_before AS reads_by_pushes_over_passes;
+SELECT pg_temp.wait_for('(SELECT last_run > now() FROM pg_temp.my_reaper)') AS passes_ran;
+-- A statement of one's own that changes no row is the same; one that changes a row is seen (the
+-- reads counted are the push's, not the statement's).
+UPDATE hopper.queues SET paused = true WHERE name = 'cached' AND false;
+SELECT pg_temp.queue_reads() AS reads_before \gset
+SELECT hopper.queue_push('cached', '{}') > 0 AS pushed;
+SELECT pg_temp.queue_reads() - :reads_before AS reads_after_no_change;
+UPDATE hopper.queues SET paused = paused WHERE name = 'cached';
+SELECT pg_temp.queue_reads() AS reads_before \gset
+SELECT hopper.queue_push('cached', '{}') > 0 AS pushed;
+SELECT pg_temp.queue_reads() - :reads_before AS reads_after_change;
+COMMIT;
+SELECT hopper.queue_drop('cached') AS dropped;
+
 -- Leave it stopped, so that the suites after this one run with no reaper acting behind their back.
 SELECT hopper.reaper_stop() AS stopped_at_end;

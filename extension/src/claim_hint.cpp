@@ -39,6 +39,12 @@ namespace {
 constexpr size_t kMaxName = 63;
 constexpr int kSlots = 256;
 constexpr int64_t kIdleUs = 10 * USECS_PER_SEC;
+// An idle slot whose wake-up count moved since its reaper last relayed it stays with its queue: the
+// reaper reads the counts between the steps of its pass, and one step may take longer than
+// kIdleUs (a rescue held by a trigger of the user's, say). Lending it lost the count, and the
+// queue's LISTENers were never told. Not for ever: a reaper that exits (stopped, disabled) never
+// relays what is left, and the slot must serve another queue in the end.
+constexpr int64_t kUnrelayedIdleUs = 5 * 60 * USECS_PER_SEC;
 // A claim starts at the front at least this often per queue (see the header).
 constexpr int64_t kFrontEveryUs = 1 * USECS_PER_SEC;
 constexpr int16_t kNoDelayed = std::numeric_limits<int16_t>::max();
@@ -98,6 +104,8 @@ struct Shared {
     Slot slots[kSlots];
     // Apart from the slots, so that the reaper reads them all in a few cache lines.
     pg_atomic_uint64 wakeups[kSlots];
+    // The value of wakeups[i] that the reaper of the slot's database last relayed.
+    pg_atomic_uint64 relayed[kSlots];
 };
 
 Shared* shared = nullptr;
@@ -116,7 +124,7 @@ void attach() {
         bool found = false;
         LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
         auto* anchor = static_cast<Anchor*>(
-            ShmemInitStruct("hopper claim hint segment v4", sizeof(Anchor), &found));
+            ShmemInitStruct("hopper claim hint segment v5", sizeof(Anchor), &found));
         if (!found) anchor->handle = DSM_HANDLE_INVALID;
         dsm_segment* seg = nullptr;
         if (anchor->handle != DSM_HANDLE_INVALID) {
@@ -135,6 +143,7 @@ void attach() {
                     pg_atomic_init_u64(&slot.waiting.signals, 0);
                 }
                 for (pg_atomic_uint64& w : s->wakeups) pg_atomic_init_u64(&w, 0);
+                for (pg_atomic_uint64& r : s->relayed) pg_atomic_init_u64(&r, 0);
                 dsm_pin_segment(seg);
                 anchor->handle = dsm_segment_handle(seg);
             }
@@ -193,11 +202,19 @@ Found find(const std::string& queue) noexcept {
 }
 
 // With the alloc lock held: gives slot `at` to this database's queue, as a fresh hint (claims
-// start at the front until one of them sets it).
-Found lend(int at, const std::string& queue, TimestampTz now) {
+// start at the front until one of them sets it). `wakeups` is the slot's wake-up count as the
+// caller judged it free to lend: a count made since (a push that found the slot before it idled,
+// committing now) keeps the slot where it is, and the caller gets none.
+Found lend(int at, const std::string& queue, TimestampTz now, uint64 wakeups) {
     Slot& slot = shared->slots[at];
     SpinLockAcquire(&slot.mutex);
     uint32 gen = pg_atomic_read_u32(&slot.gen);
+    // The count passes to the new generation first: from then on a count for the old one fails.
+    if (!pg_atomic_compare_exchange_u64(&shared->wakeups[at], &wakeups,
+                                        static_cast<uint64>(gen + 2) << kGenShift)) {
+        SpinLockRelease(&slot.mutex);
+        return {};
+    }
     pg_atomic_write_u32(&slot.gen, gen + 1);
     pg_write_barrier();
     slot.db = MyDatabaseId;
@@ -207,7 +224,6 @@ Found lend(int at, const std::string& queue, TimestampTz now) {
     std::memset(slot.recent, 0, sizeof slot.recent);
     slot.front_at = 0;
     slot.delayed_urgent = kNoDelayed;
-    pg_atomic_write_u64(&shared->wakeups[at], static_cast<uint64>(gen + 2) << kGenShift);
     pg_write_barrier();
     slot.in_use = true;
     pg_atomic_write_u32(&slot.gen, gen + 2);
@@ -216,15 +232,25 @@ Found lend(int at, const std::string& queue, TimestampTz now) {
     return {at, gen + 2};
 }
 
-// Whether a slot could be lent now: one is free, or the one used least recently has been idle
-// long enough. Read without the alloc lock; slot_of() decides again under it.
+// Whether slot `at`, in use, may pass to another queue now: idle long enough, and its wake-up
+// count relayed (or left unrelayed for kUnrelayedIdleUs). *wakeups: the count it was judged by.
+bool lendable(int at, TimestampTz now, uint64* wakeups) noexcept {
+    TimestampTz idle =
+        now - static_cast<TimestampTz>(pg_atomic_read_u64(&shared->slots[at].last_used));
+    if (idle < kIdleUs) return false;
+    *wakeups = pg_atomic_read_u64(&shared->wakeups[at]);
+    bool unrelayed =
+        (*wakeups & kCountMask) != 0 && *wakeups != pg_atomic_read_u64(&shared->relayed[at]);
+    return !unrelayed || idle >= kUnrelayedIdleUs;
+}
+
+// Whether a slot could be lent now: one is free, or lendable. Read without the alloc lock;
+// slot_of() decides again under it.
 bool could_lend(TimestampTz now) noexcept {
-    uint64 oldest = std::numeric_limits<uint64>::max();
-    for (Slot& slot : shared->slots) {
-        if (!slot.in_use) return true;
-        oldest = std::min(oldest, pg_atomic_read_u64(&slot.last_used));
-    }
-    return now - static_cast<TimestampTz>(oldest) >= kIdleUs;
+    uint64 wakeups = 0;
+    for (int i = 0; i < kSlots; ++i)
+        if (!shared->slots[i].in_use || lendable(i, now, &wakeups)) return true;
+    return false;
 }
 
 // Who asks for a queue's slot. A writer has just made jobs of its queue available, so the queue
@@ -232,8 +258,8 @@ bool could_lend(TimestampTz now) noexcept {
 enum class Asker { kWriter, kReader };
 
 // The queue's slot, taken on first use: the first free one in probe order, or else the one used
-// least recently if it has been idle long enough. None (-1) when the name is too long, no
-// segment could be had, or every slot is busy; and, for a reader, when the name is no queue of
+// least recently among those that may be lent (lendable()). None (-1) when the name is too long,
+// no segment could be had, or every slot is busy; and, for a reader, when the name is no queue of
 // hopper.queues: a worker that pulls from many names that are not queues (a typo, a loop over
 // names) must not push the queues in use out of their slots. That look-up is made only when a
 // slot could be lent, so a queue that holds its slot, or waits for one while all are busy, pays
@@ -251,17 +277,21 @@ Found slot_of(const std::string& queue, Asker asker) {
         f = find(queue);
         for (int i = 0; f.slot < 0 && i < kSlots; ++i) {
             int at = static_cast<int>((h + static_cast<size_t>(i)) % kSlots);
-            if (!shared->slots[at].in_use) f = lend(at, queue, now);
+            if (!shared->slots[at].in_use) f = lend(at, queue, now, 0);
         }
         if (f.slot < 0) {
-            int oldest = 0;
-            for (int i = 1; i < kSlots; ++i)
-                if (pg_atomic_read_u64(&shared->slots[i].last_used) <
-                    pg_atomic_read_u64(&shared->slots[oldest].last_used))
+            int oldest = -1;
+            uint64 oldest_wakeups = 0;
+            for (int i = 0; i < kSlots; ++i) {
+                uint64 wakeups = 0;
+                if (!lendable(i, now, &wakeups)) continue;
+                if (oldest < 0 || pg_atomic_read_u64(&shared->slots[i].last_used) <
+                                      pg_atomic_read_u64(&shared->slots[oldest].last_used)) {
                     oldest = i;
-            auto idle_since =
-                static_cast<TimestampTz>(pg_atomic_read_u64(&shared->slots[oldest].last_used));
-            if (now - idle_since >= kIdleUs) f = lend(oldest, queue, now);
+                    oldest_wakeups = wakeups;
+                }
+            }
+            if (oldest >= 0) f = lend(oldest, queue, now, oldest_wakeups);
         }
         SpinLockRelease(&shared->alloc);
         return f;
@@ -536,14 +566,38 @@ bool count_wakeup(const std::string& queue) noexcept {
     }
 }
 
+namespace {
+// Whether slot i belongs to this database's queue with the count v (its generation v's).
+bool counts_here(int i, uint64 v) {
+    Slot& slot = shared->slots[i];
+    SpinLockAcquire(&slot.mutex);
+    bool here =
+        slot.in_use && slot.db == MyDatabaseId && pg_atomic_read_u32(&slot.gen) == (v >> kGenShift);
+    SpinLockRelease(&slot.mutex);
+    return here;
+}
+}  // namespace
+
 void read_wakeups(WakeupCounts& counts) {
     counts.seen.assign(kSlots, 0);
+    counts.told.clear();
     if (!attached()) return;
-    for (int i = 0; i < kSlots; ++i) counts.seen[i] = pg_atomic_read_u64(&shared->wakeups[i]);
+    for (int i = 0; i < kSlots; ++i) {
+        uint64 v = pg_atomic_read_u64(&shared->wakeups[i]);
+        counts.seen[i] = v;
+        // Not relayed one by one: the first pass wakes every queue with due jobs instead.
+        if ((v & kCountMask) != 0 && counts_here(i, v)) counts.told.push_back({i, v});
+    }
+}
+
+void relayed(const WakeupCounts& counts) {
+    if (!attached()) return;
+    for (const auto& [slot, v] : counts.told) pg_atomic_write_u64(&shared->relayed[slot], v);
 }
 
 std::vector<std::string> woken_queues(WakeupCounts& counts) {
     std::vector<std::string> out;
+    counts.told.clear();
     if (!attached()) return out;
     counts.seen.resize(kSlots, 0);
     for (int i = 0; i < kSlots; ++i) {
@@ -563,7 +617,9 @@ std::vector<std::string> woken_queues(WakeupCounts& counts) {
             std::memcpy(name, slot.name, sizeof name);
         }
         SpinLockRelease(&slot.mutex);
-        if (mine) out.emplace_back(name);
+        if (!mine) continue;
+        out.emplace_back(name);
+        counts.told.push_back({i, v});
     }
     return out;
 }

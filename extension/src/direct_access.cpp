@@ -22,6 +22,8 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
+#include "storage/lmgr.h"
+#include "storage/sinval.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -38,11 +40,15 @@ namespace hopper::direct_access {
 namespace {
 // The key of the tables' OIDs in table_layout's memory, remembered under no relation of their own.
 const int kTablesKey = 0;
+// SharedInvalidMessageCounter as it was before tables() last found the OIDs it handed out (in its
+// memory or by name): they named hopper's tables as far as the invalidations taken by then tell.
+uint64 tables_checked_at = 0;
 }  // namespace
 
 bool tables(Tables* t) {
     constexpr int kCount = 8;
     int found[kCount];
+    tables_checked_at = SharedInvalidMessageCounter;
     if (table_layout::recall(&kTablesKey, InvalidOid, found, kCount)) {
         t->jobs = found[0], t->queues = found[1], t->history = found[2];
         t->pull_index = found[3], t->lease_token = found[4], t->job_id = found[5];
@@ -78,6 +84,19 @@ bool find_tables(Tables* t) {
     return tables(t);
 }
 
+Relation open_table(Oid relid, LOCKMODE mode) {
+    LockRelationOid(relid, mode);
+    // A drop committed before the lock was granted sent an invalidation, which the lock took (or
+    // an earlier one did, after tables() answered). None came in: the OID still names the table.
+    if (SharedInvalidMessageCounter != tables_checked_at &&
+        !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid))) {
+        UnlockRelationOid(relid, mode);
+        table_layout::forget();
+        return nullptr;
+    }
+    return table_open(relid, NoLock);
+}
+
 int attnum_of(TupleDesc desc, const char* name) {
     for (int i = 0; i < desc->natts; ++i) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -111,8 +130,9 @@ Datum copy_value(Form_pg_attribute att, Datum value) {
 }
 
 bool open_queues(Oid relid, QueueTable* t) {
-    t->rel = table_open(relid, AccessShareLock);
     t->pkey = nullptr;
+    t->rel = open_table(relid, AccessShareLock);
+    if (t->rel == nullptr) return false;
     static const char* const kNames[] = {
         "name",      "paused", "limited",     "packed",          "notify_done",
         "retention", "lease",  "max_running", "key_max_running", "rated"};
@@ -385,7 +405,8 @@ bool history_open(Oid relid, Relation jobs, HistoryWriter* w) {
     w->direct_oid = InvalidOid;
     w->unfit_oid = InvalidOid;
     w->direct_rel = nullptr;
-    w->rel = table_open(relid, RowExclusiveLock);
+    w->rel = open_table(relid, RowExclusiveLock);
+    if (w->rel == nullptr) return false;
     Relation hist = w->rel;
     bool ok = (hist->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ||
                hist->rd_rel->relkind == RELKIND_RELATION) &&

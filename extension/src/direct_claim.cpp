@@ -564,7 +564,11 @@ void claim_rows(void* arg) {
         return;
     }
 
-    c.jobs = table_open(c.t.jobs, RowExclusiveLock);
+    c.jobs = open_table(c.t.jobs, RowExclusiveLock);
+    if (c.jobs == nullptr) {
+        PopActiveSnapshot();
+        return;
+    }
     c.jd = RelationGetDescr(c.jobs);
     ok = c.jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(c.jobs);
     ok = ok && table_layout::attnums(c.jobs, kNames, kTypes, kColumns, c.col);

@@ -77,7 +77,8 @@ void complete_rows(void* arg) {
         !may(t.history, ACL_INSERT))
         return;
 
-    Relation jobs = table_open(t.jobs, RowExclusiveLock);
+    Relation jobs = open_table(t.jobs, RowExclusiveLock);
+    if (jobs == nullptr) return;
     TupleDesc jd = RelationGetDescr(jobs);
     int col[kJobColumns];
     bool ok = jobs->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(jobs);

@@ -1,4 +1,5 @@
 // See include/hopper/direct_insert.hpp.
+#include "hopper/direct_access.hpp"
 #include "hopper/direct_insert.hpp"
 #include "hopper/index_infos.hpp"
 
@@ -27,7 +28,8 @@ Relation open_plain(Oid relid) {
     if (pg_class_aclmask(relid, GetUserId(), ACL_INSERT | ACL_SELECT, ACLMASK_ALL) !=
         (ACL_INSERT | ACL_SELECT))
         return nullptr;
-    Relation rel = table_open(relid, RowExclusiveLock);
+    Relation rel = direct_access::open_table(relid, RowExclusiveLock);
+    if (rel == nullptr) return nullptr;
     if (rel->rd_rel->relkind != RELKIND_RELATION || defers_to_sql(rel)) {
         table_close(rel, NoLock);
         return nullptr;

@@ -96,7 +96,8 @@ bool open(Oid relid, Oid index, Source* s) {
     if (!OidIsValid(relid) || !OidIsValid(index) ||
         !direct_access::may(relid, ACL_SELECT | ACL_UPDATE | ACL_DELETE))
         return false;
-    Relation rel = table_open(relid, RowExclusiveLock);
+    Relation rel = direct_access::open_table(relid, RowExclusiveLock);
+    if (rel == nullptr) return false;
     bool ok = rel->rd_rel->relkind == RELKIND_RELATION && !direct_insert::defers_to_sql(rel);
     ok = ok && table_layout::attnums(rel, kNames, kTypes, kColumns, s->col);
     if (!ok || !direct_access::lists_index(rel, index)) {

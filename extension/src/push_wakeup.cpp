@@ -17,9 +17,13 @@
 //    after it. Such a queue's waiting pulls are woken and its wake-up counted for the reaper to
 //    relay, whatever hopper.notify_relay says (no NOTIFY can be sent any more).
 // A slot only passes to another queue after ten idle seconds, and the pre-commit look marks it
-// used, so a count is lost only if the commit itself takes that long (a synchronous standby that
-// does not answer, say); workers poll anyway. A prepared transaction's pushes wake nobody: no
-// NOTIFY may be prepared, and COMMIT PREPARED runs no callback of the session that prepared.
+// used; a count made in it stays until the reaper has relayed it, however long its pass takes (up
+// to five minutes, claim_hint.cpp kUnrelayedIdleUs, for a reaper that exits without relaying). So
+// a count is lost only if the commit itself takes ten seconds (a synchronous standby that does not
+// answer, say: the slot may have passed on by then), if the reaper exits before relaying it, or
+// if its pass holds it up for five minutes; workers poll anyway. A prepared transaction's pushes
+// wake nobody: no NOTIFY may be prepared, and COMMIT PREPARED runs no callback of the session that
+// prepared.
 #include <algorithm>
 #include <optional>
 #include <string>

@@ -16,6 +16,7 @@ extern "C" {
 #include "utils/relcache.h"
 #include "utils/rls.h"
 #include "utils/syscache.h"
+#include "utils/tuplestore.h"
 }
 
 namespace hopper::queue_defaults {
@@ -110,14 +111,21 @@ bool changes_reach_backends(Oid relid) {
     Relation rel = RelationIdGetRelation(relid);
     if (!RelationIsValid(rel)) return false;
     // Fires for changes made in the ordinary way ('O', 'A') or under replica ('R', 'A').
-    bool origin = false, replica_rows = false, replica_truncate = false;
+    static const char* const kOrigin[] = {"queues_inserted", "queues_updated", "queues_deleted",
+                                          "queues_truncated"};
+    constexpr int kOrigins = sizeof(kOrigin) / sizeof(kOrigin[0]);
+    int origin_firing = 0;
+    bool replica_rows = false, replica_truncate = false;
     const TriggerDesc* td = rel->trigdesc;
     for (int i = 0; td != nullptr && i < td->numtriggers; ++i) {
         const Trigger& t = td->triggers[i];
         const char* name = t.tgname;
-        if (std::strcmp(name, "queues_changed") == 0)
-            origin = t.tgenabled == TRIGGER_FIRES_ON_ORIGIN || t.tgenabled == TRIGGER_FIRES_ALWAYS;
-        else if (std::strcmp(name, "queues_changed_replica") == 0)
+        bool origin = false;
+        for (const char* o : kOrigin) origin = origin || std::strcmp(name, o) == 0;
+        if (origin) {
+            if (t.tgenabled == TRIGGER_FIRES_ON_ORIGIN || t.tgenabled == TRIGGER_FIRES_ALWAYS)
+                ++origin_firing;
+        } else if (std::strcmp(name, "queues_changed_replica") == 0)
             replica_rows =
                 t.tgenabled == TRIGGER_FIRES_ON_REPLICA || t.tgenabled == TRIGGER_FIRES_ALWAYS;
         else if (std::strcmp(name, "queues_truncated_replica") == 0)
@@ -125,7 +133,7 @@ bool changes_reach_backends(Oid relid) {
                 t.tgenabled == TRIGGER_FIRES_ON_REPLICA || t.tgenabled == TRIGGER_FIRES_ALWAYS;
     }
     RelationClose(rel);
-    return origin && replica_rows && replica_truncate;
+    return origin_firing == kOrigins && replica_rows && replica_truncate;
 }
 
 }  // namespace hopper::queue_defaults
@@ -134,11 +142,19 @@ using namespace hopper;
 
 // AFTER any change to hopper.queues (per statement, and per row under session_replication_role =
 // replica, where apply fires row triggers only): makes every backend forget the queues it knows.
+// A statement whose transition table is empty changed no row (an UPDATE or DELETE that matched
+// none, an INSERT whose rows all met ON CONFLICT DO NOTHING): nothing to forget. Invalidating for
+// it too flushed every backend's memory of the queues at each reaper pass.
 HOPPER_FUNCTION(hopper_queues_changed) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         throw PgError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
                       "hopper.queues_changed() must be called as a trigger");
     auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+    Tuplestorestate* rows =
+        trigger->tg_newtable != nullptr ? trigger->tg_newtable : trigger->tg_oldtable;
+    if (TRIGGER_FIRED_FOR_STATEMENT(trigger->tg_event) && rows != nullptr &&
+        pg_guard([rows] { return tuplestore_tuple_count(rows); }) == 0)
+        return PointerGetDatum(nullptr);
     pg_guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
     return PointerGetDatum(nullptr);
 }

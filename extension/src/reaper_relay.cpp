@@ -30,6 +30,7 @@ void relay_prime() {
     // In a transaction, as in the backends that use the hints' segment: attaching (or creating) it
     // maps it under the transaction's resource owner, and the mapping is then pinned for good.
     worker::in_transaction([] { claim_hint::read_wakeups(counts); });
+    claim_hint::relayed(counts);
     primed = true;
 }
 
@@ -48,7 +49,9 @@ bool relay_step() {
         });
         for (const std::string& queue : queues) notify::tell_listeners(queue);
     });
-    // Sent: only now take the counts as seen (a failed step reports them again next time).
+    // Sent: only now take the counts as seen (a failed step reports them again next time), and
+    // let their slots pass to other queues.
+    claim_hint::relayed(next);
     counts = std::move(next);
     paced_until = began + static_cast<int64_t>(relay_interval_ms) * 1000;
     return true;

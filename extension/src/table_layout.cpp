@@ -32,20 +32,20 @@ int n_entries = 0;
 uint64 generation_now = 0;
 bool subscribed = false;
 
-void forget() {
+void forget_all() {
     n_entries = 0;
     ++generation_now;
 }
 
 void on_relcache_invalidation(Oid relid) {
-    if (relid == InvalidOid) return forget();
+    if (relid == InvalidOid) return forget_all();
     for (int i = 0; i < n_entries; ++i)
         for (int r = 0; r < entries[i].nrels; ++r)
-            if (entries[i].rels[r] == relid) return forget();
+            if (entries[i].rels[r] == relid) return forget_all();
 }
 
 void on_namespace_change(Datum, int, uint32) {
-    forget();
+    forget_all();
 }
 
 void subscribe() {
@@ -74,6 +74,10 @@ bool recall(const void* key, Oid relid, int* values, int n) {
 uint64 generation() {
     subscribe();
     return generation_now;
+}
+
+void forget() {
+    forget_all();
 }
 
 void remember(const void* key, const Oid* rels, int nrels, const int* values, int n, uint64 since) {

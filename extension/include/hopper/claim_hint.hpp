@@ -25,13 +25,15 @@
 // The hints live in a dynamic shared memory segment made on first use and pinned for the life of
 // the server (no preloading needed; without one to spare, claims start at the front), in a fixed
 // number of slots lent to queues: a queue that finds none free takes the one idle longest, once
-// it has been idle for some seconds. A claim or a waiting pull lends one only to a queue of
-// hopper.queues (looked up when a slot could be lent): names that are no queue would push the
-// queues in use out. With hopper.claim_resume = off every claim starts at the front.
+// it has been idle for some seconds and the reaper has relayed the wake-ups counted in it. A
+// claim or a waiting pull lends one only to a queue of hopper.queues (looked up when a slot could
+// be lent): names that are no queue would push the queues in use out. With
+// hopper.claim_resume = off every claim starts at the front.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -95,14 +97,20 @@ std::vector<Position> positions();
 bool can_count_wakeup(const std::string& queue);
 // At commit (raises nothing): counts one wake-up for queue; false if it no longer holds a slot.
 bool count_wakeup(const std::string& queue) noexcept;
-// What the reaper last read of every slot's count.
+// What the reaper last read of every slot's count, and the counts of this database's queues it
+// read last (slot, value), to tell the slots once they are relayed.
 struct WakeupCounts {
     std::vector<uint64_t> seen;
+    std::vector<std::pair<int, uint64_t>> told;
 };
 // Fills counts with the current values: wake-ups counted before are not reported.
 void read_wakeups(WakeupCounts& counts);
 // The queues of this database whose count moved since counts was filled, which it then holds.
 std::vector<std::string> woken_queues(WakeupCounts& counts);
+// Once the reaper has sent what counts holds (read_wakeups, woken_queues): those counts are
+// relayed, and an idle slot may pass to another queue. Until then it stays with its queue (for
+// some minutes at most), so that a pass slower than the slots' idle time loses no wake-up.
+void relayed(const WakeupCounts& counts);
 
 // And each slot has a condition variable for the pulls that wait for its queue's jobs
 // (pull_wait.hpp). Every wake-up of the queue, made when its transaction commits, signals one

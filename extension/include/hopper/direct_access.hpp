@@ -11,6 +11,7 @@ extern "C" {
 #include "datatype/timestamp.h"
 #include "executor/execPartition.h"
 #include "nodes/execnodes.h"
+#include "storage/lockdefs.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
 }
@@ -36,6 +37,13 @@ bool tables(Tables* t);
 // read-only (the statements raise 25006) or uses one snapshot throughout (REPEATABLE READ,
 // SERIALIZABLE: a row changed since it is a serialization failure, not one to follow).
 bool find_tables(Tables* t);
+// One of the tables tables() handed out, opened with `mode`; nullptr if it is gone. DROP
+// EXTENSION may commit while the caller waits for the lock: the OID then names no table, and the
+// caller calls its SQL statement instead, whose plan is made anew (on the tables made again, or
+// failing as a statement on a dropped table does, 42P01). Checked only when an invalidation has
+// come in since tables() answered: a drop sends one, and otherwise the OIDs are as fresh as its
+// lookups, so the paths pay a comparison for it.
+Relation open_table(Oid relid, LOCKMODE mode);
 
 // The attribute number of column `name`, 0 if there is none.
 int attnum_of(TupleDesc desc, const char* name);

@@ -22,7 +22,8 @@ bool defers_to_sql(Relation rel);
 // Opens `relid` (RowExclusiveLock) if the caller may INSERT into it and SELECT from it (what the
 // INSERT ... RETURNING it stands for needs) and nothing about it asks for the SQL INSERT: row level
 // security, triggers, rules, stored generated columns, or not being a plain table. Privileges
-// granted per column only also send the caller to SQL, which sorts them out. nullptr otherwise.
+// granted per column only also send the caller to SQL, which sorts them out. nullptr otherwise,
+// and if the table is gone (direct_access::open_table: `relid` is one tables() handed out).
 Relation open_plain(Oid relid);
 
 // A result relation for `rel` in `estate`, of its own, as COPY and logical replication make one;

@@ -29,6 +29,9 @@ bool recall(const void* key, Oid relid, int* values, int n);
 // What remember() needs: take it before working the values out.
 uint64 generation();
 
+// Forgets every entry, as an invalidation of all relations would.
+void forget();
+
 // Remembers `n` values (at most kMaxValues) under `key` for rels[0], forgotten when any of `rels`
 // changes; unless an invalidation arrived since generation() returned `since`.
 void remember(const void* key, const Oid* rels, int nrels, const int* values, int n, uint64 since);
