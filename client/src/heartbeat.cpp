@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -78,10 +79,24 @@ Client& Heartbeat::control() {
         // job: the others' leases would run out meanwhile, and a report made from inside that
         // handler's transaction would wait for it forever. Set at each connect, as the first
         // statement may be a report, and a connection lost meanwhile comes back by itself.
-        client->connection().on_connect("SET lock_timeout = '200ms'");
+        // Behind a pooler a session setting would stay on whichever server session ran it, for
+        // its next client, and not follow this connection to the next: limited() sets it there.
+        if (!client->connection().pooled())
+            client->connection().on_connect("SET lock_timeout = '200ms'");
         control_ = std::move(client);
     }
     return *control_;
+}
+
+template <typename F>
+auto Heartbeat::limited(F&& f) -> decltype(f(std::declval<Client&>())) {
+    Client& c = control();
+    if (!c.connection().pooled()) return f(c);
+    Transaction tx(c);
+    c.exec("SET LOCAL lock_timeout = '200ms'");
+    auto r = f(c);
+    tx.commit();
+    return r;
 }
 
 Duration heartbeat_interval(const Job& job, std::optional<Duration> lease) {
@@ -166,7 +181,7 @@ bool Heartbeat::progress(int64_t id, int64_t token, double fraction,
                          const std::optional<std::string>& detail) {
     std::lock_guard<std::mutex> lock(control_m_);
     try {
-        return control().progress(id, token, fraction, detail);
+        return limited([&](Client& c) { return c.progress(id, token, fraction, detail); });
     } catch (const Error& ex) {
         // A progress report is not worth failing the job for; the heartbeat notices real loss.
         // Nor is a row held meanwhile (the control connection's lock_timeout): by the job's own
@@ -191,7 +206,9 @@ Heartbeat::Stopped Heartbeat::stop_all(StopReason reason) {
         } else if (!it->second.finishing) {
             try {
                 std::lock_guard<std::mutex> c(control_m_);
-                if (control().release(it->first.first, it->first.second)) ++out.released;
+                if (limited(
+                        [&](Client& cl) { return cl.release(it->first.first, it->first.second); }))
+                    ++out.released;
             } catch (const std::exception& ex) {
                 // The lease runs out by itself (or the reaper sees the connection gone).
                 log_(fmt::format("could not release job {}: {}", it->first.first, ex.what()));
@@ -244,7 +261,8 @@ void Heartbeat::beat_due() {
         try {
             for (const auto& d : due) {
                 try {
-                    if (control().heartbeat(d.id, d.token, lease_)) continue;
+                    if (limited([&](Client& cl) { return cl.heartbeat(d.id, d.token, lease_); }))
+                        continue;
                     // Tell "an operator cancelled it" from "someone else has it now".
                     JobState st = control().job_status(d.id).state;
                     lost.emplace_back(Run{d.id, d.token}, st == JobState::Cancelled

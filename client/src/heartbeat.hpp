@@ -73,7 +73,10 @@ class Heartbeat {
     };
     void loop();
     void beat_due();
-    Client& control();                                                // call with control_m_ held
+    Client& control();  // call with control_m_ held
+    // Runs f(control()) with the control connection's 200 ms lock wait in force (control_m_ held).
+    template <typename F>
+    auto limited(F&& f) -> decltype(f(std::declval<Client&>()));
     void drop(std::map<Run, Entry>::iterator it, StopReason reason);  // call with m_ held
     // Raises a running job's stop flag and queues its callbacks; call with m_ held.
     void raise_stop(std::map<Run, Entry>::iterator it, StopReason reason);

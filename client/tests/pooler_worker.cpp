@@ -3,6 +3,8 @@
 //   hopper_pooler_worker hold CONNINFO QUEUE MS
 //       a Worker (one thread, no prefetch) whose handler keeps each job MS milliseconds, then
 //       completes it; stops after one job.
+//   hopper_pooler_worker progress CONNINFO QUEUE MS
+//       the same, reporting progress first (through the heartbeat's connection).
 //   hopper_pooler_worker complete_with CONNINFO QUEUE JOBS
 //       a Worker of two threads whose handler completes its job with complete_with, recording
 //       (id, attempt) in the table `done` in the same transaction; stops after JOBS jobs.
@@ -20,8 +22,9 @@
 namespace {
 
 int usage() {
-    std::cerr << "usage: hopper_pooler_worker hold|complete_with|take|take_sleep CONNINFO QUEUE "
-                 "N\n";
+    std::cerr
+        << "usage: hopper_pooler_worker hold|progress|complete_with|take|take_sleep CONNINFO QUEUE "
+           "N\n";
     return 2;
 }
 
@@ -66,14 +69,17 @@ int main(int argc, char** argv) {
     const std::string mode = argv[1], conninfo = argv[2], queue = argv[3];
     const int n = std::atoi(argv[4]);
     const std::string seconds = argc == 6 ? argv[5] : "15";
-    if (mode == "hold" || mode == "complete_with") {
+    if (mode == "hold" || mode == "progress" || mode == "complete_with") {
         hopper::WorkerOptions o = worker_options(conninfo, queue);
-        o.concurrency = mode == "hold" ? 1 : 2;
-        const int stop_after = mode == "hold" ? 1 : n;
+        const bool holds = mode != "complete_with";
+        o.concurrency = holds ? 1 : 2;
+        const int stop_after = holds ? 1 : n;
         hopper::Worker w(o);
         std::atomic<int> handled{0};
         w.on_any([&](hopper::JobContext& job) {
-            if (mode == "hold") {
+            if (holds) {
+                // A report goes through the heartbeat's connection, as the heartbeats do.
+                if (mode == "progress") job.progress(0.5);
                 job.wait_for_stop(std::chrono::milliseconds(n));
             } else {
                 job.complete_with([&](hopper::Client& c) {

@@ -143,6 +143,17 @@ exits_within 30 "$WORKER_PID" || fail "the complete_with worker did not finish 4
 grep -q "completed 4 failed 0" "$WORK/cw.log" || fail "cw: $(cat "$WORK/cw.log")"
 log "ok: complete_with completes at the first attempt"
 
+# 3b. The heartbeat's 200 ms lock wait stays inside its own transactions: set for the session, it
+# would stay on the pool's one server session for whichever client came next.
+job=$(push beat)
+pooler_worker beat progress "$TX1" beat 500
+exits_within 30 "$WORKER_PID" || fail "the beat worker did not finish its job"
+[ "$(job_field "$job" "state || ' ' || attempt")" = "completed 1" ] ||
+    fail "job $job: $(job_field "$job" "state || ' attempt ' || attempt")"
+[ "$(psql -X -qAt "$TX1" -c "SHOW lock_timeout")" = 0 ] ||
+    fail "the heartbeat left its lock_timeout on the pooled server session"
+log "ok: the heartbeat's lock wait does not outlive its transactions"
+
 # 4. hopper-transcode submit (a row and a push in one transaction), twice on one server session.
 touch "$WORK/a.mp4" "$WORK/b.mp4"
 "$BIN" submit "$WORK/a.mp4" --id a --dsn "$TX1" >/dev/null 2>"$WORK/submit.log" ||
