@@ -387,9 +387,13 @@ void Connection::listen(std::string_view channel) {
 }
 
 void Connection::unlisten(std::string_view channel) {
+    if (moved_from_) throw std::logic_error("hopper::Connection used after it was moved from");
+    // Forgotten first: on a connection that is gone the LISTEN went with it, and the next
+    // reconnect must not make it again.
+    listening_.erase(std::remove(listening_.begin(), listening_.end(), channel), listening_.end());
+    if (!ok()) return;
     idle();
     exec("UNLISTEN " + escape_identifier(channel));
-    listening_.erase(std::remove(listening_.begin(), listening_.end(), channel), listening_.end());
 }
 
 std::vector<Notification> Connection::notifications() {

@@ -52,12 +52,14 @@ class DoneListener {
     DoneListener& operator=(const DoneListener&) = delete;
     ~DoneListener() {
         try {
-            if (own_ && c_.ok() && !c_.in_transaction()) {
+            // On a connection that is gone this only forgets the LISTEN, which went with it: a
+            // reconnect must not make it again.
+            if (own_ && !c_.in_transaction()) {
                 c_.unlisten(kDoneChannel);
-                read(std::nullopt);  // some may have come in with the UNLISTEN's reply
+                if (c_.ok()) read(std::nullopt);  // some may have come in with the UNLISTEN's reply
             }
         } catch (...) {
-            // The connection is gone; so is the LISTEN.
+            // The connection was lost meanwhile; so is the LISTEN.
         }
         try {
             c_.put_back(std::move(theirs_));

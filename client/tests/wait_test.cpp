@@ -305,5 +305,26 @@ TEST(WaitFor, KeepsOnlyItsOwnDoneNotifications) {
     EXPECT_EQ(got[0].payload, "hello");
 }
 
+// A wait cut short by a lost connection took its LISTEN with it: the reconnect that the next call
+// makes does not listen on "hopper:done" again (for good, every later wait handing the caller each
+// job's end in the database).
+TEST(WaitFor, ALostConnectionLeavesNoListenBehind) {
+    Client c(conninfo()), admin(conninfo());
+    std::string q = unique_queue("wait");
+    c.queue_create(q);
+    c.exec("SELECT hopper.queue_set_notify_done($1, true)", q);
+    int64_t id = c.push(q, "{}");
+    int pid = c.connection().backend_pid();
+    auto killer = std::async(std::launch::async, [&] {
+        std::this_thread::sleep_for(300ms);
+        admin.exec("SELECT pg_catalog.pg_terminate_backend($1)", pid);
+    });
+    EXPECT_THROW(c.wait_for(id, 10s), ConnectionError);
+    killer.get();
+    EXPECT_NO_THROW(c.stats()) << "the next call reconnects";
+    ASSERT_NE(c.connection().backend_pid(), pid);
+    EXPECT_EQ(c.exec("SELECT count(*) FROM pg_catalog.pg_listening_channels()").int64(0, 0), 0);
+}
+
 }  // namespace
 }  // namespace hopper

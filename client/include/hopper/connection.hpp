@@ -126,7 +126,9 @@ class Connection {
 
     // LISTEN / UNLISTEN with the channel quoted as an identifier ("hopper:jobs" needs quoting).
     // A channel listened on this way is listened on again after every reconnect (notifications
-    // sent while the connection was down are lost: check what they would have told you).
+    // sent while the connection was down are lost: check what they would have told you), until
+    // unlisten(), which on a lost connection only forgets it. Both count as called, even in a
+    // transaction that then rolls back.
     void listen(std::string_view channel);
     void unlisten(std::string_view channel);
     // Reads what the server has sent and returns the notifications received so far, those put
