@@ -152,7 +152,10 @@ EXCEPTION WHEN OTHERS THEN
         col = COLUMN_NAME, typ = PG_DATATYPE_NAME, con = CONSTRAINT_NAME, ctx = PG_EXCEPTION_CONTEXT;
     RETURN pg_catalog.concat_ws(' ', st, sch, tab, col, typ, con,
         CASE WHEN ctx LIKE '%regress_refuse_job() line%' THEN 'with the trigger''s context'
-             ELSE 'without the trigger''s context' END);
+             ELSE 'without the trigger''s context' END,
+        -- the caller's own frame, once
+        (pg_catalog.length(ctx) - pg_catalog.length(pg_catalog.replace(ctx, 'fields(text) line', '')))
+            / pg_catalog.length('fields(text) line'));
 END $$;
 CREATE TRIGGER regress_refuse_job BEFORE INSERT ON hopper.jobs
     FOR EACH ROW EXECUTE FUNCTION regress_refuse_job();

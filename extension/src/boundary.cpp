@@ -100,6 +100,9 @@ void raise_saved_error() {
         if (saved.column[0]) err_generic_string(PG_DIAG_COLUMN_NAME, saved.column);
         if (saved.datatype[0]) err_generic_string(PG_DIAG_DATATYPE_NAME, saved.datatype);
         if (saved.constraint[0]) err_generic_string(PG_DIAG_CONSTRAINT_NAME, saved.constraint);
+        // The saved context already holds the callers' frames (it was made beneath them), which
+        // errfinish would add again; the callers' PG_CATCH put the stack back after the jump.
+        if (saved.context[0]) error_context_stack = nullptr;
         if (saved.filename[0])
             errfinish(saved.filename, saved.lineno, saved.funcname[0] ? saved.funcname : nullptr);
         else
