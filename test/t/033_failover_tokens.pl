@@ -51,6 +51,11 @@ ok( defined wait_until($standby, 'app', 'SELECT count(*) = 0 FROM pg_stat_wal_re
 	  && defined wait_until($primary, 'app', 'SELECT count(*) = 0 FROM pg_stat_replication'),
 	'the standby no longer receives WAL');
 
+# Past the 32 values a sequence logs ahead: without the floor, the new primary would hand out
+# the very tokens the old one gives the old worker below.
+$primary->safe_psql('app',
+	"SELECT count(pg_catalog.nextval('hopper.lease_token_seq')) FROM pg_catalog.generate_series(1, 100)");
+
 # The old worker claims one job of each queue on the primary; none of it reaches the standby.
 my %pull = (
 	plain => "hopper.queue_pull('plain', 1, lease => '1 hour', worker => 'old-worker')",
