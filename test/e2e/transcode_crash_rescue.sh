@@ -21,7 +21,8 @@ wait "$first" 2>/dev/null || true
 wait_until 5 "ffmpeg to die with its worker" no_ffmpeg
 [ ! -e "$OUT/crash" ] || fail "a killed worker left published output"
 # Still leased to the dead worker until the reaper's next pass (or already rescued by it).
-case "$(job_field "$job" state)" in running | available) ;; *) fail "job is $(job_field "$job" state)" ;; esac
+state=$(job_field "$job" state)
+case "$state" in running | available) ;; *) fail "job is $state before the second worker: $(job_field "$job" "attempt || ' ' || coalesce(last_error, '-')")" ;; esac
 
 start_worker second --preset ultrafast --hls-time 2 --exit-when-idle
 second=$WORKER_PID
