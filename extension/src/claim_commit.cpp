@@ -8,16 +8,15 @@
 #include "hopper/boundary.hpp"
 #include "hopper/claim_commit.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/lease_token.hpp"
 
 extern "C" {
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/namespace.h"
 #include "replication/syncrep.h"
 #include "storage/bufmgr.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 }
 
 namespace hopper::claim_commit {
@@ -36,12 +35,7 @@ void reset() noexcept {
 // The LSN of the last WAL record that advanced the token sequence: a token is handed out only
 // after that record is written, so flushing up to it makes every token seen so far durable.
 XLogRecPtr token_sequence_lsn() {
-    Oid nsp = get_namespace_oid("hopper", false);
-    Oid seq = get_relname_relid("lease_token_seq", nsp);
-    if (!OidIsValid(seq))
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                        errmsg("hopper.lease_token_seq does not exist")));
-    Relation rel = relation_open(seq, AccessShareLock);
+    Relation rel = relation_open(lease_token::sequence(), AccessShareLock);
     Buffer buf = ReadBuffer(rel, 0);
     LockBuffer(buf, BUFFER_LOCK_SHARE);
     XLogRecPtr lsn = PageGetLSN(BufferGetPage(buf));

@@ -47,9 +47,8 @@ int64 timeline_floor() {
 
 Sequence token_sequence() {
     Sequence s;
-    s.relid = get_relname_relid("lease_token_seq", get_namespace_oid("hopper", false));
-    HeapTuple tuple =
-        OidIsValid(s.relid) ? SearchSysCache1(RELOID, ObjectIdGetDatum(s.relid)) : nullptr;
+    s.relid = sequence();
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(s.relid));
     if (!HeapTupleIsValid(tuple))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hopper.lease_token_seq does not exist")));
@@ -59,6 +58,14 @@ Sequence token_sequence() {
 }
 
 }  // namespace
+
+Oid sequence() {
+    Oid relid = get_relname_relid("lease_token_seq", get_namespace_oid("hopper", false));
+    if (!OidIsValid(relid))
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("hopper.lease_token_seq does not exist")));
+    return relid;
+}
 
 void before_claims() {
     if (ready) return;

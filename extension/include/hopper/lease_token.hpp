@@ -14,7 +14,15 @@
 // (89 years at 100,000 claims a second), up to timeline 32768.
 #pragma once
 
+extern "C" {
+#include "postgres.h"
+}
+
 namespace hopper::lease_token {
+
+// hopper.lease_token_seq's OID; 42704 when it is gone (a DROP EXTENSION committed meanwhile).
+// PostgreSQL errors: call it under pg_guard.
+Oid sequence();
 
 // Before any claim of a queue_pull hands out a token. After the backend's first claim outside
 // recovery it costs the test of one flag: a server's timeline changes only when it leaves
