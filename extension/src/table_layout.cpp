@@ -32,20 +32,15 @@ int n_entries = 0;
 uint64 generation_now = 0;
 bool subscribed = false;
 
-void forget_all() {
-    n_entries = 0;
-    ++generation_now;
-}
-
 void on_relcache_invalidation(Oid relid) {
-    if (relid == InvalidOid) return forget_all();
+    if (relid == InvalidOid) return forget();
     for (int i = 0; i < n_entries; ++i)
         for (int r = 0; r < entries[i].nrels; ++r)
-            if (entries[i].rels[r] == relid) return forget_all();
+            if (entries[i].rels[r] == relid) return forget();
 }
 
 void on_namespace_change(Datum, int, uint32) {
-    forget_all();
+    forget();
 }
 
 void subscribe() {
@@ -77,7 +72,8 @@ uint64 generation() {
 }
 
 void forget() {
-    forget_all();
+    n_entries = 0;
+    ++generation_now;
 }
 
 void remember(const void* key, const Oid* rels, int nrels, const int* values, int n, uint64 since) {
