@@ -89,7 +89,14 @@ wait_until 15 "the worker to start its job" job_is "$job" running
 puller=$(sql "SELECT claimed_pid FROM hopper.jobs WHERE id = $job")
 psql -X -q "$ADMIN" -c "RECONNECT tx2" >/dev/null || fail "RECONNECT failed"
 wait_until 10 "PgBouncer to close the server session that pulled the job" gone "$puller"
-sleep 2  # two passes of the reaper (hopper.reaper_naptime 1 s)
+# Two passes of the reaper that ended after the session was gone: the first may have begun before.
+gone_at=$(sql "SELECT pg_catalog.clock_timestamp()")
+passes_since() {
+    [ "$(sql "SELECT count(*) FROM hopper.reaper_status() WHERE database = current_database() AND last_run > '$1'")" = 1 ]
+}
+wait_until 10 "a reaper pass after the session closed" passes_since "$gone_at"
+first_pass=$(sql "SELECT last_run FROM hopper.reaper_status() WHERE database = current_database()")
+wait_until 10 "a second reaper pass" passes_since "$first_pass"
 [ "$(sql "SELECT state || ' ' || attempt || ' ' || (last_error IS NULL) FROM hopper.jobs WHERE id = $job")" = "running 1 true" ] ||
     fail "the running job was rescued: $(sql "SELECT state, attempt, last_error FROM hopper.jobs WHERE id = $job")"
 exits_within 20 "$hold" || fail "the hold worker did not finish its job"
