@@ -176,7 +176,9 @@ Result Connection::check(pg_result* raw) {
     if (status == PGRES_EMPTY_QUERY) throw Error("", "empty query: the SQL text has no statement");
     if (status == PGRES_COPY_OUT || status == PGRES_COPY_IN || status == PGRES_COPY_BOTH) {
         end_copy(status);
-        throw Error("", "COPY to or from the client is not supported; the COPY was ended");
+        // feature_not_supported, as the server says of what it cannot do: a caller branching on
+        // the SQLSTATE finds a refusal, not an error without a code.
+        throw Error("0A000", "COPY to or from the client is not supported; the COPY was ended");
     }
     if (status != PGRES_BAD_RESPONSE && status != PGRES_NONFATAL_ERROR &&
         status != PGRES_FATAL_ERROR)

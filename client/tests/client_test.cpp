@@ -810,6 +810,14 @@ TEST_F(ClientTest, ExecOfNothingOrACopySaysSo) {
         ADD_FAILURE() << "COPY TO STDOUT succeeded";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("COPY"), std::string::npos) << e.what();
+        EXPECT_EQ(e.sqlstate(), "0A000");
+    }
+    try {
+        c.exec("CREATE TEMP TABLE copy_in (v int)");
+        c.exec("COPY copy_in FROM STDIN");
+        ADD_FAILURE() << "COPY FROM STDIN succeeded";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "0A000") << e.what();
     }
     // The COPY was ended: the connection runs statements again.
     EXPECT_EQ(c.exec("SELECT 41 + 1").int64(0, 0), 42);
