@@ -2,6 +2,7 @@
 #include "hopper/cron.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <cctype>
 #include <sstream>
 #include <vector>
@@ -35,18 +36,28 @@ std::string lower(std::string s) {
     return s;
 }
 
+bool all_digits(const std::string& text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+    });
+}
+
+// The value of a run of ASCII digits, leading zeros and all (Vixie cron reads "05" and "0005"
+// alike); nullopt past 9999, which no field's value reaches, before stoi could overflow.
+std::optional<int> digits_value(const std::string& digits) {
+    size_t first = digits.find_first_not_of('0');
+    if (first == std::string::npos) return 0;
+    if (digits.size() - first > 4) return std::nullopt;
+    return std::stoi(digits.substr(first));
+}
+
 int number(const Field& f, const std::string& token, const std::string& text, bool named) {
-    if (!text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-            return std::isdigit(static_cast<unsigned char>(c));
-        })) {
-        if (text.size() > 4)
+    if (all_digits(text)) {
+        std::optional<int> v = digits_value(text);
+        if (!v || *v < f.min || *v > f.max)
             refuse(f, token,
                    "is out of range " + std::to_string(f.min) + "-" + std::to_string(f.max));
-        int v = std::stoi(text);
-        if (v < f.min || v > f.max)
-            refuse(f, token,
-                   "is out of range " + std::to_string(f.min) + "-" + std::to_string(f.max));
-        return v;
+        return *v;
     }
     if (named && f.names) {
         std::string l = lower(text);
@@ -78,11 +89,10 @@ void parse_field(const Field& f, const std::string& text, std::bitset<N>& bits) 
             base = it.substr(0, slash);
             std::string s = it.substr(slash + 1);
             stepped = true;
-            if (s.empty() || s.size() > 4 || !std::all_of(s.begin(), s.end(), [](char c) {
-                    return std::isdigit(static_cast<unsigned char>(c));
-                }))
-                refuse(f, it, "has a step that is not a positive number");
-            step = std::stoi(s);
+            if (!all_digits(s)) refuse(f, it, "has a step that is not a positive number");
+            std::optional<int> v = digits_value(s);
+            if (!v) refuse(f, it, "has a step above 9999");
+            step = *v;
             if (step < 1) refuse(f, it, "has a step of 0");
         }
         int lo, hi;
