@@ -27,15 +27,23 @@ HOPPER_FUNCTION(hopper_queue_schedule) {
     auto kind = args::optional_text(fcinfo, 4, "kind", args::kMaxKind);
     int16_t priority = args::priority(fcinfo, 5);
     auto max_attempts = args::max_attempts(fcinfo, 6);
-    // From the real time, not the transaction's start: a schedule declared in a transaction that
-    // began before a tick would be due at that tick, run at once for a time before its making.
-    TimestampTz next = schedule::next_after(schedule::parse(cron), cron, GetCurrentTimestamp());
+    auto parsed = schedule::parse(cron);
 
     spi::Connection conn;
     // As a push does: a drop in flight is waited for, and the queue made again after it (its
     // schedules went with it), rather than a foreign key error at the drop's commit.
     queues::hold(conn, queue);
     queues::ensure(conn, queue);
+    // A run of the schedule in flight is waited for here, not in the upsert: the next run below
+    // must be reckoned after every wait. Reckoned before one, a tick that came and was run
+    // meanwhile would be the replaced schedule's next run and run again, for a new queue where
+    // its dedup key does not reach.
+    static spi::Statement lock_row("SELECT name FROM hopper.schedules WHERE name = $1 FOR UPDATE",
+                                   {TEXTOID});
+    conn.exec(lock_row, {spi::arg_text(name)});
+    // From the real time, not the transaction's start: a schedule declared in a transaction that
+    // began before a tick would be due at that tick, run at once for a time before its making.
+    TimestampTz next = schedule::next_after(parsed, cron, GetCurrentTimestamp());
     // Replacing keeps last_run_at: the history of the name, not of one version of it. With the
     // same cron expression it keeps next_run_at too: an application that declares its schedules
     // whenever it starts must not drop a tick that is due (or missed) at that moment.

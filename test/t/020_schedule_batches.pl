@@ -52,15 +52,48 @@ ok(defined wait_until($node, 'postgres',
 		"SELECT count(*) = 0 FROM hopper.schedules WHERE last_run_at IS NULL", 20),
 	'the failing schedules run once they can');
 
+# Both tests below wait for the next minute's tick: leave them time to begin before it.
+my $second = $node->safe_psql('postgres',
+	'SELECT extract(epoch FROM clock_timestamp())::numeric % 60');
+sleep(61 - $second) if $second > 50;
+
+# A schedule changed to another queue while a run of it is in flight over a tick: the change
+# waits for the run, and its next run must be reckoned after that wait. Reckoned before, it was
+# the tick the run had just pushed, which then ran again for the new queue (the tick's dedup key
+# is per queue), two jobs for one tick.
+$node->safe_psql('postgres', q{SELECT hopper.queue_schedule('moved', '* * * * *', 'sq')});
+my $tick = $node->safe_psql('postgres',
+	q{SELECT extract(epoch FROM next_run_at)::bigint FROM hopper.schedules WHERE name = 'moved'});
+my $run = start_session($node, 'postgres');
+session_query($run,
+	q{BEGIN; SELECT 1 FROM hopper.schedules WHERE name = 'moved' FOR UPDATE});
+session_send($run, q{
+	SELECT pg_sleep(60.3 - extract(epoch FROM clock_timestamp())::numeric % 60);
+	SELECT hopper.schedule_run_due(clock_timestamp()) >= 1;
+	COMMIT});
+
 # A schedule declared in a transaction that began before a tick (a migration, say) runs from the
 # real time: its first run is after the declaration, not the tick the transaction began before,
 # which the reaper would have run at once. The transaction waits out the rest of its minute.
-is($node->safe_psql('postgres', q{
+my $late = start_session($node, 'postgres');
+session_send($late, q{
 	BEGIN;
 	SELECT hopper.queue_schedule('declared-late', '* * * * *', 'sq') > clock_timestamp()
 	FROM pg_sleep(60.3 - extract(epoch FROM now())::numeric % 60);
-	COMMIT;
-}), 't', 'a schedule declared in an older transaction first runs after its declaration');
+	COMMIT});
+
+my $change = start_session($node, 'postgres');
+session_send($change, q{
+	SELECT extract(epoch FROM hopper.queue_schedule('moved', '*/1 * * * *', 'sq2'))::bigint});
+is(session_result($late), 't', 'a schedule declared in an older transaction first runs after its declaration');
+like(session_result($run), qr/t$/, 'the run in flight pushes the tick');
+my $next = session_result($change);
+cmp_ok($next, '>', $tick, 'a schedule changed behind a run of its tick runs next at a later tick');
+# Whatever is due now runs (the reaper may have been first).
+$node->safe_psql('postgres', 'SELECT hopper.schedule_run_due()');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(queue, ',') FROM hopper.jobs WHERE dedup_key = 'schedule:moved:$tick'"),
+	'sq', 'the tick the run pushed has one job');
 
 $node->stop;
 done_testing();
