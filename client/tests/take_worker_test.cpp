@@ -2,6 +2,7 @@
 // their SQL and the completion commit together, and a failure undoes the SQL and counts the
 // attempt.
 #include <atomic>
+#include <csignal>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -430,6 +431,54 @@ TEST_F(TakeWorkerTest, ShutdownDeadlineEndsTheTransactionAndFreesItsJob) {
     EXPECT_EQ(w.stats().released, 1u);
     EXPECT_EQ(w.stats().completed, 0u);
     EXPECT_EQ(w.stats().failed, 0u);
+}
+
+// Ctrl-C pressed twice: the second signal ends the open transaction at once, as the shutdown
+// deadline (30 s here) would, and its job is available again without an attempt spent.
+TEST_F(TakeWorkerTest, ASecondSignalEndsTheOpenTransactionsAtOnce) {
+    std::string q = unique_queue("take");
+    int64_t id = c.push(q, "{}");
+    std::atomic<bool> started{false}, let_go{false}, returned{false};
+    TakeWorkerOptions o = options(q, 1);
+    o.handle_signals = true;
+    o.shutdown_timeout = 30s;
+    TakeWorker w(o);
+    w.on_any(marking([&](const Job&) {
+        started = true;
+        // Stuck outside the database until the test lets it go.
+        while (!let_go) std::this_thread::sleep_for(10ms);
+    }));
+    std::thread runner([&] {
+        w.run();
+        returned = true;
+    });
+    struct Join {
+        std::thread& t;
+        std::atomic<bool>& let_go;
+        ~Join() {
+            let_go = true;
+            if (t.joinable()) t.join();
+        }
+    } join{runner, let_go};
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 30s));
+    ASSERT_EQ(::raise(SIGTERM), 0);
+    std::this_thread::sleep_for(500ms);
+    auto locked = [&] {
+        return c.exec("SELECT id FROM hopper.jobs WHERE id = $1 FOR UPDATE SKIP LOCKED", id)
+                   .rows() == 0;
+    };
+    EXPECT_TRUE(locked()) << "one signal lets the open transaction run on";
+    ASSERT_EQ(::raise(SIGTERM), 0);
+    bool freed = eventually([&] { return !locked(); }, 5s);
+    let_go = true;
+    runner.join();
+    ASSERT_TRUE(freed) << "a second signal still waited for the shutdown timeout";
+    EXPECT_EQ(marks(q), 0);
+    JobInfo info = c.job_status(id);
+    EXPECT_EQ(info.state, JobState::Available);
+    EXPECT_EQ(info.attempt, 0);  // a shutdown is not a failed attempt
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 0u);
 }
 
 TEST(TakeWorker, RefusesBadOptions) {
