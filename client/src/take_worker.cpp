@@ -76,11 +76,15 @@ struct TakeWorker::Impl {
         // Set while a waiting take is (or may be) running.
         std::optional<Connection::Canceller> waiting;
         bool cancelled = false;  // a cancel was sent to that take
+        // A cancel to that take is on its way (sent outside the lock): the mark is not cleared
+        // until it has been answered.
+        bool cancelling = false;
     };
     class Holding;
     class Waiting;
     std::vector<Slot> slots;
-    std::condition_variable settled;  // a transaction that held jobs has finished
+    std::condition_variable settled;       // a transaction that held jobs has finished
+    std::condition_variable cancels_sent;  // the cancels being sent have been answered
 
     std::atomic<uint64_t> completed{0}, failed{0}, released{0}, takes{0};
 
@@ -197,9 +201,11 @@ class TakeWorker::Impl::Holding {
 };
 
 // Marks a taker's slot while its take may be waiting in the server, so that a shutdown can cancel
-// it. The mark is made and cleared under the lock that the cancelling thread holds while it sends
-// the cancel (PQcancel: directly, the server has signalled the take when it returns), so a cancel
-// can only reach the waiting take, never the statements after it. Through a pooler the cancel may
+// it. The mark is not cleared while a cancel to it is on its way (PQcancel: directly, the server
+// has signalled the take when it returns), so a cancel can only reach the waiting take, never the
+// statements after it. The cancel is sent outside the lock: PQcancel waits for the server's
+// answer, for as long as a host that stopped answering takes, and stop() or the other threads
+// need the lock meanwhile. Through a pooler the cancel may
 // arrive later, within the same transaction: a take cancelled that returns jobs all the same is
 // rolled back (see take_once), so that the cancel cannot fail one of their handlers.
 class TakeWorker::Impl::Waiting {
@@ -217,8 +223,9 @@ class TakeWorker::Impl::Waiting {
     bool refused() const { return refused_; }
     // Ends the mark; whether a cancel was sent to the take.
     bool clear() {
-        std::lock_guard<std::mutex> lock(w_.m);
+        std::unique_lock<std::mutex> lock(w_.m);
         Slot& s = w_.slots[slot_];
+        w_.cancels_sent.wait(lock, [&] { return !s.cancelling; });
         s.waiting.reset();
         return s.cancelled;
     }
@@ -414,16 +421,33 @@ void TakeWorker::Impl::cancel_waiting_takes() {
     // A waiting take waits at most 30 s (server_wait).
     auto give_up_at = Steady::now() + std::chrono::seconds(35);
     while (Steady::now() < give_up_at) {
+        // Copied under the lock and sent outside it; the takes' marks stay until every cancel
+        // has been answered (Waiting::clear), also when one throws.
+        std::vector<Connection::Canceller> cancels;
+        struct Answered {
+            Impl& w;
+            ~Answered() {
+                {
+                    std::lock_guard<std::mutex> lock(w.m);
+                    for (Slot& s : w.slots) s.cancelling = false;
+                }
+                w.cancels_sent.notify_all();
+            }
+        };
         {
             std::lock_guard<std::mutex> lock(m);
-            bool any = false;
             for (Slot& s : slots) {
                 if (!s.waiting) continue;
-                s.waiting->cancel();  // a request that could not be sent is sent again below
+                cancels.push_back(*s.waiting);
+                s.cancelling = true;
                 s.cancelled = true;
-                any = true;
             }
-            if (!any) return;
+        }
+        if (cancels.empty()) return;
+        {
+            Answered answered{*this};
+            // A request that could not be sent is sent again on the next round.
+            for (const Connection::Canceller& c : cancels) c.cancel();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -1,12 +1,16 @@
 // TakeWorker against a real server: handlers run in the transaction that takes their jobs, so
 // their SQL and the completion commit together, and a failure undoes the SQL and counts the
 // attempt.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
-#include <csignal>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "hopper/take_worker.hpp"
@@ -479,6 +483,130 @@ TEST_F(TakeWorkerTest, ASecondSignalEndsTheOpenTransactionsAtOnce) {
     EXPECT_EQ(info.attempt, 0);  // a shutdown is not a failed attempt
     EXPECT_EQ(w.stats().released, 1u);
     EXPECT_EQ(w.stats().completed, 0u);
+}
+
+// A TCP proxy in front of the server (python3), which a test pauses with SIGSTOP: a server host
+// that stops answering. Its listening socket still completes connections in the kernel, so a
+// cancel request sent through it waits for an answer that does not come until SIGCONT.
+class PausableProxy {
+  public:
+    PausableProxy() {
+        int out[2];
+        if (::pipe(out) != 0) return;
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::dup2(out[1], 1);
+            ::close(out[0]);
+            ::close(out[1]);
+            ::execlp("python3", "python3", "-c", kScript, static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        ::close(out[1]);
+        char buf[32] = {};
+        ssize_t n = ::read(out[0], buf, sizeof buf - 1);
+        ::close(out[0]);
+        if (n > 0) port_ = std::atoi(buf);
+    }
+    ~PausableProxy() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        ::kill(pid_, SIGCONT);
+        ::waitpid(pid_, nullptr, 0);
+    }
+    int port() const { return port_; }
+    void pause() { ::kill(pid_, SIGSTOP); }
+    void resume() { ::kill(pid_, SIGCONT); }
+
+  private:
+    static constexpr const char* kScript = R"(
+import os, socket, sys, threading
+host, port = os.environ.get('PGHOST', '/tmp'), os.environ.get('PGPORT', '5432')
+def upstream():
+    if host.startswith('/'):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(os.path.join(host, '.s.PGSQL.' + port))
+    else:
+        s = socket.create_connection((host, int(port)))
+    return s
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+ls = socket.socket()
+ls.bind(('127.0.0.1', 0))
+ls.listen(64)
+print(ls.getsockname()[1], flush=True)
+while True:
+    c, _ = ls.accept()
+    u = upstream()
+    threading.Thread(target=pump, args=(c, u), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c), daemon=True).start()
+)";
+    pid_t pid_ = -1;
+    int port_ = 0;
+};
+
+// The shutdown cancels the waiting takes with PQcancel, which waits for the server's answer; one
+// that does not come (a host that stopped answering) holds up that cancel, but not stop() called
+// again from another thread, nor anything else that needs the worker's lock meanwhile.
+TEST_F(TakeWorkerTest, ACancelThatGetsNoAnswerHoldsUpNoOtherThread) {
+    PausableProxy proxy;
+    ASSERT_GT(proxy.port(), 0) << "python3 proxy did not start";
+    std::string q = unique_queue("take");
+    TakeWorkerOptions o = options(q, 2);
+    o.conninfo = fmt::format("{} host=127.0.0.1 port={} application_name=take_proxy_{}", conninfo(),
+                             proxy.port(), q);
+    o.poll_interval = 20s;  // the takes wait in the server all along
+    TakeWorker w(o);
+    w.on_any(marking());
+    std::thread runner([&] { w.run(); });
+    struct Finish {
+        PausableProxy& proxy;
+        TakeWorker& w;
+        std::thread& runner;
+        ~Finish() {
+            proxy.resume();
+            w.stop();
+            if (runner.joinable()) runner.join();
+        }
+    } finish{proxy, w, runner};
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
+                        "application_name = $1 AND state = 'active' AND query LIKE "
+                        "'%queue_take%'",
+                        "take_proxy_" + q)
+                       .int64(0, 0) == 2;
+        },
+        30s));
+    proxy.pause();
+    std::atomic<bool> first{false}, second{false};
+    std::thread stopper([&] {
+        w.stop();  // the shutdown begins, and its cancel gets no answer
+        first = true;
+    });
+    std::this_thread::sleep_for(500ms);
+    std::thread again([&] {
+        w.stop();
+        second = true;
+    });
+    bool returned = eventually([&] { return second.load(); }, 3s);
+    proxy.resume();
+    stopper.join();
+    again.join();
+    EXPECT_TRUE(returned) << "stop() waited for a cancel sent by another thread";
+    EXPECT_TRUE(first.load());
 }
 
 TEST(TakeWorker, RefusesBadOptions) {
