@@ -82,4 +82,8 @@ bool SignalWatch::received() const {
     return g_signals.load() != seen_;
 }
 
+uint64_t SignalWatch::count() const {
+    return g_signals.load() - seen_;
+}
+
 }  // namespace hopper::internal

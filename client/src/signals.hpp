@@ -23,6 +23,9 @@ class SignalWatch {
     // Whether SIGINT or SIGTERM arrived since this watch was made; a signal that stopped an
     // earlier worker does not stop the next one.
     bool received() const;
+    // How many SIGINT/SIGTERM arrived since this watch was made: a second one, while the worker
+    // is already shutting down, hurries the shutdown.
+    uint64_t count() const;
 
   private:
     size_t slot_;

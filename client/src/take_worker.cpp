@@ -76,11 +76,15 @@ struct TakeWorker::Impl {
         // Set while a waiting take is (or may be) running.
         std::optional<Connection::Canceller> waiting;
         bool cancelled = false;  // a cancel was sent to that take
+        // A cancel to that take is on its way (sent outside the lock): the mark is not cleared
+        // until it has been answered.
+        bool cancelling = false;
     };
     class Holding;
     class Waiting;
     std::vector<Slot> slots;
-    std::condition_variable settled;  // a transaction that held jobs has finished
+    std::condition_variable settled;       // a transaction that held jobs has finished
+    std::condition_variable cancels_sent;  // the cancels being sent have been answered
 
     std::atomic<uint64_t> completed{0}, failed{0}, released{0}, takes{0};
 
@@ -103,6 +107,7 @@ struct TakeWorker::Impl {
     std::optional<internal::SignalWatch> signals;
 
     bool stopping() const { return stop_requested.load() || (signals && signals->received()); }
+    uint64_t signals_seen() const { return signals ? signals->count() : 0; }
 
     void log_line(const std::string& msg) const { opt.log(msg); }
 
@@ -140,7 +145,7 @@ struct TakeWorker::Impl {
     void take_loop(size_t slot);
     size_t take_once(Client& client, size_t slot, std::optional<Duration> wait);
     bool ended_by_deadline(size_t slot);
-    void end_overdue_transactions();
+    void end_overdue_transactions(uint64_t begun_by);
     void record_failure(Client& client, const Job& job, const std::string& error,
                         const FailOptions& fo);
     std::optional<JobState> fail_taken(Client& client, const Job& job,
@@ -196,9 +201,11 @@ class TakeWorker::Impl::Holding {
 };
 
 // Marks a taker's slot while its take may be waiting in the server, so that a shutdown can cancel
-// it. The mark is made and cleared under the lock that the cancelling thread holds while it sends
-// the cancel (PQcancel: directly, the server has signalled the take when it returns), so a cancel
-// can only reach the waiting take, never the statements after it. Through a pooler the cancel may
+// it. The mark is not cleared while a cancel to it is on its way (PQcancel: directly, the server
+// has signalled the take when it returns), so a cancel can only reach the waiting take, never the
+// statements after it. The cancel is sent outside the lock: PQcancel waits for the server's
+// answer, for as long as a host that stopped answering takes, and stop() or the other threads
+// need the lock meanwhile. Through a pooler the cancel may
 // arrive later, within the same transaction: a take cancelled that returns jobs all the same is
 // rolled back (see take_once), so that the cancel cannot fail one of their handlers.
 class TakeWorker::Impl::Waiting {
@@ -216,8 +223,9 @@ class TakeWorker::Impl::Waiting {
     bool refused() const { return refused_; }
     // Ends the mark; whether a cancel was sent to the take.
     bool clear() {
-        std::lock_guard<std::mutex> lock(w_.m);
+        std::unique_lock<std::mutex> lock(w_.m);
         Slot& s = w_.slots[slot_];
+        w_.cancels_sent.wait(lock, [&] { return !s.cancelling; });
         s.waiting.reset();
         return s.cancelled;
     }
@@ -275,10 +283,13 @@ void TakeWorker::run() {
     w.slots.assign(static_cast<size_t>(w.opt.concurrency), Impl::Slot{});
     w.listening.store(!w.opt.waiting_takes);
     internal::JoinedThreads threads([&w] {
+        // The signals that began the shutdown: one, or none when stop() did. Any after it ends
+        // the open transactions at once, as the deadline would.
+        const uint64_t begun_by = std::min<uint64_t>(w.signals_seen(), 1);
         w.stop_requested.store(true);  // already, unless the listen loop ended by an exception
         w.wake_all();  // the takers see stopping() and end after their current transaction
         w.cancel_waiting_takes();
-        w.end_overdue_transactions();
+        w.end_overdue_transactions(begun_by);
     });
     for (size_t i = 0; i < w.slots.size(); ++i) threads.start([&w, i] { w.take_loop(i); });
     w.listen_loop();
@@ -325,19 +336,30 @@ void TakeWorker::Impl::listen_loop() {
     }
 }
 
-// Waits up to shutdown_timeout for the transactions holding jobs, then terminates the sessions
-// of those still open: the server rolls them back, so their jobs are available again at once
-// instead of when their handlers return.
-void TakeWorker::Impl::end_overdue_transactions() {
+// Waits up to shutdown_timeout for the transactions holding jobs (or until a second signal),
+// then terminates the sessions of those still open: the server rolls them back, so their jobs
+// are available again at once instead of when their handlers return.
+void TakeWorker::Impl::end_overdue_transactions(uint64_t begun_by) {
     std::vector<std::pair<size_t, int>> open;  // slot, server pid
+    bool hurried = false;
     {
+        const auto deadline = internal::deadline_after(opt.shutdown_timeout);
         std::unique_lock<std::mutex> lock(m);
         auto none_open = [&] {
             return std::none_of(slots.begin(), slots.end(),
                                 [](const Slot& s) { return s.pid != 0; });
         };
-        if (settled.wait_until(lock, internal::deadline_after(opt.shutdown_timeout), none_open))
-            return;
+        // A signal handler cannot notify a condition variable: with signals handled, the wait
+        // looks at their count every 100 ms.
+        while (!none_open() && !(hurried = signals_seen() > begun_by)) {
+            auto now = Steady::now();
+            if (now >= deadline) break;
+            auto until = signals ? std::min<Steady::time_point>(
+                                       deadline, now + std::chrono::milliseconds(100))
+                                 : deadline;
+            settled.wait_until(lock, until, none_open);
+        }
+        if (none_open()) return;
         // Marked before the terminate, so that a thread that sees its connection end knows why,
         // and one about to end its transaction drops its connection instead (Holding::withdraw).
         for (size_t i = 0; i < slots.size(); ++i)
@@ -373,15 +395,15 @@ void TakeWorker::Impl::end_overdue_transactions() {
             }
         }
     }
+    const char* why = hurried ? "second signal during shutdown" : "shutdown deadline passed";
     if (ended > 0)
-        log_line(fmt::format(
-            "shutdown deadline passed: ended {} open transaction(s), their jobs are available",
-            ended));
+        log_line(
+            fmt::format("{}: ended {} open transaction(s), their jobs are available", why, ended));
     if (!missed.empty())
         log_line(fmt::format(
-            "shutdown deadline passed, but {} open transaction(s) could not be ended (server "
-            "process {}: {}); their handlers go on",
-            open.size() - ended, missed,
+            "{}, but {} open transaction(s) could not be ended (server process {}: {}); their "
+            "handlers go on",
+            why, open.size() - ended, missed,
             error.empty() ? "no such process, or no right to end it" : error));
 }
 
@@ -399,16 +421,33 @@ void TakeWorker::Impl::cancel_waiting_takes() {
     // A waiting take waits at most 30 s (server_wait).
     auto give_up_at = Steady::now() + std::chrono::seconds(35);
     while (Steady::now() < give_up_at) {
+        // Copied under the lock and sent outside it; the takes' marks stay until every cancel
+        // has been answered (Waiting::clear), also when one throws.
+        std::vector<Connection::Canceller> cancels;
+        struct Answered {
+            Impl& w;
+            ~Answered() {
+                {
+                    std::lock_guard<std::mutex> lock(w.m);
+                    for (Slot& s : w.slots) s.cancelling = false;
+                }
+                w.cancels_sent.notify_all();
+            }
+        };
         {
             std::lock_guard<std::mutex> lock(m);
-            bool any = false;
             for (Slot& s : slots) {
                 if (!s.waiting) continue;
-                s.waiting->cancel();  // a request that could not be sent is sent again below
+                cancels.push_back(*s.waiting);
+                s.cancelling = true;
                 s.cancelled = true;
-                any = true;
             }
-            if (!any) return;
+        }
+        if (cancels.empty()) return;
+        {
+            Answered answered{*this};
+            // A request that could not be sent is sent again on the next round.
+            for (const Connection::Canceller& c : cancels) c.cancel();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -2,6 +2,7 @@
 // connection pooler; when idle it waits in the server on a second connection, or LISTENs), N
 // handler threads with a connection each, and the heartbeat thread.
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -34,6 +35,8 @@ namespace hopper {
 using internal::Backoff;
 using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kGatherWait{20};
+// How often a shutdown waiting for its handlers looks for a second signal.
+constexpr std::chrono::milliseconds kSignalLook{100};
 
 struct Worker::Impl {
     WorkerOptions opt;
@@ -96,6 +99,7 @@ struct Worker::Impl {
     std::optional<internal::SignalWatch> signals;
 
     bool stopping() const { return stop_requested.load() || (signals && signals->received()); }
+    uint64_t signals_seen() const { return signals ? signals->count() : 0; }
 
     void log(const std::string& msg) const { opt.log(msg); }
 
@@ -147,7 +151,7 @@ struct Worker::Impl {
     void account(Client& client, const Returned& f, bool held);
     std::string why_not_ours(Client& client, int64_t id, StopReason stopped);
     const Handler* handler_for(const Job& job) const;
-    void shutdown(Client* fetcher, internal::Heartbeat& hb);
+    void shutdown(Client* fetcher, internal::Heartbeat& hb, uint64_t begun_by);
 };
 
 Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -408,13 +412,15 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 pause(d);
         }
     }
+    // The signals that began the shutdown: one, or none when stop() did. Any after it hurries it.
+    const uint64_t begun_by = std::min<uint64_t>(signals_seen(), 1);
     // A pull still waiting is ended; what it claimed meanwhile goes back with the unstarted jobs.
     std::vector<Job> late = waiter.cancel();
     hand_out(late, hb);
-    shutdown(conn.get(), hb);
+    shutdown(conn.get(), hb, begun_by);
 }
 
-void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
+void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb, uint64_t begun_by) {
     const auto deadline = internal::deadline_after(opt.shutdown_timeout);
     shutdown_deadline.store(deadline.time_since_epoch().count());
     // Jobs pulled but not started go back at once, without an attempt penalty.
@@ -457,16 +463,30 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb) {
     // be ended from outside, so this waits for every handler, however long it takes; meanwhile
     // the jobs are heartbeated, and this connection, which their session-bound leases may be
     // bound to, stays open.
+    // A second SIGINT/SIGTERM (Ctrl-C pressed again) does now what the deadline would. A signal
+    // handler cannot notify a condition variable, so with signals handled the wait looks at their
+    // count every 100 ms.
+    auto hurried = [&] { return signals_seen() > begun_by; };
     std::unique_lock<std::mutex> lock(m);
-    if (idle_cv.wait_until(lock, deadline, [&] { return in_flight == 0; })) return;
+    while (in_flight != 0 && !hurried()) {
+        auto now = Steady::now();
+        if (now >= deadline) break;
+        auto until = signals ? std::min<Steady::time_point>(deadline, now + kSignalLook) : deadline;
+        idle_cv.wait_until(lock, until, [&] { return in_flight == 0; });
+    }
+    if (in_flight == 0) return;
     lock.unlock();
+    const bool hurry = hurried();
+    // Reports that keep failing give up now too, as past the deadline.
+    if (hurry) shutdown_deadline.store(Steady::now().time_since_epoch().count());
     internal::Heartbeat::Stopped stopped = hb.stop_all(StopReason::Shutdown);
     released += static_cast<uint64_t>(stopped.released);
     std::string ids;
     for (int64_t id : stopped.running) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
     log(fmt::format(
-        "shutdown deadline passed: told the handlers of job(s) {} to stop; waiting for them, "
-        "each job is released when its handler returns",
+        "{}: told the handlers of job(s) {} to stop; waiting for them, each job is released when "
+        "its handler returns",
+        hurry ? "second signal during shutdown" : "shutdown deadline passed",
         ids.empty() ? "(none)" : ids));
     lock.lock();
     idle_cv.wait(lock, [&] { return in_flight == 0; });

@@ -1,11 +1,16 @@
 // TakeWorker against a real server: handlers run in the transaction that takes their jobs, so
 // their SQL and the completion commit together, and a failure undoes the SQL and counts the
 // attempt.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "hopper/take_worker.hpp"
@@ -430,6 +435,178 @@ TEST_F(TakeWorkerTest, ShutdownDeadlineEndsTheTransactionAndFreesItsJob) {
     EXPECT_EQ(w.stats().released, 1u);
     EXPECT_EQ(w.stats().completed, 0u);
     EXPECT_EQ(w.stats().failed, 0u);
+}
+
+// Ctrl-C pressed twice: the second signal ends the open transaction at once, as the shutdown
+// deadline (30 s here) would, and its job is available again without an attempt spent.
+TEST_F(TakeWorkerTest, ASecondSignalEndsTheOpenTransactionsAtOnce) {
+    std::string q = unique_queue("take");
+    int64_t id = c.push(q, "{}");
+    std::atomic<bool> started{false}, let_go{false}, returned{false};
+    TakeWorkerOptions o = options(q, 1);
+    o.handle_signals = true;
+    o.shutdown_timeout = 30s;
+    TakeWorker w(o);
+    w.on_any(marking([&](const Job&) {
+        started = true;
+        // Stuck outside the database until the test lets it go.
+        while (!let_go) std::this_thread::sleep_for(10ms);
+    }));
+    std::thread runner([&] {
+        w.run();
+        returned = true;
+    });
+    struct Join {
+        std::thread& t;
+        std::atomic<bool>& let_go;
+        ~Join() {
+            let_go = true;
+            if (t.joinable()) t.join();
+        }
+    } join{runner, let_go};
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 30s));
+    ASSERT_EQ(::raise(SIGTERM), 0);
+    std::this_thread::sleep_for(500ms);
+    auto locked = [&] {
+        return c.exec("SELECT id FROM hopper.jobs WHERE id = $1 FOR UPDATE SKIP LOCKED", id)
+                   .rows() == 0;
+    };
+    EXPECT_TRUE(locked()) << "one signal lets the open transaction run on";
+    ASSERT_EQ(::raise(SIGTERM), 0);
+    bool freed = eventually([&] { return !locked(); }, 5s);
+    let_go = true;
+    runner.join();
+    ASSERT_TRUE(freed) << "a second signal still waited for the shutdown timeout";
+    EXPECT_EQ(marks(q), 0);
+    JobInfo info = c.job_status(id);
+    EXPECT_EQ(info.state, JobState::Available);
+    EXPECT_EQ(info.attempt, 0);  // a shutdown is not a failed attempt
+    EXPECT_EQ(w.stats().released, 1u);
+    EXPECT_EQ(w.stats().completed, 0u);
+}
+
+// A TCP proxy in front of the server (python3), which a test pauses with SIGSTOP: a server host
+// that stops answering. Its listening socket still completes connections in the kernel, so a
+// cancel request sent through it waits for an answer that does not come until SIGCONT.
+class PausableProxy {
+  public:
+    PausableProxy() {
+        int out[2];
+        if (::pipe(out) != 0) return;
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::dup2(out[1], 1);
+            ::close(out[0]);
+            ::close(out[1]);
+            ::execlp("python3", "python3", "-c", kScript, static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        ::close(out[1]);
+        char buf[32] = {};
+        ssize_t n = ::read(out[0], buf, sizeof buf - 1);
+        ::close(out[0]);
+        if (n > 0) port_ = std::atoi(buf);
+    }
+    ~PausableProxy() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        ::kill(pid_, SIGCONT);
+        ::waitpid(pid_, nullptr, 0);
+    }
+    int port() const { return port_; }
+    void pause() { ::kill(pid_, SIGSTOP); }
+    void resume() { ::kill(pid_, SIGCONT); }
+
+  private:
+    static constexpr const char* kScript = R"(
+import os, socket, sys, threading
+host, port = os.environ.get('PGHOST', '/tmp'), os.environ.get('PGPORT', '5432')
+def upstream():
+    if host.startswith('/'):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(os.path.join(host, '.s.PGSQL.' + port))
+    else:
+        s = socket.create_connection((host, int(port)))
+    return s
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+ls = socket.socket()
+ls.bind(('127.0.0.1', 0))
+ls.listen(64)
+print(ls.getsockname()[1], flush=True)
+while True:
+    c, _ = ls.accept()
+    u = upstream()
+    threading.Thread(target=pump, args=(c, u), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c), daemon=True).start()
+)";
+    pid_t pid_ = -1;
+    int port_ = 0;
+};
+
+// The shutdown cancels the waiting takes with PQcancel, which waits for the server's answer; one
+// that does not come (a host that stopped answering) holds up that cancel, but not stop() called
+// again from another thread, nor anything else that needs the worker's lock meanwhile.
+TEST_F(TakeWorkerTest, ACancelThatGetsNoAnswerHoldsUpNoOtherThread) {
+    PausableProxy proxy;
+    ASSERT_GT(proxy.port(), 0) << "python3 proxy did not start";
+    std::string q = unique_queue("take");
+    TakeWorkerOptions o = options(q, 2);
+    o.conninfo = fmt::format("{} host=127.0.0.1 port={} application_name=take_proxy_{}", conninfo(),
+                             proxy.port(), q);
+    o.poll_interval = 20s;  // the takes wait in the server all along
+    TakeWorker w(o);
+    w.on_any(marking());
+    std::thread runner([&] { w.run(); });
+    struct Finish {
+        PausableProxy& proxy;
+        TakeWorker& w;
+        std::thread& runner;
+        ~Finish() {
+            proxy.resume();
+            w.stop();
+            if (runner.joinable()) runner.join();
+        }
+    } finish{proxy, w, runner};
+    ASSERT_TRUE(eventually(
+        [&] {
+            return c.exec(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
+                        "application_name = $1 AND state = 'active' AND query LIKE "
+                        "'%queue_take%'",
+                        "take_proxy_" + q)
+                       .int64(0, 0) == 2;
+        },
+        30s));
+    proxy.pause();
+    std::atomic<bool> first{false}, second{false};
+    std::thread stopper([&] {
+        w.stop();  // the shutdown begins, and its cancel gets no answer
+        first = true;
+    });
+    std::this_thread::sleep_for(500ms);
+    std::thread again([&] {
+        w.stop();
+        second = true;
+    });
+    bool returned = eventually([&] { return second.load(); }, 3s);
+    proxy.resume();
+    stopper.join();
+    again.join();
+    EXPECT_TRUE(returned) << "stop() waited for a cancel sent by another thread";
+    EXPECT_TRUE(first.load());
 }
 
 TEST(TakeWorker, RefusesBadOptions) {

@@ -1703,6 +1703,64 @@ TEST(Worker, ShutdownReleasesJobsPastTheDeadline) {
     }
 }
 
+// Ctrl-C pressed twice: the first signal begins the shutdown, which would wait shutdown_timeout
+// (30 s) for the running handler; the second does now what the deadline would, raising the
+// handler's stop flag with Shutdown and releasing its job without spending an attempt.
+TEST(Worker, ASecondSignalHurriesTheShutdown) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    WorkerOptions o = options(q, 1);
+    o.handle_signals = true;
+    o.shutdown_timeout = 30s;
+    std::vector<std::string> lines;
+    std::mutex lines_m;
+    o.log = [&](const std::string& msg) {
+        std::lock_guard<std::mutex> lock(lines_m);
+        lines.push_back(msg);
+    };
+    Worker w(o);
+    std::atomic<bool> started{false}, returned{false};
+    std::atomic<StopReason> reason{StopReason::None};
+    w.on_any([&](JobContext& job) {
+        started = true;
+        job.wait_for_stop(120s);
+        reason = job.stop_reason();
+    });
+    int64_t id = c.push(q, "{}");
+    std::thread runner([&] {
+        w.run();
+        returned = true;
+    });
+    struct Join {  // a test ended early still lets run() end (after its deadline) before leaving
+        std::thread& t;
+        Worker& w;
+        ~Join() {
+            w.stop();
+            if (t.joinable()) t.join();
+        }
+    } join{runner, w};
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 30s));
+    ASSERT_EQ(::raise(SIGINT), 0);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_FALSE(returned.load()) << "one signal waits for the running handler";
+    EXPECT_EQ(reason.load(), StopReason::None);
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(::raise(SIGINT), 0);
+    ASSERT_TRUE(eventually([&] { return returned.load(); }, 5s))
+        << "a second signal still waited for the shutdown timeout";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    EXPECT_EQ(reason.load(), StopReason::Shutdown);
+    JobInfo s = c.job_status(id);
+    EXPECT_EQ(s.state, JobState::Available);
+    EXPECT_EQ(s.attempt, 0) << "a release does not use up an attempt";
+    EXPECT_FALSE(s.last_error);
+    EXPECT_EQ(w.stats().released, 1u);
+    std::lock_guard<std::mutex> lock(lines_m);
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+        return l.find("second signal during shutdown") != std::string::npos;
+    }));
+}
+
 // A handler that ignores its stop flag past the shutdown deadline may still be working on its
 // job: the job is not released then (another worker could run it at the same time) but kept, and
 // heartbeated, until the handler returns; run() waits for that, as a thread cannot be ended from

@@ -309,7 +309,8 @@ The database comes from the PG* environment (PGHOST, PGPORT, PGUSER, PGDATABASE)
       --audio-bitrate B      AAC bitrate (default 128k), --threads N (ffmpeg threads, default auto)
       --timeout DUR          give up on a job after DUR (default: no limit), e.g. 30m
       --lease DUR            job lease, 1s to 24h (default: the queue's); renewed at a third
-      --shutdown-timeout DUR on SIGINT/SIGTERM wait this long for running jobs (default 30s)
+      --shutdown-timeout DUR on SIGINT/SIGTERM wait this long for running jobs (default 30s);
+                             a second signal releases them at once
       --poll-interval DUR    how long one wait for jobs lasts in the server (default 2s)
       --max-jobs N           exit after N jobs
       --exit-when-idle       exit once the queue has nothing available or running

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "stream_check.hpp"
+
 namespace transcode {
 
 namespace {
@@ -20,6 +22,13 @@ int ladder_kbps(int width, int height) {
     double pixels = static_cast<double>(width) * height;
     double kbps = 5000.0 * pixels / (1920.0 * 1080.0);
     return std::clamp(static_cast<int>(std::lround(kbps / 50.0)) * 50, 300, 12000);
+}
+
+// The filter that holds the last frame (holds_last_frame), with a comma to chain the next one; it
+// pads no longer than the whole input lasts, and -t ends the output at the input's length.
+std::string hold_filter(const MediaInfo& source) {
+    if (!holds_last_frame(source)) return "";
+    return fmt::format("tpad=stop_mode=clone:stop_duration={:.6f},", source.duration);
 }
 
 void add_common_input(std::vector<std::string>& a, const EncodeSettings& s,
@@ -48,6 +57,12 @@ void add_hls_muxer(std::vector<std::string>& a, const EncodeSettings& s, const M
 }
 
 }  // namespace
+
+bool holds_last_frame(const MediaInfo& source) {
+    // Within the tolerance of the output check, so a stream that would pass it is left as it is.
+    return source.duration > 0 && source.video_duration > 0 &&
+           source.video_duration < source.duration - duration_tolerance(source.duration);
+}
 
 std::vector<Rendition> plan_ladder(const MediaInfo& source, const std::vector<int>& heights) {
     // H.264 needs even sizes: an odd height is encoded one line shorter, and named for what it is,
@@ -87,7 +102,8 @@ EncodePlan build_encode(const EncodeSettings& s, const MediaInfo& source,
         r.playlist = "index.m3u8";
         plan.renditions.push_back(r);
         plan.playlist = r.playlist;
-        a.insert(a.end(), {"-map", "0:v:0", "-vf", "scale=trunc(iw/2)*2:trunc(ih/2)*2"});
+        a.insert(a.end(), {"-map", "0:v:0", "-vf",
+                           hold_filter(source) + "scale=trunc(iw/2)*2:trunc(ih/2)*2"});
         if (source.has_audio) a.insert(a.end(), {"-map", "0:a:0"});
         add_video_codec(a, s);
         a.insert(a.end(), {"-crf", std::to_string(s.crf)});
@@ -101,7 +117,7 @@ EncodePlan build_encode(const EncodeSettings& s, const MediaInfo& source,
     plan.renditions = plan_ladder(source, s.ladder_heights);
     plan.playlist = "master.m3u8";
     const auto& rs = plan.renditions;
-    std::string graph = fmt::format("[0:v:0]split={}", rs.size());
+    std::string graph = fmt::format("[0:v:0]{}split={}", hold_filter(source), rs.size());
     for (size_t i = 0; i < rs.size(); ++i) graph += fmt::format("[s{}]", i);
     for (size_t i = 0; i < rs.size(); ++i)
         graph += fmt::format(";[s{}]scale={}:{},setsar=1[v{}]", i, rs[i].width, rs[i].height, i);

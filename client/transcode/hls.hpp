@@ -38,6 +38,13 @@ struct EncodePlan {
 // highest first; a source smaller than every rung gets one rendition at its own size.
 std::vector<Rendition> plan_ladder(const MediaInfo& source, const std::vector<int>& heights);
 
+// Whether the video stream ends well before the length the encode is capped at (a still frame over
+// a soundtrack, a picture track shorter than its sound): its last frame is then held to the end,
+// where the stream would otherwise stop with the picture and be taken for a cut-short upload. Only
+// when the probe knows both lengths: an upload cut short ends its picture and sound together and
+// declares the length it was meant to have, which the check of the output must still find short.
+bool holds_last_frame(const MediaInfo& source);
+
 // The ffmpeg argument vector writing HLS into `out_dir` (which must exist), reporting progress on
 // stdout (-progress pipe:1).
 EncodePlan build_encode(const EncodeSettings& settings, const MediaInfo& source,

@@ -70,6 +70,22 @@ double seconds_of(const Fields& f) {
     return std::isfinite(d) && d > 0 ? d : 0;
 }
 
+// A Matroska track's tag:DURATION, "00:00:00.063000000" (hours may exceed 24); 0 when absent or
+// not of that shape.
+double tag_seconds(const Fields& f) {
+    auto it = f.find("tag:DURATION");
+    if (it == f.end()) return 0;
+    unsigned long hours = 0, minutes = 0;
+    double secs = 0;
+    int used = 0;
+    if (std::sscanf(it->second.c_str(), "%lu:%lu:%lf%n", &hours, &minutes, &secs, &used) != 3 ||
+        static_cast<size_t>(used) != it->second.size() || minutes >= 60 || !(secs >= 0) ||
+        secs >= 60 || hours > 1000000)
+        return 0;
+    double d = static_cast<double>(hours) * 3600 + static_cast<double>(minutes) * 60 + secs;
+    return std::isfinite(d) && d > 0 ? d : 0;
+}
+
 // Codecs of single pictures: read from an image file, they carry no duration. (Not mjpeg: a
 // camera's motion JPEG is a video; a JPEG file is known by its image demuxer.)
 bool picture_codec(const std::string& codec) {
@@ -179,6 +195,9 @@ MediaInfo parse_probe_output(std::string_view text, const std::string& path) {
                 info.height = to_int(f, "height");
                 info.sample_aspect = sample_aspect(f);
                 stream_duration = seconds_of(f);
+                // Matroska reports each track as long as the file; its tag has the track's own.
+                info.video_duration = tag_seconds(f);
+                if (info.video_duration <= 0) info.video_duration = stream_duration;
                 if (auto c = f.find("codec_name"); c != f.end()) codec = c->second;
                 if (auto n = f.find("nb_frames"); n != f.end()) frames = n->second;
                 if (quarter_turned(f)) {
@@ -244,7 +263,7 @@ MediaInfo probe(const std::string& ffprobe, const std::string& path,
     argv.insert(argv.end(), {"-show_entries",
                              "format=duration,format_name:stream=codec_type,codec_name,width,"
                              "height,sample_aspect_ratio,duration,nb_frames:stream_disposition="
-                             "attached_pic:stream_tags=rotate:stream_side_data=rotation",
+                             "attached_pic:stream_tags=rotate,DURATION:stream_side_data=rotation",
                              "-of", "compact", file_url(path)});
     ChildProcess child(argv);
     Pump pump;

@@ -22,6 +22,10 @@ struct MediaInfo {
     // as DVD's 720x480 shown 16:9 (32:27), whose pixels are wider than tall.
     double sample_aspect = 1;
     bool has_audio = false;
+    // Seconds of the video stream alone, 0 when unknown: the stream's own length (MP4, MOV), or
+    // the DURATION tag of a Matroska track. A still frame muxed over a soundtrack lasts one frame
+    // (0.04 s) of a clip of minutes.
+    double video_duration = 0;
 
     // The width a player shows, in square pixels: 720x480 at 32:27 is 853 wide.
     int display_width() const;
@@ -36,9 +40,11 @@ class UnusableInput : public std::runtime_error {
 // Parses `ffprobe -of compact` output (stream|key=value|... and format|duration=...) for `path`.
 // A stream's rotation is its display matrix's (side_data|rotation=-90, what ffmpeg reads now), or
 // the legacy tag:rotate=90 of older demuxers. The duration is the container's, else the video
-// stream's. Throws UnusableInput when there is no video stream, it is a still picture (an image
-// format, one frame without audio, or an image codec with no duration), its picture is under 2
-// pixels wide or tall, or its format is not an accepted container.
+// stream's; the video stream's own length is its duration, or its DURATION tag (Matroska gives
+// every track the file's length, and the real one in that tag). Throws UnusableInput when there is
+// no video stream, it is a still picture (an image format, one frame without audio, or an image
+// codec with no duration), its picture is under 2 pixels wide or tall, or its format is not an
+// accepted container.
 MediaInfo parse_probe_output(std::string_view text, const std::string& path);
 
 // Checks the file exists and is readable, then runs ffprobe on it. `on_tick` is called while

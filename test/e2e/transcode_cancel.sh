@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stopping an encode from outside: queue_cancel kills ffmpeg promptly and the video is not
-# processed; the per-job --timeout fails the job; SIGTERM past --shutdown-timeout releases it.
+# processed; the per-job --timeout fails the job; SIGTERM past --shutdown-timeout releases it,
+# and so does a second SIGINT at once.
 source "$(dirname "$0")/lib/transcode.sh"
 
 make_clip "$WORK/clip.mp4" 8
@@ -49,4 +50,25 @@ job_field "$job" last_error | grep -q "timed out after" || fail "job error: $(jo
 video_field slow error | grep -q "timed out after" || fail "row error: $(video_field slow error)"
 no_ffmpeg || fail "ffmpeg outlived the timeout"
 [ ! -e "$OUT/slow" ] || fail "a timed-out encode was published"
+
+# --- Ctrl-C twice: the second SIGINT releases the running job now, not after 30 s -----------
+job=$("$BIN" submit "$WORK/clip.mp4" --id hurried)
+start_worker hurried --preset veryslow --threads 1 --hls-time 2 --shutdown-timeout 30s
+worker=$WORKER_PID
+wait_until 30 "the encode to start" encoding "$job"
+kill -INT "$worker"
+sleep 0.5
+kill -0 "$worker" || fail "one SIGINT did not wait for the running encode"
+kill -INT "$worker"
+start=$(date +%s.%N)
+wait "$worker" || fail "worker exited with $? after a second SIGINT"
+took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "the second SIGINT took $took s to end the worker"
+log "worker gone $took s after the second SIGINT"
+no_ffmpeg || fail "ffmpeg outlived the worker's shutdown"
+[ "$(job_field "$job" "state || '/' || attempt")" = available/0 ] ||
+    fail "job is $(job_field "$job" "state || '/' || attempt"), expected released"
+[ "$(video_field hurried processing_status)" = pending ] || fail "row is $(video_field hurried processing_status)"
+[ ! -e "$OUT/hurried" ] || fail "a released encode was published"
+check_no_staging
 log "ok"

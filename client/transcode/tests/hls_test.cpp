@@ -137,6 +137,38 @@ TEST(Encode, TheOutputEndsWhereTheInputDoes) {
     }
 }
 
+// A video stream that ends long before the input (a still frame over 5 s of sound) has its last
+// frame held to the end, no longer than the input lasts; any other keeps the original recipe.
+TEST(Encode, AVideoStreamThatEndsEarlyHoldsItsLastFrame) {
+    const std::string hold = "tpad=stop_mode=clone:stop_duration=5.000000,";
+    MediaInfo still = source(320, 240);
+    still.duration = 5;
+    still.video_duration = 0.04;
+    EXPECT_TRUE(transcode::holds_last_frame(still));
+    EncodeSettings s;
+    EXPECT_EQ(after(build_encode(s, still, "/in/a.mp4", "/o").argv, "-vf"),
+              hold + "scale=trunc(iw/2)*2:trunc(ih/2)*2");
+    EXPECT_EQ(after(build_encode(s, still, "/in/a.mp4", "/o").argv, "-t"), "5.000000");
+    s.ladder = true;
+    EXPECT_EQ(after(build_encode(s, still, "/in/a.mp4", "/o").argv, "-filter_complex"),
+              "[0:v:0]" + hold + "split=1[s0];[s0]scale=320:240,setsar=1[v0]");
+
+    MediaInfo whole = still;
+    whole.video_duration = 4.5;  // within the output check's tolerance (1 s)
+    MediaInfo unknown = still;
+    unknown.video_duration = 0;
+    MediaInfo streamed = still;  // no length to hold it to
+    streamed.duration = 0;
+    for (const MediaInfo& m : {whole, unknown, streamed}) {
+        EXPECT_FALSE(transcode::holds_last_frame(m)) << m.video_duration << " of " << m.duration;
+        for (bool ladder : {false, true}) {
+            s.ladder = ladder;
+            for (const auto& arg : build_encode(s, m, "/in/a.mp4", "/o").argv)
+                EXPECT_EQ(arg.find("tpad"), std::string::npos) << arg;
+        }
+    }
+}
+
 TEST(Encode, NoAudioStreamMeansNoAudioMapping) {
     EncodeSettings s;
     auto plan = build_encode(s, source(640, 360, false), "/in/a.mp4", "/o");

@@ -204,6 +204,46 @@ TEST(Probe, AnAnimationOrAStillOverAudioIsAVideo) {
     EXPECT_TRUE(podcast.has_audio);
 }
 
+// The video stream's own length, apart from the file's: a still frame over a soundtrack lasts one
+// frame. Matroska gives each track the file's length, and the real one in its DURATION tag.
+TEST(Probe, TheVideoStreamsOwnLength) {
+    auto mp4 = parse_probe_output(
+        "stream|codec_name=h264|codec_type=video|width=160|height=90|duration=0.040000|"
+        "nb_frames=1\nstream|codec_name=aac|codec_type=audio|duration=5.000000\n"
+        "format|format_name=mov,mp4,m4a,3gp,3g2,mj2|duration=5.000000\n",
+        "/still.mp4");
+    EXPECT_DOUBLE_EQ(mp4.video_duration, 0.04);
+    EXPECT_DOUBLE_EQ(mp4.duration, 5.0);
+    auto mkv = parse_probe_output(
+        "stream|codec_name=h264|codec_type=video|width=320|height=240|duration=5.023000|"
+        "nb_frames=N/A|disposition:attached_pic=0|tag:DURATION=00:00:00.063000000\n"
+        "stream|codec_name=aac|codec_type=audio|duration=N/A|nb_frames=N/A|"
+        "disposition:attached_pic=0|tag:DURATION=00:00:05.023000000\n"
+        "format|format_name=matroska,webm|duration=5.023000\n",
+        "/still.mkv");
+    EXPECT_DOUBLE_EQ(mkv.video_duration, 0.063);
+    EXPECT_DOUBLE_EQ(mkv.duration, 5.023);
+    auto long_mkv = parse_probe_output(
+        "stream|codec_name=h264|codec_type=video|width=320|height=240|"
+        "tag:DURATION=26:01:02.500000000\nformat|format_name=matroska,webm|duration=93662.5\n",
+        "/long.mkv");
+    EXPECT_DOUBLE_EQ(long_mkv.video_duration, 26 * 3600 + 62.5);
+    // A tag of another shape is no length; the stream's (or none) stands.
+    for (const char* tag : {"5", "00:61:00.0", "00:00:00.040 extra", "N/A", ""}) {
+        auto odd = parse_probe_output(
+            std::string("stream|codec_name=h264|codec_type=video|width=320|height=240|"
+                        "duration=2.000000|tag:DURATION=") +
+                tag + "\nformat|format_name=matroska,webm|duration=2.0\n",
+            "/odd.mkv");
+        EXPECT_DOUBLE_EQ(odd.video_duration, 2.0) << tag;
+    }
+    auto unknown = parse_probe_output(
+        "stream|codec_name=vp8|codec_type=video|width=160|height=120|duration=N/A\n"
+        "format|format_name=matroska,webm|duration=N/A\n",
+        "/rec.webm");
+    EXPECT_EQ(unknown.video_duration, 0) << "unknown";
+}
+
 // A browser's MediaRecorder streams WebM as it records and never writes the length: neither the
 // container nor the stream has one. It is a video all the same, of a length the encode finds.
 TEST(Probe, AStreamedRecordingWithNoLengthIsAVideo) {
