@@ -10,6 +10,7 @@ packages=(
   libipc-run-perl
   ffmpeg
   pgbouncer
+  python3
 )
 if [ "${HOPPER_DEPS_BENCH:-0}" = 1 ]; then packages+=(gnuplot-nox); fi
 
