@@ -304,6 +304,16 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         hint = claim_hint::begin(queue);
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
+        // With no reaper running, expired leases are taken over before the claim, not only when
+        // the queue runs short: a crashed worker's job would otherwise stay running for as long
+        // as the queue has other jobs due (on a limited queue, keeping its key's slot). With a
+        // live reaper this costs one read of its PGPROC. The jobs put back may lie below the
+        // hint: the claim starts from the front and leaves the hint be.
+        rescue::Counts rescued = rescue::before_claim(conn, queue, at, n);
+        if (rescued.retried > 0) {
+            resume = false;
+            may_raise = false;
+        }
         std::optional<uint64_t> claimed = direct(n);
         // The direct claim found the queue limited: the limited claim, direct where it can be.
         if (!claimed && known_limited && enter_limited()) claimed = direct(n);
@@ -321,12 +331,14 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         while (took_packed && got < static_cast<uint64_t>(n))
             got += claim_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too.
-        rescue::Counts rescued = rescue::for_short_claim(conn, queue, at, n, got);
-        if (rescued.retried > 0) {
+        rescue::Counts short_rescued = rescue::for_short_claim(conn, queue, at, n, got, rescued);
+        if (short_rescued.retried > 0) {
             resume = false;
             may_raise = false;
             got += claim_some(n - static_cast<int64_t>(got));
         }
+        rescued.retried += short_rescued.retried;
+        rescued.dead += short_rescued.dead;
         // Jobs rescued and not claimed here (another kind, a full key, or dead) are held by
         // this transaction until it ends: a waiting pull must not sleep on them, or no one else
         // could take them, and their old holder's calls would wait, for the whole wait.

@@ -8,6 +8,7 @@
 #include "hopper/args.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/notify.hpp"
+#include "hopper/reaper.hpp"
 #include "hopper/rescue.hpp"
 #include "hopper/sql.hpp"
 #include "hopper/subtransaction.hpp"
@@ -104,8 +105,8 @@ void report_refused(int64_t id, const std::string& queue, const PgError& e) {
 }
 
 // Whether queue has a lease that ended before at: asked before any rescue, since on the hot path
-// there is usually nothing to rescue. Every pull that comes back short asks it, so its plan
-// (jobs_lease_idx on both columns) is made once.
+// there is usually nothing to rescue. Every pull that comes back short asks it (with no reaper
+// running, every pull), so its plan (jobs_lease_idx on both columns) is made once.
 bool any_expired(spi::Connection& conn, const std::string& queue, TimestampTz at) {
     static spi::Statement probe(
         "SELECT 1 FROM hopper.jobs WHERE queue = $1 AND state OPERATOR(pg_catalog.=) 'running' "
@@ -200,8 +201,13 @@ Counts expired_one_by_one_for_claim(spi::Connection& conn, const std::string& qu
     std::vector<int64_t> ids;
     for (uint64_t i = 0; i < jobs.rows(); ++i) ids.push_back(jobs.get_int64(i, 1));
     Counts c;
+    // Fewer expired jobs than it read: it got to each of them (rescued or passed over).
+    c.all_taken = ids.size() < static_cast<size_t>(missing + kRefusedPassedOver);
     for (int64_t id : ids) {
-        if (c.retried + c.dead >= static_cast<uint64_t>(missing)) break;
+        if (c.retried + c.dead >= static_cast<uint64_t>(missing)) {
+            c.all_taken = false;
+            break;
+        }
         ++c.seen;
         bool rescued = claim_rescue_step([&] {
             Counts one_job = expired_one(conn, queue, at, id, claim_at);
@@ -279,20 +285,47 @@ Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue
 #undef HOPPER_EXPIRED_OF_QUEUE
 #undef HOPPER_EXPIRED_AFTER_CURSOR
 
-Counts for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
-                       int64_t wanted, uint64_t claimed) {
-    if (claimed >= static_cast<uint64_t>(wanted)) return {};
-    int64_t missing = wanted - static_cast<int64_t>(claimed);
+namespace {
+
+// A claim's rescue of up to `missing` expired leases of queue, at the claim's clock.
+Counts for_claim(spi::Connection& conn, const std::string& queue, TimestampTz at, int64_t missing) {
     TimestampTz clock = args::lease_clock(at);
     // The probe is all a claim pays while no lease has expired, as before: the subtransactions
     // below are begun only when there is something to rescue, which is rare.
-    if (!any_expired(conn, queue, clock)) return {};
+    if (!any_expired(conn, queue, clock)) {
+        Counts none;
+        none.all_taken = true;
+        return none;
+    }
     // A trigger of the user's that refuses one job's rescue must not fail the claim: every pull
     // of the queue would fail with it, until someone fixed the job. The batch runs in a
     // subtransaction; only if it fails are the jobs tried one at a time.
     Counts c;
-    if (claim_rescue_step([&] { c = expired_batch(conn, queue, clock, missing, at); })) return c;
+    if (claim_rescue_step([&] { c = expired_batch(conn, queue, clock, missing, at); })) {
+        // A batch that locked fewer than it could took every expired lease not held elsewhere.
+        c.all_taken = c.seen < static_cast<uint64_t>(missing);
+        return c;
+    }
     return expired_one_by_one_for_claim(conn, queue, clock, at, missing);
+}
+
+}  // namespace
+
+Counts before_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                    int64_t wanted) {
+    // A live reaper puts expired leases back within its pass, after the queue's backoff: the
+    // claim leaves them to it, at the cost of one read of the reaper's PGPROC. The test is a hint
+    // (a reaper that has just exited may still pass for alive until this backend's next check of
+    // it, a few seconds at most); a claim that rescues while a reaper runs does nothing the short
+    // claim does not, so erring that way is harmless.
+    if (reaper::known_alive()) return {};
+    return for_claim(conn, queue, at, wanted);
+}
+
+Counts for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                       int64_t wanted, uint64_t claimed, const Counts& before) {
+    if (claimed >= static_cast<uint64_t>(wanted) || before.all_taken) return {};
+    return for_claim(conn, queue, at, wanted - static_cast<int64_t>(claimed));
 }
 
 namespace {

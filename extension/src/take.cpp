@@ -218,6 +218,15 @@ HOPPER_FUNCTION(hopper_queue_take) {
         hint = claim_hint::begin(queue);
         resume = hint.resume;
         may_raise = kinds_null && !own_clock && !IsolationUsesXactSnapshot();
+        // With no reaper running, expired leases are taken over before the take, as queue_pull
+        // does: a crashed worker's job would otherwise stay running for as long as the queue has
+        // other jobs due. With a live reaper this costs one read of its PGPROC. The jobs put back
+        // may lie below the hint: the take starts from the front and leaves the hint be.
+        rescue::Counts rescued = rescue::before_claim(conn, queue, at, n);
+        if (rescued.retried > 0) {
+            resume = false;
+            may_raise = false;
+        }
         bool knew_packed = packed;
         uint64_t got = take_some(n);
         if (!knew_packed && packed) got = take_some(n);
@@ -225,12 +234,14 @@ HOPPER_FUNCTION(hopper_queue_take) {
         while (took_packed && got < static_cast<uint64_t>(n))
             got += take_some(n - static_cast<int64_t>(got));
         // Short of n: take over expired leases too, as queue_pull does.
-        rescue::Counts rescued = rescue::for_short_claim(conn, queue, at, n, got);
-        if (rescued.retried > 0) {
+        rescue::Counts short_rescued = rescue::for_short_claim(conn, queue, at, n, got, rescued);
+        if (short_rescued.retried > 0) {
             resume = false;
             may_raise = false;
             got += take_some(n - static_cast<int64_t>(got));
         }
+        rescued.retried += short_rescued.retried;
+        rescued.dead += short_rescued.dead;
         // Jobs rescued and not claimed here (another kind, a full key, or dead) are held by
         // this transaction until it ends: a waiting pull must not sleep on them, or no one else
         // could take them, and their old holder's calls would wait, for the whole wait.

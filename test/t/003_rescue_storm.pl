@@ -28,8 +28,12 @@ $node->safe_psql('app',
 	  1 .. $jobs / 1000);
 my $t_push = time - $t0;
 $t0 = time;
+# All on one clock (`at`), by which no lease has ended yet: with no reaper running, a pull takes
+# over the expired leases of its queue before it claims, and the first 1-second leases would end
+# before the last pull.
+my $clock = $node->safe_psql('app', 'SELECT pg_catalog.clock_timestamp()');
 $node->safe_psql('app',
-	join '', map { "SELECT count(*) FROM hopper.queue_pull('storm', 1000, lease => '1 second', worker => 'doomed');\n" }
+	join '', map { "SELECT count(*) FROM hopper.queue_pull('storm', 1000, lease => '1 second', worker => 'doomed', at => '$clock');\n" }
 	  1 .. $jobs / 1000);
 my $t_pull = time - $t0;
 note sprintf('storm set-up: %d jobs pushed in %.1f s, pulled in %.1f s', $jobs, $t_push, $t_pull);
@@ -43,6 +47,11 @@ session_query($client, 'SET hopper.notify = off');
 is($node->safe_psql('app', 'SELECT hopper.reaper_start()'), 't', 'reaper started');
 
 $t0 = time;
+# Until the client's pulls see a reaper running they take over expired leases themselves: the
+# reaper is to rescue them all here.
+ok(defined wait_until($node, 'app',
+		"SELECT count(*) = 1 FROM hopper.reaper_status() WHERE database = 'app'"),
+	'the reaper runs');
 my ($ops, $max_op, $done_at) = (0, 0, undef);
 my (%seen_running, $max_xact);
 $max_xact = 0;

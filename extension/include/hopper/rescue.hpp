@@ -1,5 +1,5 @@
-// Rescuing jobs whose lease expired: shared by queue_pull (inline, so expired jobs are claimable
-// even with no reaper running) and the reaper.
+// Rescuing jobs whose lease expired: shared by queue_pull and queue_take (inline, so expired jobs
+// are claimable even with no reaper running) and the reaper.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,9 @@ struct Counts {
     uint64_t retried = 0;  // back to available
     uint64_t dead = 0;     // attempts used up
     uint64_t seen = 0;     // jobs a batch took up: rescued, held by another session, or refused
+    // A claim's rescue (before_claim) found every expired lease it could take: the same claim's
+    // short rescue would find none, and does not look again.
+    bool all_taken = false;
 };
 
 // Where the reaper's run in batches has got to, in the order it takes jobs up (expired leases:
@@ -55,8 +58,19 @@ Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue
 // A job whose rescue fails for a reason of its own (a trigger of the user's raising for it) is
 // passed over and left as it was, for the reaper to report, and the claim goes on; a cancel, a
 // timeout, a serialization failure and the like still fail the claim.
+// After before_claim (`before`, what it did) it does nothing when that found no more to take.
 Counts for_short_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
-                       int64_t wanted, uint64_t claimed);
+                       int64_t wanted, uint64_t claimed, const Counts& before = {});
+
+// For a claim (queue_pull, queue_take) before it claims: when this backend knows of no live
+// reaper in the database (stopped with reaper_stop(), hopper.reaper_enabled off, no worker slot
+// free), rescues up to `wanted` expired leases of `queue` as for_short_claim does, so that a job
+// whose worker crashed is taken over even while the queue has other jobs due (and a limited
+// queue's key gets its slot back). With a live reaper it does nothing: the reaper rescues them
+// within its pass, after the queue's backoff. As after for_short_claim, the claim that follows a
+// rescue starts from the front and must not raise the hint, and a waiting pull must not sleep.
+Counts before_claim(spi::Connection& conn, const std::string& queue, TimestampTz at,
+                    int64_t wanted);
 
 // Rescues up to `limit` running jobs pulled with session_bound whose claiming backend (pid and
 // backend start time, since pids are reused) is no longer among the server's backends, whatever
