@@ -168,6 +168,8 @@ class Client {
 //   auto row = client.exec("INSERT INTO videos(path) VALUES ($1) RETURNING id", path);
 //   client.push("transcode", payload);
 //   tx.commit();
+// The constructor throws Error 25001 when the client is in a Transaction already, or its
+// connection in a transaction begun through exec.
 class Transaction {
   public:
     explicit Transaction(Client& client);
@@ -175,10 +177,19 @@ class Transaction {
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
 
+    // Throws Error 25P02 (and rolls back) when a statement failed inside the transaction. When
+    // the COMMIT itself fails the transaction is over, except when it could not be sent
+    // (std::logic_error: a begin_pull not finished): then it stays open, for rollback() or the
+    // destructor.
     void commit();
+    // Ends the transaction whatever stands in the way: a pull begun inside it is cancelled and
+    // finished first (its jobs roll back with the rest), and should the ROLLBACK still not go
+    // out, the connection is closed, which makes the server roll back (the next call
+    // reconnects). The destructor does the same.
     void rollback();
 
   private:
+    void ended();
     Client& client_;
     bool open_ = true;
 };
