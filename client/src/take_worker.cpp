@@ -540,6 +540,35 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
             if (!done) holding->withdraw(connection);
         }
     } withdraw{holding, client.connection()};
+    // A handler ended the take's transaction (a COMMIT or ROLLBACK of its own), or the savepoint
+    // with it: its job fails, as a Worker's handler that leaves a transaction open does. The rest
+    // of the take is rolled back and the failure recorded after it, so that the job is not taken
+    // again at once for ever, nor completed by a commit that the handler's failure would follow.
+    auto broken = [&](const Job& job, internal::HandlerFailure failure, const char* what) {
+        withdraw.done = true;
+        if (!holding->withdraw(client.connection()))
+            throw ConnectionError("the shutdown deadline ended the transaction");
+        tx.rollback();
+        failure.error = failure.error.empty() ? what : std::string(what) + "; " + failure.error;
+        std::optional<JobState> now =
+            client.fail_taken(job.id, failure.error, failure.options, opt.name);
+        holding->finished();
+        if (now) {
+            ++failed;
+            log_line(fmt::format("job {} ({}) failed, now {}: {}", job.id,
+                                 job.kind.value_or("no kind"), to_string(*now), failure.error));
+        } else {
+            // A COMMIT: the take committed with it, its jobs completed whatever their handlers
+            // did. Not counted as completions.
+            log_line(
+                fmt::format("job {} ({}): {}; the take had committed with it, and its {} "
+                            "job(s) were completed",
+                            job.id, job.kind.value_or("no kind"), what, jobs.size()));
+        }
+        return jobs.size();
+    };
+    constexpr const char* kEnded =
+        "the handler ended the transaction it runs in (a COMMIT or ROLLBACK of its own)";
     for (;;) {
         client.exec("SAVEPOINT hopper_take");  // nested after each failure, which it keeps
         std::optional<size_t> failing;
@@ -560,10 +589,21 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
                 failure = internal::handler_failure(std::current_exception());
                 failing = i;
             }
+            if (client.connection().ok() && !client.connection().in_transaction())
+                return broken(jobs[i], failing ? failure : internal::HandlerFailure{}, kEnded);
         }
         if (!failing) break;
         const Job& job = jobs[*failing];
-        client.exec("ROLLBACK TO SAVEPOINT hopper_take");
+        try {
+            client.exec("ROLLBACK TO SAVEPOINT hopper_take");
+        } catch (const ConnectionError&) {
+            throw;
+        } catch (const Error&) {
+            // 3B001: a handler released the savepoint, or rolled back past it.
+            return broken(job, failure,
+                          "a handler ended the savepoint hopper_take that the worker rolls back "
+                          "to after a failure");
+        }
         std::optional<JobState> now = fail_taken(client, job, failure);
         is_failed[*failing] = true;
         if (now)

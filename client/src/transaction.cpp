@@ -40,6 +40,11 @@ void Transaction::commit() {
     Connection& conn = client_.conn_;
     if (conn.ok()) {
         switch (PQtransactionStatus(conn.raw())) {
+            case PQTRANS_IDLE:
+                // A COMMIT or ROLLBACK run through exec ended it, and whatever ran after that
+                // committed on its own: a COMMIT now would report that as this transaction.
+                ended();
+                throw Error("25000", "the transaction was ended by a statement inside it");
             case PQTRANS_INERROR:
                 // COMMIT of a failed transaction "succeeds" as a ROLLBACK: report it instead.
                 rollback();

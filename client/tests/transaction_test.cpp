@@ -195,6 +195,22 @@ TEST_F(TransactionTest, RollbackThatCannotBeSentDropsTheConnection) {
     EXPECT_THROW(c.job_status(undone), Error);
 }
 
+// A ROLLBACK run through exec ended the transaction: what follows it commits on its own, and a
+// commit() reporting success would claim it for the transaction.
+TEST_F(TransactionTest, CommitAfterTheTransactionWasEndedInsideItIsRefused) {
+    Transaction tx(c);
+    c.exec("INSERT INTO videos (path) VALUES ($1)", "ended-inside.mp4");
+    c.exec("ROLLBACK");
+    try {
+        tx.commit();
+        ADD_FAILURE() << "commit() reported success for a transaction ended inside it";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "25000");
+        EXPECT_STREQ(e.what(), "the transaction was ended by a statement inside it");
+    }
+    EXPECT_EQ(videos_with("ended-inside.mp4"), 0);
+}
+
 // What the transcoder does: update its own row and complete the job atomically.
 TEST_F(TransactionTest, CompleteWithUpdatesOwnRowAtomically) {
     std::string q = unique_queue("tx");

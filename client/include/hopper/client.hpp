@@ -177,10 +177,11 @@ class Transaction {
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
 
-    // Throws Error 25P02 (and rolls back) when a statement failed inside the transaction. When
-    // the COMMIT itself fails the transaction is over, except when it could not be sent
-    // (std::logic_error: a begin_pull not finished): then it stays open, for rollback() or the
-    // destructor.
+    // Throws Error 25P02 (and rolls back) when a statement failed inside the transaction, and
+    // 25000 when a statement run through exec (COMMIT, ROLLBACK) ended it: what ran after that
+    // was not part of it. When the COMMIT itself fails the transaction is over, except when it
+    // could not be sent (std::logic_error: a begin_pull not finished): then it stays open, for
+    // rollback() or the destructor.
     void commit();
     // Ends the transaction whatever stands in the way: a pull begun inside it is cancelled and
     // finished first (its jobs roll back with the rest), and should the ROLLBACK still not go
