@@ -136,7 +136,9 @@ class Client {
 
     // Waits until the job is completed, dead or cancelled: LISTENs on "hopper:done" (sent only for
     // queues with hopper.queue_set_notify_done on) and polls the job once a second. Returns its
-    // final status, or nullopt when the timeout passes first.
+    // final status, or nullopt when the timeout passes first. Inside a REPEATABLE READ or
+    // SERIALIZABLE transaction, whose snapshot would never show the job change, it throws Error
+    // 25001 at once.
     std::optional<JobInfo> wait_for(int64_t id, Duration timeout);
 
     // The caller's own SQL on this connection, parameters bound (never spliced):
