@@ -53,6 +53,8 @@ struct TakeWorker::Impl {
 
     std::atomic<bool> stop_requested{false};
     std::atomic<bool> running{false};
+    std::mutex run_m;                    // guards the end of running, for ~TakeWorker
+    std::condition_variable run_ended;   // running turned false
     std::atomic<bool> listening{false};  // LISTEN + poll instead of waiting takes
     // The server's error for a take refused for good (RefusedTake), which run() throws; under m.
     std::exception_ptr refusal;
@@ -230,7 +232,13 @@ class TakeWorker::Impl::Waiting {
 
 TakeWorker::TakeWorker(TakeWorkerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
-TakeWorker::~TakeWorker() = default;
+// run() in another thread uses everything destroyed here: it is stopped and waited for first.
+TakeWorker::~TakeWorker() {
+    std::unique_lock<std::mutex> lock(impl_->run_m);
+    if (!impl_->running.load()) return;
+    stop();
+    impl_->run_ended.wait(lock, [this] { return !impl_->running.load(); });
+}
 
 TakeWorker& TakeWorker::on(const std::string& kind, TakeHandler handler) {
     impl_->handlers[kind] = std::move(handler);
@@ -258,10 +266,14 @@ void TakeWorker::run() {
     if (w.handlers.empty() && !w.fallback)
         throw std::logic_error("TakeWorker::run: no handler registered");
     if (w.running.exchange(true)) throw std::logic_error("TakeWorker::run is already running");
-    struct NotRunning {
-        std::atomic<bool>& running;
-        ~NotRunning() { running.store(false); }
-    } not_running{w.running};
+    struct NotRunning {  // the last of run(): a waiting ~TakeWorker may destroy w once it is done
+        Impl& w;
+        ~NotRunning() {
+            std::lock_guard<std::mutex> lock(w.run_m);
+            w.running.store(false);
+            w.run_ended.notify_all();
+        }
+    } not_running{w};
     w.take = TakeOptions{};
     w.take.n = w.opt.batch;
     w.take.worker = w.opt.name;

@@ -3,6 +3,7 @@
 // attempt.
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -514,6 +515,26 @@ TEST(TakeWorker, RefusesBadOptions) {
 TEST(TakeWorker, RefusesToRunWithoutHandlers) {
     TakeWorker w(options(unique_queue("take")));
     EXPECT_THROW(w.run(), std::logic_error);
+}
+
+// Destroyed while run() ran in another thread, the worker freed what run() and its threads were
+// still using. It now stops and waits for run(): the handler running meanwhile has returned.
+TEST(TakeWorker, DestroyedWhileRunningWaitsForRun) {
+    Client c(conninfo());
+    std::string q = unique_queue("take");
+    std::atomic<bool> started{false}, handler_returned{false};
+    auto w = std::make_unique<TakeWorker>(options(q, 1));
+    w->on_any([&](const Job&, Client&) {
+        started = true;
+        std::this_thread::sleep_for(500ms);
+        handler_returned = true;
+    });
+    std::thread t([&w] { w->run(); });
+    c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+    w.reset();
+    EXPECT_TRUE(handler_returned) << "the worker was destroyed under its running handler";
+    t.join();
 }
 
 }  // namespace

@@ -77,6 +77,9 @@ using TakeHandler = std::function<void(const Job&, Client&)>;
 class TakeWorker {
   public:
     explicit TakeWorker(TakeWorkerOptions options);
+    // Destroyed while run() runs in another thread, it calls stop() and waits for run() to return
+    // (after the graceful shutdown) before its members go. Not from one of its own handlers, whose
+    // thread run() waits for.
     ~TakeWorker();
     TakeWorker(const TakeWorker&) = delete;
     TakeWorker& operator=(const TakeWorker&) = delete;
