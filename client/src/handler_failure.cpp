@@ -13,7 +13,10 @@ FailOptions within_server_limits(FailOptions o) {
 }
 
 bool refused_data(const Error& e) {
-    return e.sqlstate().rfind("22", 0) == 0;
+    const std::string& s = e.sqlstate();
+    // Class 54 is a value beyond what the server can take (too large, nested too deep): the
+    // same value is refused again each time, as a malformed one is.
+    return s.rfind("22", 0) == 0 || s.rfind("54", 0) == 0;
 }
 
 bool transient(const Error& e) {

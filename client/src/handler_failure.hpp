@@ -27,8 +27,9 @@ inline constexpr Duration kMaxRetryIn = std::chrono::seconds(31622400);
 // `o` with retry_in kept to 0 .. kMaxRetryIn.
 FailOptions within_server_limits(FailOptions o);
 
-// Whether the server refused a call for its data (SQLSTATE class 22): the same call would be
-// refused again, where a timeout, deadlock or serialization failure may pass on a retry.
+// Whether the server refused a call for its data (SQLSTATE class 22, or class 54: a value too
+// large or nested too deep to store): the same call would be refused again, where a timeout,
+// deadlock or serialization failure may pass on a retry.
 bool refused_data(const Error& e);
 
 // Whether a call failed for the moment only and may pass if made again: a serialization failure

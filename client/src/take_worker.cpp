@@ -53,6 +53,8 @@ struct TakeWorker::Impl {
 
     std::atomic<bool> stop_requested{false};
     std::atomic<bool> running{false};
+    std::mutex run_m;                    // guards the end of running, for ~TakeWorker
+    std::condition_variable run_ended;   // running turned false
     std::atomic<bool> listening{false};  // LISTEN + poll instead of waiting takes
     // The server's error for a take refused for good (RefusedTake), which run() throws; under m.
     std::exception_ptr refusal;
@@ -238,7 +240,13 @@ class TakeWorker::Impl::Waiting {
 
 TakeWorker::TakeWorker(TakeWorkerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
-TakeWorker::~TakeWorker() = default;
+// run() in another thread uses everything destroyed here: it is stopped and waited for first.
+TakeWorker::~TakeWorker() {
+    std::unique_lock<std::mutex> lock(impl_->run_m);
+    if (!impl_->running.load()) return;
+    stop();
+    impl_->run_ended.wait(lock, [this] { return !impl_->running.load(); });
+}
 
 TakeWorker& TakeWorker::on(const std::string& kind, TakeHandler handler) {
     impl_->handlers[kind] = std::move(handler);
@@ -266,10 +274,14 @@ void TakeWorker::run() {
     if (w.handlers.empty() && !w.fallback)
         throw std::logic_error("TakeWorker::run: no handler registered");
     if (w.running.exchange(true)) throw std::logic_error("TakeWorker::run is already running");
-    struct NotRunning {
-        std::atomic<bool>& running;
-        ~NotRunning() { running.store(false); }
-    } not_running{w.running};
+    struct NotRunning {  // the last of run(): a waiting ~TakeWorker may destroy w once it is done
+        Impl& w;
+        ~NotRunning() {
+            std::lock_guard<std::mutex> lock(w.run_m);
+            w.running.store(false);
+            w.run_ended.notify_all();
+        }
+    } not_running{w};
     w.take = TakeOptions{};
     w.take.n = w.opt.batch;
     w.take.worker = w.opt.name;
@@ -579,6 +591,35 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
             if (!done) holding->withdraw(connection);
         }
     } withdraw{holding, client.connection()};
+    // A handler ended the take's transaction (a COMMIT or ROLLBACK of its own), or the savepoint
+    // with it: its job fails, as a Worker's handler that leaves a transaction open does. The rest
+    // of the take is rolled back and the failure recorded after it, so that the job is not taken
+    // again at once for ever, nor completed by a commit that the handler's failure would follow.
+    auto broken = [&](const Job& job, internal::HandlerFailure failure, const char* what) {
+        withdraw.done = true;
+        if (!holding->withdraw(client.connection()))
+            throw ConnectionError("the shutdown deadline ended the transaction");
+        tx.rollback();
+        failure.error = failure.error.empty() ? what : std::string(what) + "; " + failure.error;
+        std::optional<JobState> now =
+            client.fail_taken(job.id, failure.error, failure.options, opt.name);
+        holding->finished();
+        if (now) {
+            ++failed;
+            log_line(fmt::format("job {} ({}) failed, now {}: {}", job.id,
+                                 job.kind.value_or("no kind"), to_string(*now), failure.error));
+        } else {
+            // A COMMIT: the take committed with it, its jobs completed whatever their handlers
+            // did. Not counted as completions.
+            log_line(
+                fmt::format("job {} ({}): {}; the take had committed with it, and its {} "
+                            "job(s) were completed",
+                            job.id, job.kind.value_or("no kind"), what, jobs.size()));
+        }
+        return jobs.size();
+    };
+    constexpr const char* kEnded =
+        "the handler ended the transaction it runs in (a COMMIT or ROLLBACK of its own)";
     for (;;) {
         client.exec("SAVEPOINT hopper_take");  // nested after each failure, which it keeps
         std::optional<size_t> failing;
@@ -599,10 +640,21 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
                 failure = internal::handler_failure(std::current_exception());
                 failing = i;
             }
+            if (client.connection().ok() && !client.connection().in_transaction())
+                return broken(jobs[i], failing ? failure : internal::HandlerFailure{}, kEnded);
         }
         if (!failing) break;
         const Job& job = jobs[*failing];
-        client.exec("ROLLBACK TO SAVEPOINT hopper_take");
+        try {
+            client.exec("ROLLBACK TO SAVEPOINT hopper_take");
+        } catch (const ConnectionError&) {
+            throw;
+        } catch (const Error&) {
+            // 3B001: a handler released the savepoint, or rolled back past it.
+            return broken(job, failure,
+                          "a handler ended the savepoint hopper_take that the worker rolls back "
+                          "to after a failure");
+        }
         std::optional<JobState> now = fail_taken(client, job, failure);
         is_failed[*failing] = true;
         if (now)

@@ -1,4 +1,6 @@
 // Transaction: BEGIN/COMMIT/ROLLBACK on a client's connection.
+#include <poll.h>
+
 #include <libpq-fe.h>
 
 #include "hopper/client.hpp"
@@ -8,6 +10,13 @@ namespace hopper {
 Transaction::Transaction(Client& client) : client_(client) {
     if (client_.tx_depth_ > 0) throw Error("25001", "a transaction is already open on this client");
     client_.ensure_connected();
+    // A BEGIN run through exec: another BEGIN would be only a warning, and this Transaction's
+    // commit or rollback would end the caller's transaction as well.
+    auto st = PQtransactionStatus(client_.conn_.raw());
+    if (st == PQTRANS_INTRANS || st == PQTRANS_INERROR)
+        throw Error("25001",
+                    "the connection is already in a transaction the client did not open (a "
+                    "BEGIN run through exec): end it first");
     client_.conn_.exec("BEGIN");
     client_.tx_depth_ = 1;
 }
@@ -17,27 +26,83 @@ Transaction::~Transaction() {
     try {
         rollback();
     } catch (...) {
-        // A lost connection has rolled the transaction back already.
+        // rollback() has ended the transaction however it failed (see there).
     }
+}
+
+void Transaction::ended() {
+    open_ = false;
+    client_.tx_depth_ = 0;
 }
 
 void Transaction::commit() {
     if (!open_) throw Error("25000", "the transaction is already finished");
-    open_ = false;
-    client_.tx_depth_ = 0;
-    // COMMIT of a failed transaction "succeeds" as a ROLLBACK: report it instead.
-    if (PQtransactionStatus(client_.conn_.raw()) == PQTRANS_INERROR) {
-        client_.conn_.exec("ROLLBACK");
-        throw Error("25P02", "the transaction was aborted by an earlier error and rolled back");
+    Connection& conn = client_.conn_;
+    if (conn.ok()) {
+        switch (PQtransactionStatus(conn.raw())) {
+            case PQTRANS_IDLE:
+                // A COMMIT or ROLLBACK run through exec ended it, and whatever ran after that
+                // committed on its own: a COMMIT now would report that as this transaction.
+                ended();
+                throw Error("25000", "the transaction was ended by a statement inside it");
+            case PQTRANS_INERROR:
+                // COMMIT of a failed transaction "succeeds" as a ROLLBACK: report it instead.
+                rollback();
+                throw Error("25P02",
+                            "the transaction was aborted by an earlier error and rolled back");
+            default:
+                break;
+        }
     }
-    client_.conn_.exec("COMMIT");
+    try {
+        conn.exec("COMMIT");
+    } catch (...) {
+        // A COMMIT refused (a deferred constraint, a serialization failure) or lost with its
+        // connection has ended the transaction; one that could not be sent (a pull still in
+        // flight) has not, and the transaction stays open for rollback() or the destructor.
+        if (!conn.ok() || !conn.in_transaction()) ended();
+        throw;
+    }
+    ended();
 }
 
 void Transaction::rollback() {
     if (!open_) return;
-    open_ = false;
-    client_.tx_depth_ = 0;
-    if (client_.conn_.ok()) client_.conn_.exec("ROLLBACK");
+    Connection& conn = client_.conn_;
+    if (client_.pull_sent_) {
+        // A pull begun inside the transaction holds the connection, and a ROLLBACK could not be
+        // sent: it is cancelled and its result read (what it claimed rolls back with the rest).
+        // A cancel that reaches the server before the pull has started there is lost: it is
+        // asked again until the pull ends.
+        try {
+            while (true) {
+                client_.cancel_pull();
+                pollfd fd{conn.socket(), POLLIN, 0};
+                ::poll(&fd, 1, 100);
+                if (client_.pull_ready()) break;
+            }
+        } catch (const std::exception&) {
+            // The connection is gone, and finish_pull reads that.
+        }
+        try {
+            client_.finish_pull();
+        } catch (const std::exception&) {
+            // The pull is over either way: its error was read, or the connection is gone.
+        }
+    }
+    if (conn.ok()) {
+        try {
+            conn.exec("ROLLBACK");
+        } catch (const ConnectionError&) {
+            // The connection went, and the transaction with it.
+        } catch (const std::exception&) {
+            // Still not sent (a statement sent through connection() is running): the connection
+            // is dropped, which makes the server roll back. Left open, the transaction would be
+            // committed by the next Transaction's commit, what was to be undone with it.
+            conn.close();
+        }
+    }
+    ended();
 }
 
 }  // namespace hopper

@@ -89,6 +89,19 @@ class DoneListener {
 
 std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
     ensure_connected();
+    // Each look of a REPEATABLE READ or SERIALIZABLE transaction reads the snapshot of its first:
+    // the job would never be seen to change, and the wait would last its whole timeout (for ever
+    // with Duration::max()).
+    if (conn_.in_transaction()) {
+        std::string isolation(
+            conn_.exec("SELECT pg_catalog.current_setting('transaction_isolation')").text(0, 0));
+        if (isolation == "repeatable read" || isolation == "serializable")
+            throw Error(
+                "25001",
+                fmt::format("wait_for cannot see job {} change inside a {} transaction, "
+                            "which reads one snapshot: wait outside it",
+                            id, isolation == "serializable" ? "SERIALIZABLE" : "REPEATABLE READ"));
+    }
     // Inside a transaction a LISTEN starts only at its commit, too late to hear anything, and
     // would outlive this call: the job is polled instead.
     DoneListener listener(conn_, !conn_.in_transaction());

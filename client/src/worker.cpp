@@ -45,6 +45,8 @@ struct Worker::Impl {
 
     std::atomic<bool> stop_requested{false};
     std::atomic<bool> running{false};
+    std::mutex run_m;                   // guards the end of running, for ~Worker
+    std::condition_variable run_ended;  // running turned false
     internal::Wakeup wake;
 
     int capacity = 0;  // jobs claimed at once: concurrency + prefetch
@@ -155,7 +157,13 @@ struct Worker::Impl {
 };
 
 Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
-Worker::~Worker() = default;
+// run() in another thread uses everything destroyed here: it is stopped and waited for first.
+Worker::~Worker() {
+    std::unique_lock<std::mutex> lock(impl_->run_m);
+    if (!impl_->running.load()) return;
+    stop();
+    impl_->run_ended.wait(lock, [this] { return !impl_->running.load(); });
+}
 
 Worker& Worker::on(const std::string& kind, Handler handler) {
     impl_->handlers[kind] = std::move(handler);
@@ -181,10 +189,14 @@ WorkerStats Worker::stats() const {
 void Worker::run() {
     Impl& w = *impl_;
     if (w.running.exchange(true)) throw std::logic_error("Worker::run is already running");
-    struct NotRunning {
-        std::atomic<bool>& running;
-        ~NotRunning() { running.store(false); }
-    } not_running{w.running};
+    struct NotRunning {  // the last of run(): a waiting ~Worker may destroy w once it is done
+        Impl& w;
+        ~NotRunning() {
+            std::lock_guard<std::mutex> lock(w.run_m);
+            w.running.store(false);
+            w.run_ended.notify_all();
+        }
+    } not_running{w};
     if (w.opt.handle_signals) w.signals.emplace(w.wake);
     struct Unwatch {  // declared before the threads, so it runs after they are joined
         std::optional<internal::SignalWatch>& signals;

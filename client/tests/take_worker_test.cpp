@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -108,6 +109,69 @@ TEST_F(TakeWorkerTest, AFailingHandlerIsUndoneAndCountsTheAttempt) {
     EXPECT_EQ(b.last_error, std::optional<std::string>("malformed invoice"));
     EXPECT_EQ(w.stats().failed, 3u);
     EXPECT_EQ(w.stats().completed, 0u);
+}
+
+// A handler that ended the take's transaction: after a ROLLBACK the commit "succeeded" with
+// nothing to commit, the job counted completed and taken again at once, for ever, its attempt
+// never counted; after a COMMIT and a throw, or a throw after the savepoint was released, the
+// failure could not be recorded and the log spoke only of the savepoint.
+TEST_F(TakeWorkerTest, AHandlerThatEndsItsTransactionFailsItsJob) {
+    std::string q = unique_queue("take");
+    QueueOptions qo;
+    qo.max_attempts = 1;
+    c.queue_create(q, qo);
+    int64_t rolled_back = push_kind(q, "rollback");
+    int64_t released = push_kind(q, "release");
+    int64_t committed = push_kind(q, "commit");
+    TakeWorkerOptions o = options(q, 1);
+    std::mutex m;
+    std::vector<std::string> lines;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(m);
+        lines.push_back(line);
+    };
+    std::atomic<int> runs{0};
+    TakeWorker w(o);
+    w.on("rollback", [&](const Job& job, Client& db) {
+        ++runs;
+        db.exec("INSERT INTO take_marks (job_id, queue) VALUES ($1, $2)", job.id, job.queue);
+        db.exec("ROLLBACK");
+    });
+    w.on("release", [](const Job&, Client& db) {
+        db.exec("RELEASE SAVEPOINT hopper_take");
+        throw std::runtime_error("failed after releasing the savepoint");
+    });
+    w.on("commit", [](const Job&, Client& db) {
+        db.exec("COMMIT");
+        throw std::runtime_error("failed after committing");
+    });
+    Running r(w);
+    for (int64_t id : {rolled_back, released})
+        ASSERT_TRUE(eventually([&] { return c.job_status(id).state == JobState::Dead; }, 20s))
+            << "job " << id << " is " << to_string(c.job_status(id).state);
+    ASSERT_TRUE(eventually(
+        [&] {
+            std::lock_guard<std::mutex> lock(m);
+            for (const std::string& l : lines)
+                if (l.find("the take had committed with it") != std::string::npos) return true;
+            return false;
+        },
+        20s));
+    r.stop();
+    EXPECT_EQ(runs.load(), 1);
+    EXPECT_EQ(marks(q), 0);  // the rolled-back handler's insert stayed undone
+    JobInfo a = c.job_status(rolled_back);
+    EXPECT_EQ(a.attempt, 1);
+    EXPECT_EQ(a.last_error, std::optional<std::string>("the handler ended the transaction it runs "
+                                                       "in (a COMMIT or ROLLBACK of its own)"));
+    JobInfo b = c.job_status(released);
+    EXPECT_EQ(b.attempt, 1);
+    EXPECT_NE(b.last_error.value_or("").find("failed after releasing the savepoint"),
+              std::string::npos)
+        << b.last_error.value_or("(none)");
+    EXPECT_EQ(c.job_status(committed).state, JobState::Completed);  // it did commit
+    EXPECT_EQ(w.stats().completed, 0u);
+    EXPECT_EQ(w.stats().failed, 2u);
 }
 
 // The failure is logged on a taker's thread, where a throw from the log function would end the
@@ -628,6 +692,26 @@ TEST(TakeWorker, RefusesBadOptions) {
 TEST(TakeWorker, RefusesToRunWithoutHandlers) {
     TakeWorker w(options(unique_queue("take")));
     EXPECT_THROW(w.run(), std::logic_error);
+}
+
+// Destroyed while run() ran in another thread, the worker freed what run() and its threads were
+// still using. It now stops and waits for run(): the handler running meanwhile has returned.
+TEST(TakeWorker, DestroyedWhileRunningWaitsForRun) {
+    Client c(conninfo());
+    std::string q = unique_queue("take");
+    std::atomic<bool> started{false}, handler_returned{false};
+    auto w = std::make_unique<TakeWorker>(options(q, 1));
+    w->on_any([&](const Job&, Client&) {
+        started = true;
+        std::this_thread::sleep_for(500ms);
+        handler_returned = true;
+    });
+    std::thread t([&w] { w->run(); });
+    c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+    w.reset();
+    EXPECT_TRUE(handler_returned) << "the worker was destroyed under its running handler";
+    t.join();
 }
 
 }  // namespace

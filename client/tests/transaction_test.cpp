@@ -107,6 +107,110 @@ TEST_F(TransactionTest, TransactionsDoNotNest) {
     EXPECT_THROW(Transaction inner(c), Error);
 }
 
+// A BEGIN of the caller's own through exec: a Transaction on top would end the caller's
+// transaction with its commit or rollback.
+TEST_F(TransactionTest, RefusesAConnectionAlreadyInATransaction) {
+    c.exec("BEGIN");
+    try {
+        Transaction tx(c);
+        ADD_FAILURE() << "a Transaction was opened inside a transaction begun through exec";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "25001");
+    }
+    c.exec("ROLLBACK");
+}
+
+// After a scope left by an exception, the work in it must stay undone: a pull still in flight
+// there kept the ROLLBACK from being sent, and the next Transaction's commit committed it.
+TEST_F(TransactionTest, DestructorRollsBackWithAPullInFlight) {
+    std::string q = unique_queue("tx");
+    c.queue_create(q);
+    int64_t undone = 0;
+    try {
+        Transaction tx(c);
+        undone = c.push(q, R"({"job": "to be undone"})");
+        PullOptions po;
+        po.wait = 5s;
+        c.begin_pull(q, po);
+        throw std::runtime_error("the caller failed half-way");
+    } catch (const std::runtime_error&) {
+    }
+    EXPECT_FALSE(c.connection().in_transaction());
+    int64_t kept;
+    {
+        Transaction tx(c);
+        kept = c.push(q, "{}");
+        tx.commit();
+    }
+    Client other{conninfo()};
+    EXPECT_EQ(other.job_status(kept).state, JobState::Available);
+    try {
+        other.job_status(undone);
+        ADD_FAILURE() << "the job of the rolled-back scope was committed by a later transaction";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "P0002");
+    }
+}
+
+TEST_F(TransactionTest, RollbackCancelsAPullInFlight) {
+    std::string q = unique_queue("tx");
+    c.queue_create(q);
+    std::string other_q = unique_queue("tx");
+    c.queue_create(other_q);
+    Transaction tx(c);
+    int64_t undone = c.push(q, "{}");
+    PullOptions po;
+    po.wait = 10s;
+    c.begin_pull(other_q, po);  // an empty queue: the pull waits in the server
+    auto t0 = std::chrono::steady_clock::now();
+    tx.rollback();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "the pull was not cancelled";
+    EXPECT_FALSE(c.connection().in_transaction());
+    {
+        Transaction next(c);
+        c.push(q, "{}");
+        next.commit();
+    }
+    EXPECT_THROW(c.job_status(undone), Error);
+}
+
+// A statement sent through connection() that the client cannot end: the connection is dropped,
+// so that the server rolls back, rather than left inside the transaction.
+TEST_F(TransactionTest, RollbackThatCannotBeSentDropsTheConnection) {
+    std::string q = unique_queue("tx");
+    c.queue_create(q);
+    int64_t undone;
+    {
+        Transaction tx(c);
+        undone = c.push(q, "{}");
+        c.connection().send_prepared("tx_test_sleep", "SELECT pg_sleep(0.2)", {});
+        tx.rollback();
+    }
+    EXPECT_FALSE(c.connection().in_transaction());
+    {
+        Transaction next(c);  // reconnects
+        c.push(q, "{}");
+        next.commit();
+    }
+    EXPECT_THROW(c.job_status(undone), Error);
+}
+
+// A ROLLBACK run through exec ended the transaction: what follows it commits on its own, and a
+// commit() reporting success would claim it for the transaction.
+TEST_F(TransactionTest, CommitAfterTheTransactionWasEndedInsideItIsRefused) {
+    Transaction tx(c);
+    c.exec("INSERT INTO videos (path) VALUES ($1)", "ended-inside.mp4");
+    c.exec("ROLLBACK");
+    try {
+        tx.commit();
+        ADD_FAILURE() << "commit() reported success for a transaction ended inside it";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "25000");
+        EXPECT_STREQ(e.what(), "the transaction was ended by a statement inside it");
+    }
+    EXPECT_EQ(videos_with("ended-inside.mp4"), 0);
+}
+
 // What the transcoder does: update its own row and complete the job atomically.
 TEST_F(TransactionTest, CompleteWithUpdatesOwnRowAtomically) {
     std::string q = unique_queue("tx");

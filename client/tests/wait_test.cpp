@@ -207,6 +207,27 @@ TEST(WaitFor, InATransactionLeavesNoListenBehind) {
     EXPECT_EQ(c.exec("SELECT count(*) FROM pg_catalog.pg_listening_channels()").int64(0, 0), 0);
 }
 
+// Every poll of a REPEATABLE READ transaction reads its first snapshot: the job finished by
+// another connection was never seen, and the wait lasted its whole timeout (for ever with
+// Duration::max()).
+TEST(WaitFor, InARepeatableReadTransactionIsRefusedAtOnce) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    for (const char* level : {"REPEATABLE READ", "SERIALIZABLE"}) {
+        Transaction tx(c);
+        c.exec(std::string("SET TRANSACTION ISOLATION LEVEL ") + level);
+        auto t0 = Steady::now();
+        try {
+            c.wait_for(id, 3s);
+            ADD_FAILURE() << "wait_for waited inside a " << level << " transaction";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.sqlstate(), "25001") << e.what();
+        }
+        EXPECT_LT(Steady::now() - t0, 1s) << level;
+    }
+}
+
 // The connection is the caller's: wait_for UNLISTENed "hopper:done" that the caller listened on
 // itself, and dropped every notification it read that was not about its job.
 TEST(WaitFor, LeavesTheCallersListensAndNotificationsAlone) {

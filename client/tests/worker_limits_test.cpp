@@ -57,6 +57,11 @@ void register_refusable(Worker& w) {
     w.on("nul", [](JobContext& job) { job.set_result(R"({"a": "\u0000"})"); });
     // A NUL byte itself: the result was cut there and stored as {"a": 1}.
     w.on("nul_byte", [](JobContext& job) { job.set_result(std::string("{\"a\": 1}\0 tail", 14)); });
+    // JSON nested deeper than the server parses (54001, not class 22): the report was retried
+    // until the lease ran out.
+    w.on("deep", [](JobContext& job) {
+        job.set_result("{\"a\": " + std::string(300000, '[') + std::string(300000, ']') + "}");
+    });
 }
 
 // A report the server refused left its job running until the lease ran out, then it ran again
@@ -79,9 +84,10 @@ void refused_reports_are_recorded(bool batch_completions) {
     int64_t not_json = push_kind(c, q, "not_json", 1);
     int64_t nul = push_kind(c, q, "nul", 1);
     int64_t nul_byte = push_kind(c, q, "nul_byte", 1);
+    int64_t deep = push_kind(c, q, "deep", 1);
     int64_t good = push_kind(c, q, "good");
     test::Running<Worker> r(w);
-    for (int64_t id : {latin1, past, not_json, nul, nul_byte})
+    for (int64_t id : {latin1, past, not_json, nul, nul_byte, deep})
         ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Dead); }, 20s))
             << "job " << id << " is " << to_string(c.job_status(id).state);
     ASSERT_TRUE(eventually([&] { return state_is(c, far, JobState::Scheduled); }, 20s));
@@ -93,7 +99,7 @@ void refused_reports_are_recorded(bool batch_completions) {
     EXPECT_EQ(f.last_error, "next year");
     EXPECT_GT(f.run_at, Clock::now() + std::chrono::hours(24 * 365));  // kept to 366 days
     EXPECT_LT(f.run_at, Clock::now() + std::chrono::hours(24 * 367));
-    for (int64_t id : {not_json, nul, nul_byte}) {
+    for (int64_t id : {not_json, nul, nul_byte, deep}) {
         JobInfo j = c.job_status(id);
         EXPECT_EQ(j.attempt, 1);
         EXPECT_EQ(j.last_error.value_or("").rfind("invalid result: ", 0), 0u)

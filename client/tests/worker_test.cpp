@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -1944,6 +1945,26 @@ TEST(Worker, SigintReleasesRunningJobsAndExitsCleanly) {
         EXPECT_EQ(s.attempt, 0) << "a release does not use up an attempt";
         EXPECT_FALSE(s.last_error);
     }
+}
+
+// Destroyed while run() ran in another thread, the worker freed what run() and its threads were
+// still using. It now stops and waits for run(): the handler running meanwhile has returned.
+TEST(Worker, DestroyedWhileRunningWaitsForRun) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::atomic<bool> started{false}, handler_returned{false};
+    auto w = std::make_unique<Worker>(options(q, 1));
+    w->on_any([&](JobContext&) {
+        started = true;
+        std::this_thread::sleep_for(500ms);
+        handler_returned = true;
+    });
+    std::thread t([&w] { w->run(); });
+    c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+    w.reset();
+    EXPECT_TRUE(handler_returned) << "the worker was destroyed under its running handler";
+    t.join();
 }
 
 }  // namespace

@@ -136,7 +136,9 @@ class Client {
 
     // Waits until the job is completed, dead or cancelled: LISTENs on "hopper:done" (sent only for
     // queues with hopper.queue_set_notify_done on) and polls the job once a second. Returns its
-    // final status, or nullopt when the timeout passes first.
+    // final status, or nullopt when the timeout passes first. Inside a REPEATABLE READ or
+    // SERIALIZABLE transaction, whose snapshot would never show the job change, it throws Error
+    // 25001 at once.
     std::optional<JobInfo> wait_for(int64_t id, Duration timeout);
 
     // The caller's own SQL on this connection, parameters bound (never spliced):
@@ -168,6 +170,8 @@ class Client {
 //   auto row = client.exec("INSERT INTO videos(path) VALUES ($1) RETURNING id", path);
 //   client.push("transcode", payload);
 //   tx.commit();
+// The constructor throws Error 25001 when the client is in a Transaction already, or its
+// connection in a transaction begun through exec.
 class Transaction {
   public:
     explicit Transaction(Client& client);
@@ -175,10 +179,20 @@ class Transaction {
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
 
+    // Throws Error 25P02 (and rolls back) when a statement failed inside the transaction, and
+    // 25000 when a statement run through exec (COMMIT, ROLLBACK) ended it: what ran after that
+    // was not part of it. When the COMMIT itself fails the transaction is over, except when it
+    // could not be sent (std::logic_error: a begin_pull not finished): then it stays open, for
+    // rollback() or the destructor.
     void commit();
+    // Ends the transaction whatever stands in the way: a pull begun inside it is cancelled and
+    // finished first (its jobs roll back with the rest), and should the ROLLBACK still not go
+    // out, the connection is closed, which makes the server roll back (the next call
+    // reconnects). The destructor does the same.
     void rollback();
 
   private:
+    void ended();
     Client& client_;
     bool open_ = true;
 };

@@ -19,7 +19,10 @@
 // the worker's hands before its attempt counts; the other jobs of the take have their handlers
 // run again and commit. A process that dies mid-job loses nothing and counts no attempt: the
 // transaction rolls back and the job is taken again. Work that runs long, leaves the database or
-// may kill its process belongs in hopper::Worker, whose jobs are leased.
+// may kill its process belongs in hopper::Worker, whose jobs are leased. A handler must not end
+// the transaction it runs in: one that runs COMMIT or ROLLBACK (or ends the savepoint
+// hopper_take) fails its job, the rest of the take rolled back (after a COMMIT, the take has
+// committed with it: its jobs are completed, and the log says so).
 #pragma once
 
 #include <functional>
@@ -74,6 +77,9 @@ using TakeHandler = std::function<void(const Job&, Client&)>;
 class TakeWorker {
   public:
     explicit TakeWorker(TakeWorkerOptions options);
+    // Destroyed while run() runs in another thread, it calls stop() and waits for run() to return
+    // (after the graceful shutdown) before its members go. Not from one of its own handlers, whose
+    // thread run() waits for.
     ~TakeWorker();
     TakeWorker(const TakeWorker&) = delete;
     TakeWorker& operator=(const TakeWorker&) = delete;

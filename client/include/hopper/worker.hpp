@@ -209,6 +209,9 @@ struct WorkerStats {
 class Worker {
   public:
     explicit Worker(WorkerOptions options);
+    // Destroyed while run() runs in another thread, it calls stop() and waits for run() to return
+    // (after the graceful shutdown) before its members go. Not from one of its own handlers, whose
+    // thread run() waits for.
     ~Worker();
     Worker(const Worker&) = delete;
     Worker& operator=(const Worker&) = delete;
