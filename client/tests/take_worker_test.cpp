@@ -566,10 +566,13 @@ class PausableProxy {
             ::_exit(127);
         }
         ::close(out[1]);
-        char buf[32] = {};
-        ssize_t n = ::read(out[0], buf, sizeof buf - 1);
+        // The whole line: Python may write the number and its newline apart, and a pipe closed
+        // between the two would end the proxy with a broken pipe.
+        std::string line;
+        char ch = 0;
+        while (line.size() < 16 && ::read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
         ::close(out[0]);
-        if (n > 0) port_ = std::atoi(buf);
+        if (!line.empty()) port_ = std::atoi(line.c_str());
     }
     ~PausableProxy() {
         if (pid_ <= 0) return;
@@ -609,7 +612,8 @@ def pump(a, b):
 ls = socket.socket()
 ls.bind(('127.0.0.1', 0))
 ls.listen(64)
-print(ls.getsockname()[1], flush=True)
+sys.stdout.write('%d\n' % ls.getsockname()[1])
+sys.stdout.flush()
 while True:
     c, _ = ls.accept()
     u = upstream()
