@@ -78,6 +78,15 @@ int64_t unpack_queue(spi::Connection& conn, const std::string& queue);
 // Returns whether there was one.
 bool unpack_job(spi::Connection& conn, int64_t id);
 
+// After a claim that took jobs from packed rows: wakes one pull waiting on `queue` when the
+// transaction commits. The claim held the rows it took from, and the pulls woken for their jobs
+// (by the push, or by the commit of a claim like this one) that came to a row meanwhile passed it
+// over and went back to sleep, though its next jobs wait: a push of 20 jobs in one row woke 20
+// waiting pulls, one of which got the row. Each claim of a row hands it on to the next waiting
+// pull, which is all a row held by one claimer at a time can serve. Claims of packed rows alone
+// pay for it: a shared lookup and, if a pull waits, a signal, at commit.
+void wake_after_packed_claim(const std::string& queue);
+
 }  // namespace hopper::batches
 
 // The packed row whose waiting part holds job `id`, for a query on hopper.job_batches named `row`:
