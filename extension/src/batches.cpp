@@ -6,6 +6,7 @@
 #include "hopper/batches.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/guc.hpp"
+#include "hopper/notify.hpp"
 #include "hopper/queue_lock.hpp"
 #include "hopper/relcache_watch.hpp"
 
@@ -230,6 +231,10 @@ int64_t unpack_queue(spi::Connection& conn, const std::string& queue) {
 
 bool unpack_job(spi::Connection& conn, int64_t id) {
     return unpacked(conn.exec(unpack_job_statement(), {spi::arg(id)})) > 0;
+}
+
+void wake_after_packed_claim(const std::string& queue) {
+    notify::wake_pulls_at_commit(queue, 1);
 }
 
 }  // namespace hopper::batches

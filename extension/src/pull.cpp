@@ -212,6 +212,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
     // Whether the last claim took jobs from packed rows: it locks only as many rows as full ones
     // would need, so a claim short of n tops up from the next rows.
     bool took_packed = false;
+    bool took_any_packed = false;  // some claim of this call did
     auto add = [&](const spi::Result& r) {
         uint64_t added = 0;
         took_packed = false;
@@ -220,7 +221,8 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             if (r.is_null(i, 1)) continue;
             out.add_row(r, i);
             ++added;
-            if (has_packed_column && !r.is_null(i, 11) && r.get_bool(i, 11)) took_packed = true;
+            if (has_packed_column && !r.is_null(i, 11) && r.get_bool(i, 11))
+                took_packed = took_any_packed = true;
         }
         // The hint tracks hopper.jobs alone: a claim that also took packed jobs leaves it be.
         if (added > 0 && !took_packed) {
@@ -267,6 +269,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
             return std::nullopt;
         }
         took_packed = c->took_packed;
+        took_any_packed = took_any_packed || took_packed;
         for (auto& row : c->rows) out.add_values(row.values, row.nulls);
         if (!c->rows.empty() && may_raise && !took_packed)
             claim_hint::claimed(hint, c->rows.back().key, at);
@@ -352,6 +355,7 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         return got > 0;
     };
     pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);
+    if (took_any_packed) batches::wake_after_packed_claim(queue);
     conn.finish();
     claim_commit::after_claim();
     return (Datum)0;

@@ -163,6 +163,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
     // As in queue_pull: a take that also took packed jobs leaves the hint be, and one short of n
     // tops up from the next packed rows.
     bool took_packed = false;
+    bool took_any_packed = false;  // some take of this call did
     auto add = [&](const spi::Result& r) {
         took_packed = false;
         if (!r.empty() && r.is_null(0, 1) && batches::marks_packed(r, 10, queue)) {
@@ -179,7 +180,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
             out.add_row(r, i);
             // Its "hopper:done", if any, goes out at commit (include/hopper/taken_here.hpp).
             taken_here::remember(r.get_int64(i, 1), queue, r.get_bool(i, 9));
-            if (!r.is_null(i, 10) && r.get_bool(i, 10)) took_packed = true;
+            if (!r.is_null(i, 10) && r.get_bool(i, 10)) took_packed = took_any_packed = true;
         }
         if (!r.empty() && may_raise && !took_packed) {
             uint64_t last = r.rows() - 1;
@@ -196,6 +197,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
         auto t = direct_claim::take({queue, limit, at, resume ? &hint.key : nullptr, worker});
         if (!t) return std::nullopt;
         took_packed = t->took_packed;
+        took_any_packed = took_any_packed || took_packed;
         for (auto& row : t->rows) {
             out.add_values(row.values, row.nulls);
             taken_here::remember(row.key.id, queue, t->notify_done);
@@ -249,6 +251,7 @@ HOPPER_FUNCTION(hopper_queue_take) {
         return got > 0;
     };
     pull_wait::attempt_until_done(queue, wait_us, !kinds_null, attempt);
+    if (took_any_packed) batches::wake_after_packed_claim(queue);
     conn.finish();
     return (Datum)0;
 }

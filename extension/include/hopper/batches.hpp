@@ -78,6 +78,15 @@ int64_t unpack_queue(spi::Connection& conn, const std::string& queue);
 // Returns whether there was one.
 bool unpack_job(spi::Connection& conn, int64_t id);
 
+// After a claim that took jobs from packed rows: wakes one pull waiting on `queue` when the
+// transaction commits. The claim held the rows it took from, and the pulls woken for their jobs
+// (by the push, or by the commit of a claim like this one) that came to a row meanwhile passed it
+// over and went back to sleep, though its next jobs wait: a push of 20 jobs in one row woke 20
+// waiting pulls, one of which got the row. Each claim of a row hands it on to the next waiting
+// pull, which is all a row held by one claimer at a time can serve. Claims of packed rows alone
+// pay for it: a shared lookup and, if a pull waits, a signal, at commit.
+void wake_after_packed_claim(const std::string& queue);
+
 }  // namespace hopper::batches
 
 // The packed row whose waiting part holds job `id`, for a query on hopper.job_batches named `row`:
@@ -98,7 +107,11 @@ bool unpack_job(spi::Connection& conn, int64_t id);
 //    packed one (batch = its row, with its id and payload). Each row gives jobs from its front.
 //    When `packed` holds as many rows as it may, rows it did not lock may hold jobs before the
 //    ordinary ones after its last row: those are left for the next round, which the claim runs
-//    when it comes up short, so that no packed job is passed over by a later one.
+//    when it comes up short, so that no packed job is passed over by a later one. "After" is
+//    after the last row's last_id: the rows after it start past it (ids are drawn in one pass
+//    per batch), and the ordinary jobs before it are merged with the row's own. Its first_id
+//    passed over a job released from the row (or put back by queue_fail_taken), an ordinary
+//    job keyed between first_id and the row's front, for the rest of the row.
 //  - `used`, `moved`, `emptied`: the rows' fronts moved past the packed jobs picked, and rows
 //    left empty deleted. The new front comes from `packed`, the version the claim locked: the
 //    UPDATE and the DELETE match rows by key alone, because a condition on the version their own
@@ -108,7 +121,8 @@ bool unpack_job(spi::Connection& conn, int64_t id);
 static_assert(hopper::batches::kJobsPerRow == 100, "HOPPER_PACKED_CANDIDATES divides by 100");
 #define HOPPER_PACKED_CANDIDATES(queue, due, kinds, n, gate)                                     \
     "packed AS MATERIALIZED ("                                                                   \
-    "  SELECT first_id, priority, run_at, created_at, kind, max_attempts, taken, ids, payloads " \
+    "  SELECT first_id, last_id, priority, run_at, created_at, kind, max_attempts, taken, ids, " \
+    "    payloads "                                                                              \
     "  FROM hopper.job_batches WHERE queue = " queue " AND run_at <= " due "    AND (" kinds     \
     "::text[] IS NULL OR kind = ANY (" kinds ")) AND " gate                                      \
     "  ORDER BY priority, run_at, first_id "                                                     \
@@ -118,8 +132,8 @@ static_assert(hopper::batches::kJobsPerRow == 100, "HOPPER_PACKED_CANDIDATES div
     "  SELECT c.id, c.priority, c.run_at, NULL::bigint AS batch, NULL::jsonb AS payload "        \
     "  FROM candidates c WHERE (SELECT pg_catalog.count(*) FROM packed) < LEAST(" n ", " n       \
     "    / 100 + 1) OR ROW(c.priority, c.run_at, c.id) < (SELECT l.priority, l.run_at, "         \
-    "    l.first_id FROM packed l ORDER BY l.priority DESC, l.run_at DESC, l.first_id DESC "     \
-    "    LIMIT 1) UNION ALL "                                                                    \
+    "    l.last_id FROM packed l "                                                               \
+    "    ORDER BY l.priority DESC, l.run_at DESC, l.first_id DESC LIMIT 1) UNION ALL "           \
     "  SELECT u.id, p.priority, p.run_at, p.first_id, u.payload FROM packed p, ROWS FROM ("      \
     "    pg_catalog.unnest(p.ids[p.taken + 1 : p.taken + (" n                                    \
     ")::integer]), "                                                                             \
