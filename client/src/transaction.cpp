@@ -1,6 +1,4 @@
 // Transaction: BEGIN/COMMIT/ROLLBACK on a client's connection.
-#include <poll.h>
-
 #include <libpq-fe.h>
 
 #include "hopper/client.hpp"
@@ -70,24 +68,16 @@ void Transaction::rollback() {
     if (!open_) return;
     Connection& conn = client_.conn_;
     if (client_.pull_sent_) {
-        // A pull begun inside the transaction holds the connection, and a ROLLBACK could not be
-        // sent: it is cancelled and its result read (what it claimed rolls back with the rest).
-        // A cancel that reaches the server before the pull has started there is lost: it is
-        // asked again until the pull ends.
-        try {
-            while (true) {
-                client_.cancel_pull();
-                pollfd fd{conn.socket(), POLLIN, 0};
-                ::poll(&fd, 1, 100);
-                if (client_.pull_ready()) break;
-            }
-        } catch (const std::exception&) {
-            // The connection is gone, and finish_pull reads that.
-        }
+        // A pull begun inside the transaction holds the connection, and a ROLLBACK cannot be
+        // sent until it ends. The connection is dropped instead, which the server takes as a
+        // rollback (once the pull's backend notices, at the latest when its wait ends): a cancel
+        // would wait for the server's answer, for ever from a host that stopped answering, and
+        // this runs in a destructor.
+        conn.close();
         try {
             client_.finish_pull();
         } catch (const std::exception&) {
-            // The pull is over either way: its error was read, or the connection is gone.
+            // The pull is over with its connection.
         }
     }
     if (conn.ok()) {

@@ -624,6 +624,48 @@ while True:
     int port_ = 0;
 };
 
+// A Transaction left with a pull waiting in the server, through a host that stopped answering:
+// its rollback (here the destructor's) returns at once, where a cancel would wait for an answer
+// that does not come, and what it pushed is not committed by anything after it.
+TEST_F(TakeWorkerTest, ARollbackBehindAHostThatStoppedAnsweringDoesNotWait) {
+    PausableProxy proxy;
+    ASSERT_GT(proxy.port(), 0) << "python3 proxy did not start";
+    std::string q = unique_queue("take");
+    c.queue_create(q);
+    Client db{fmt::format("{} host=127.0.0.1 port={}", conninfo(), proxy.port())};
+    int64_t undone = 0;
+    std::atomic<bool> paused{false};
+    // The host answers again after 5 s, so that a rollback that waits for it fails, not hangs.
+    std::thread waker([&] {
+        while (!paused) std::this_thread::sleep_for(10ms);
+        std::this_thread::sleep_for(5s);
+        proxy.resume();
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+        Transaction tx(db);
+        undone = db.push(q, "{}");
+        PullOptions po;
+        po.wait = 3s;
+        db.begin_pull(unique_queue("take"), po);  // an empty queue: the pull waits
+        proxy.pause();
+        paused = true;
+        throw std::runtime_error("the caller failed half-way");
+    } catch (const std::runtime_error&) {
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "the rollback waited on the server";
+    paused = true;
+    waker.join();
+    EXPECT_FALSE(db.connection().in_transaction());
+    // The server ends the old session when its pull's wait is over, and the push with it.
+    try {
+        c.job_status(undone);
+        ADD_FAILURE() << "the push of the rolled-back transaction is visible";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.sqlstate(), "P0002");
+    }
+}
+
 // The shutdown cancels the waiting takes with PQcancel, which waits for the server's answer; one
 // that does not come (a host that stopped answering) holds up that cancel, but not stop() called
 // again from another thread, nor anything else that needs the worker's lock meanwhile.

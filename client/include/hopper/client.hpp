@@ -185,10 +185,11 @@ class Transaction {
     // could not be sent (std::logic_error: a begin_pull not finished): then it stays open, for
     // rollback() or the destructor.
     void commit();
-    // Ends the transaction whatever stands in the way: a pull begun inside it is cancelled and
-    // finished first (its jobs roll back with the rest), and should the ROLLBACK still not go
-    // out, the connection is closed, which makes the server roll back (the next call
-    // reconnects). The destructor does the same.
+    // Ends the transaction whatever stands in the way, without waiting on the server: with a
+    // pull begun inside it still in flight, or should the ROLLBACK not go out, the connection is
+    // closed, which makes the server roll back (the next call reconnects; a pull waiting in the
+    // server ends there at the latest when its wait does, and its jobs roll back with the rest).
+    // The destructor does the same.
     void rollback();
 
   private:
