@@ -311,15 +311,20 @@ HOPPER_FUNCTION(hopper_queue_pull) {
         // the queue runs short: a crashed worker's job would otherwise stay running for as long
         // as the queue has other jobs due (on a limited queue, keeping its key's slot). With a
         // live reaper this costs one read of its PGPROC. The jobs put back may lie below the
-        // hint: the claim starts from the front and leaves the hint be.
-        rescue::Counts rescued = rescue::before_claim(conn, queue, at, n);
+        // hint: the claim starts from the front and leaves the hint be. A limited queue's lock
+        // is taken before the rescue locks any job: queue_drop takes it before it deletes them.
+        rescue::Counts rescued;
+        if (!reaper::known_alive()) {
+            enter_limited();
+            rescued = rescue::before_claim(conn, queue, at, n);
+        }
         if (rescued.retried > 0) {
             resume = false;
             may_raise = false;
         }
         std::optional<uint64_t> claimed = direct(n);
         // The direct claim found the queue limited: the limited claim, direct where it can be.
-        if (!claimed && known_limited && enter_limited()) claimed = direct(n);
+        if (!claimed && !limited && known_limited && enter_limited()) claimed = direct(n);
         if (!claimed) {
             spi::Result r = claim(n);
             if (!limited && !packed && batches::marks_packed(r, 11, queue)) {
