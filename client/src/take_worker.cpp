@@ -609,11 +609,13 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
             log_line(fmt::format("job {} ({}) failed, now {}: {}", job.id,
                                  job.kind.value_or("no kind"), to_string(*now), failure.error));
         } else {
-            // A COMMIT: the take committed with it, its jobs completed whatever their handlers
-            // did. Not counted as completions.
+            // No longer the take's to fail: most likely a COMMIT of the handler's own, which
+            // committed the take and completed its jobs whatever their handlers did (not counted
+            // as completions); or, after a ROLLBACK of its own, another worker took the job first.
             log_line(
-                fmt::format("job {} ({}): {}; the take had committed with it, and its {} "
-                            "job(s) were completed",
+                fmt::format("job {} ({}): {}; its failure could not be recorded: a COMMIT "
+                            "of the handler's own completed the take's {} job(s), or another "
+                            "worker took it after a ROLLBACK",
                             job.id, job.kind.value_or("no kind"), what, jobs.size()));
         }
         return jobs.size();
@@ -649,8 +651,10 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
             client.exec("ROLLBACK TO SAVEPOINT hopper_take");
         } catch (const ConnectionError&) {
             throw;
-        } catch (const Error&) {
-            // 3B001: a handler released the savepoint, or rolled back past it.
+        } catch (const Error& e) {
+            // 3B001: a handler released the savepoint, or rolled back past it. Anything else (a
+            // cancel, say) is not the handler's doing and goes up as any other error would.
+            if (e.sqlstate() != "3B001") throw;
             return broken(job, failure,
                           "a handler ended the savepoint hopper_take that the worker rolls back "
                           "to after a failure");

@@ -153,7 +153,7 @@ TEST_F(TakeWorkerTest, AHandlerThatEndsItsTransactionFailsItsJob) {
         [&] {
             std::lock_guard<std::mutex> lock(m);
             for (const std::string& l : lines)
-                if (l.find("the take had committed with it") != std::string::npos) return true;
+                if (l.find("its failure could not be recorded") != std::string::npos) return true;
             return false;
         },
         20s));
