@@ -108,8 +108,10 @@ void wake_after_packed_claim(const std::string& queue);
 //    When `packed` holds as many rows as it may, rows it did not lock may hold jobs before the
 //    ordinary ones after its last row: those are left for the next round, which the claim runs
 //    when it comes up short, so that no packed job is passed over by a later one. "After" is
-//    after the last row's last_id: the rows after it start past it (ids are drawn in one pass
-//    per batch), and the ordinary jobs before it are merged with the row's own. Its first_id
+//    after the last row's last_id: the rows after it start past it (a batch draws its ids in one
+//    pass; only batches pushed at once with one priority and run_at can interleave theirs, an
+//    order the claims keep only roughly), and the ordinary jobs before it are merged with the
+//    row's own. Its first_id
 //    passed over a job released from the row (or put back by queue_fail_taken), an ordinary
 //    job keyed between first_id and the row's front, for the rest of the row.
 //  - `used`, `moved`, `emptied`: the rows' fronts moved past the packed jobs picked, and rows
