@@ -23,6 +23,7 @@
 #include "hopper/take_worker.hpp"
 #include "joined_threads.hpp"
 #include "option_checks.hpp"
+#include "run_state.hpp"
 #include "signals.hpp"
 #include "wakeup.hpp"
 #include "worker_client.hpp"
@@ -52,9 +53,7 @@ struct TakeWorker::Impl {
     TakeOptions take;  // what every take asks for
 
     std::atomic<bool> stop_requested{false};
-    std::atomic<bool> running{false};
-    std::mutex run_m;                    // guards the end of running, for ~TakeWorker
-    std::condition_variable run_ended;   // running turned false
+    internal::RunState run_state;
     std::atomic<bool> listening{false};  // LISTEN + poll instead of waiting takes
     // The server's error for a take refused for good (RefusedTake), which run() throws; under m.
     std::exception_ptr refusal;
@@ -242,10 +241,7 @@ TakeWorker::TakeWorker(TakeWorkerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
 // run() in another thread uses everything destroyed here: it is stopped and waited for first.
 TakeWorker::~TakeWorker() {
-    std::unique_lock<std::mutex> lock(impl_->run_m);
-    if (!impl_->running.load()) return;
-    stop();
-    impl_->run_ended.wait(lock, [this] { return !impl_->running.load(); });
+    impl_->run_state.stop_and_wait([this] { stop(); });
 }
 
 TakeWorker& TakeWorker::on(const std::string& kind, TakeHandler handler) {
@@ -273,15 +269,8 @@ void TakeWorker::run() {
     Impl& w = *impl_;
     if (w.handlers.empty() && !w.fallback)
         throw std::logic_error("TakeWorker::run: no handler registered");
-    if (w.running.exchange(true)) throw std::logic_error("TakeWorker::run is already running");
-    struct NotRunning {  // the last of run(): a waiting ~TakeWorker may destroy w once it is done
-        Impl& w;
-        ~NotRunning() {
-            std::lock_guard<std::mutex> lock(w.run_m);
-            w.running.store(false);
-            w.run_ended.notify_all();
-        }
-    } not_running{w};
+    // The last of run(): a waiting ~TakeWorker may destroy w once it is done.
+    internal::RunState::Scope run_scope(w.run_state, "TakeWorker::run is already running");
     w.take = TakeOptions{};
     w.take.n = w.opt.batch;
     w.take.worker = w.opt.name;

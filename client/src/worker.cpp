@@ -24,6 +24,7 @@
 #include "hopper/worker.hpp"
 #include "joined_threads.hpp"
 #include "option_checks.hpp"
+#include "run_state.hpp"
 #include "signals.hpp"
 #include "waiting_pull.hpp"
 #include "wakeup.hpp"
@@ -44,9 +45,7 @@ struct Worker::Impl {
     Handler fallback;
 
     std::atomic<bool> stop_requested{false};
-    std::atomic<bool> running{false};
-    std::mutex run_m;                   // guards the end of running, for ~Worker
-    std::condition_variable run_ended;  // running turned false
+    internal::RunState run_state;
     internal::Wakeup wake;
 
     int capacity = 0;  // jobs claimed at once: concurrency + prefetch
@@ -159,10 +158,7 @@ struct Worker::Impl {
 Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 // run() in another thread uses everything destroyed here: it is stopped and waited for first.
 Worker::~Worker() {
-    std::unique_lock<std::mutex> lock(impl_->run_m);
-    if (!impl_->running.load()) return;
-    stop();
-    impl_->run_ended.wait(lock, [this] { return !impl_->running.load(); });
+    impl_->run_state.stop_and_wait([this] { stop(); });
 }
 
 Worker& Worker::on(const std::string& kind, Handler handler) {
@@ -188,15 +184,8 @@ WorkerStats Worker::stats() const {
 
 void Worker::run() {
     Impl& w = *impl_;
-    if (w.running.exchange(true)) throw std::logic_error("Worker::run is already running");
-    struct NotRunning {  // the last of run(): a waiting ~Worker may destroy w once it is done
-        Impl& w;
-        ~NotRunning() {
-            std::lock_guard<std::mutex> lock(w.run_m);
-            w.running.store(false);
-            w.run_ended.notify_all();
-        }
-    } not_running{w};
+    // The last of run(): a waiting ~Worker may destroy w once it is done.
+    internal::RunState::Scope run_scope(w.run_state, "Worker::run is already running");
     if (w.opt.handle_signals) w.signals.emplace(w.wake);
     struct Unwatch {  // declared before the threads, so it runs after they are joined
         std::optional<internal::SignalWatch>& signals;

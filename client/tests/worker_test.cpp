@@ -1967,5 +1967,20 @@ TEST(Worker, DestroyedWhileRunningWaitsForRun) {
     t.join();
 }
 
+// A second run() while one is under way is the caller's mistake, said at once; the run goes on.
+TEST(Worker, ASecondRunWhileOneIsUnderWayIsRefused) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::atomic<bool> started{false};
+    Worker w(options(q, 1));
+    w.on_any([&](JobContext&) { started = true; });
+    std::thread t([&w] { w.run(); });
+    c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 10s));
+    EXPECT_THROW(w.run(), std::logic_error);
+    w.stop();
+    t.join();
+}
+
 }  // namespace
 }  // namespace hopper
