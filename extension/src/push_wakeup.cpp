@@ -7,11 +7,16 @@
 //    due jobs: relay if hopper.notify_relay is on, a reaper is known to run and the queue holds a
 //    claim-hint slot to count the wake-up in; else NOTIFY the queue itself, as PostgreSQL still
 //    allows then;
-//  - at commit (the jobs are visible; nothing may raise any more) it signals one waiting pull per
-//    job, counts the relayed wake-ups in their slots and sets the reaper's latch. The reaper then
-//    notifies the queues whose counts moved (reaper_relay.cpp), so a listener can never hear of a
-//    job before it is visible;
-//  - and at commit it looks again at the jobs that were not due at pre-commit: one that fell due
+//  - once the commit is done (the jobs are visible; nothing may raise any more) it signals one
+//    waiting pull per job, counts the relayed wake-ups in their slots and sets the reaper's latch.
+//    The reaper then notifies the queues whose counts moved (reaper_relay.cpp), so a listener can
+//    never hear of a job before it is visible. "Done" is the last phase of the commit's resource
+//    release, where NOTIFY's own signals go out too, not the commit callback: PostgreSQL sends the
+//    transaction's invalidations between the two, and a pull woken before them read its queue's
+//    row as remembered (queue_rows.hpp), before the change the transaction made to it (the first
+//    packed push marks the queue packed; queue_resume unpauses it), claimed nothing and slept
+//    until its next look, up to a second later. It finds the commit's locks released too;
+//  - and then it looks again at the jobs that were not due at pre-commit: one that fell due
 //    meanwhile (a commit that waited for a synchronous standby, say) may have been passed over by
 //    the reaper, whose look at that time did not see the commit yet and whose next looks start
 //    after it. Such a queue's waiting pulls are woken and its wake-up counted for the reaper to
@@ -36,6 +41,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 }
 
@@ -64,6 +70,7 @@ struct Wake {
 bool callback_registered = false;
 // The current transaction's pushes and wake-ups; reset at every transaction end.
 bool pending = false;
+bool committed = false;  // the commit callback has run: the wake-ups follow its release
 std::vector<Pushed> pushed_queues;
 std::vector<std::string> relayed_queues;  // decided at pre-commit, counted at commit
 std::vector<Wake> pulls_to_wake;
@@ -74,6 +81,7 @@ bool not_due_at_pre_commit = false;
 
 void reset() noexcept {
     pending = false;
+    committed = false;
     judged_at = 0;
     not_due_at_pre_commit = false;
     pushed_queues.clear();
@@ -104,6 +112,7 @@ void decide_at_pre_commit() {
 }
 
 void on_transaction_event(XactEvent event, void*);
+void after_commit(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void*);
 
 // At commit (raises nothing): the wake-ups of the jobs not due at pre-commit that are due now.
 // Whether it counted a wake-up for the reaper to relay.
@@ -142,6 +151,7 @@ void register_callback() {
         pg_guard([] {
             RegisterXactCallback(on_transaction_event, nullptr);
             RegisterSubXactCallback(on_subtransaction_event, nullptr);
+            RegisterResourceReleaseCallback(after_commit, nullptr);
         });
         callback_registered = true;
     }
@@ -162,21 +172,27 @@ void on_transaction_event(XactEvent event, void*) {
             }
             return;
         }
-        case XACT_EVENT_COMMIT: {
-            claim_hint::apply_at_commit();
-            for (const Wake& w : pulls_to_wake) claim_hint::wake_waiting_pulls(w.queue, w.jobs);
-            bool counted = false;
-            for (const std::string& queue : relayed_queues)
-                counted = claim_hint::count_wakeup(queue) || counted;
-            if (not_due_at_pre_commit) counted = fell_due_during_commit() || counted;
-            if (counted) reaper::wake_known();
-            reset();
+        case XACT_EVENT_COMMIT:
+            committed = true;  // the work is after_commit's
             return;
-        }
         default:  // abort, prepare, and the parallel-worker events (pushes never run there)
             reset();
             return;
     }
+}
+
+// Called for every resource owner released, in each phase: the top-level commit's last phase is
+// the one (see the comment at the top).
+void after_commit(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void*) {
+    if (!committed || phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_commit || !is_top_level) return;
+    claim_hint::apply_at_commit();
+    for (const Wake& w : pulls_to_wake) claim_hint::wake_waiting_pulls(w.queue, w.jobs);
+    bool counted = false;
+    for (const std::string& queue : relayed_queues)
+        counted = claim_hint::count_wakeup(queue) || counted;
+    if (not_due_at_pre_commit) counted = fell_due_during_commit() || counted;
+    if (counted) reaper::wake_known();
+    reset();
 }
 
 void announce_at_commit(const std::string& queue, TimestampTz run_at, int64_t jobs) {

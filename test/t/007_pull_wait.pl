@@ -1,11 +1,11 @@
 # queue_pull(..., wait => ...) and queue_take's: a pull that found nothing sleeps until a job is
-# made available on its queue. A push wakes one waiting pull per job at its commit, relayed or not, with or without
-# hopper.notify; so do a release, the reaper's pass when a delayed job falls due, and on a queue
-# with a concurrency limit whatever frees a slot (a completion, a cancel, a failure, a claim rolled
-# back, a limit raised or removed). One whose transaction holds a limited queue's lock does not
-# wait at all. A pull that
-# nobody wakes would still find the job at its once-a-second recheck, so "woken" is asserted as
-# "returned within 0.3 s of the push", five times in a row.
+# made available on its queue. A push wakes one waiting pull per job at its commit, relayed or
+# not, with or without hopper.notify; so do a release, a resume, the reaper's pass when a delayed
+# job falls due, and on a queue with a concurrency limit whatever frees a slot (a completion, a
+# cancel, a failure, a claim rolled back, a limit raised or removed). One whose transaction holds
+# a limited queue's lock does not wait at all. A pull that nobody wakes would still find the job
+# at its once-a-second recheck, so "woken" is asserted as "returned within 0.3 s of the push",
+# five times in a row.
 use strict;
 use warnings;
 
@@ -144,6 +144,28 @@ session_query($p, 'RESET ALL');
 	session_query($w, 'COMMIT');
 	is(session_query($p, "SELECT state FROM hopper.job_status($id)"),
 		'completed', 'and completed by the commit');
+}
+
+# A paused queue's waiting pull is woken by queue_resume, five times in a row. The resume's
+# commit wakes it once it has told every session that the queue's row changed: a pull woken
+# before that read the row as its session remembered it, paused, and slept on to its next look.
+{
+	session_query($p, "SELECT hopper.queue_create('pw_paused')");
+	(my $paused_pull = $pull) =~ s/'pw'/'pw_paused'/;
+	my @took;
+	for my $i (1 .. 5)
+	{
+		session_query($p,
+			"SELECT hopper.queue_pause('pw_paused'); SELECT hopper.queue_push('pw_paused', '{}')");
+		session_send($w, $paused_pull);
+		ok(defined waiting(1), "resume $i: a pull waits on the paused queue");
+		my $resumed_at = push_one($p, "SELECT hopper.queue_resume('pw_paused')");
+		my ($id, $returned_at) = split /\|/, session_result($w);
+		ok(defined $id && $id ne '', "resume $i: the waiting pull got the job");
+		push @took, ($returned_at // 99) - $resumed_at;
+	}
+	ok((grep { $_ < 0.3 } @took) == 5, 'queue_resume: every waiting pull returned within 0.3 s')
+	  or diag "took @took";
 }
 
 # A rolled-back push wakes no one to a job: the pull waits on.
