@@ -11,6 +11,7 @@ packages=(
   ffmpeg
   pgbouncer
   python3
+  locales
 )
 if [ "${HOPPER_DEPS_BENCH:-0}" = 1 ]; then packages+=(gnuplot-nox); fi
 

@@ -31,8 +31,11 @@ const Field kFields[5] = {
     throw ParseError(std::string(f.name) + " field: \"" + token + "\" " + why);
 }
 
+// ASCII only: the C library's tolower follows the database's LC_CTYPE, and a Turkish one lowers
+// the I of FRI to a dotless i.
 std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : s)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     return s;
 }
 
