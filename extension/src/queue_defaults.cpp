@@ -6,6 +6,7 @@
 #include "hopper/relcache_watch.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -64,8 +65,9 @@ void on_relcache_invalidation(Oid relid) {
         ++generation;
 }
 
-// A role granted or revoked can change what a role may read through its memberships.
-void on_membership_change(Datum, int, uint32) {
+// A role granted or revoked can change what a role may read through its memberships, and a role
+// altered (SUPERUSER, BYPASSRLS) what it may read itself.
+void on_role_change(Datum, int, uint32) {
     forget();
 }
 
@@ -84,7 +86,8 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
     if (!callback_registered) {
         pg_guard([] {
             relcache_watch::subscribe(on_relcache_invalidation);
-            CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, on_membership_change, (Datum)0);
+            CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, on_role_change, (Datum)0);
+            CacheRegisterSyscacheCallback(AUTHOID, on_role_change, (Datum)0);
         });
         callback_registered = true;
     }
@@ -94,8 +97,10 @@ std::optional<int32_t> look_up(spi::Connection& conn, const std::string& queue) 
     spi::Result r = conn.exec(st, {spi::arg_text(queue)});
     if (r.empty()) return std::nullopt;
     int32_t max_attempts = r.get_int32(0, 1);
-    // The generation is compared last: reading the triggers may rebuild the relcache entry.
-    if (OidIsValid(relid) && pg_guard([relid] {
+    // The generation is compared last: reading the triggers may rebuild the relcache entry. A
+    // transaction snapshot may predate a change whose invalidation came before the lookup: what
+    // it read is right for this transaction only.
+    if (OidIsValid(relid) && !IsolationUsesXactSnapshot() && pg_guard([relid] {
             return changes_reach_backends(relid) &&
                    check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED;
         }) &&
