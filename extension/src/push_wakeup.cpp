@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hopper/claim_hint.hpp"
@@ -67,13 +68,58 @@ struct Wake {
     SubTransactionId subxact;
 };
 
+// A transaction's entries (Pushed or Wake) in the order made, found by queue in constant time: a
+// transaction may make jobs available in tens of thousands of queues (the reaper's first pass
+// announces every queue with due jobs), and a search of the list per queue made that quadratic.
+// The entries of a subtransaction are the list's tail when it ends: it was begun after every
+// entry before them, and those of its own subtransactions were dropped or passed up to it. The
+// subtransaction callbacks handle the tail alone and never allocate.
+template <typename Entry>
+class Entries {
+  public:
+    // The entry of `queue` made in subtransaction `subxact`, or nullptr.
+    Entry* find(const std::string& queue, SubTransactionId subxact) {
+        auto it = latest_.find(queue);
+        if (it == latest_.end() || list_[it->second].subxact != subxact) return nullptr;
+        return &list_[it->second];
+    }
+    void add(Entry e) {
+        list_.push_back(std::move(e));
+        latest_[list_.back().queue] = list_.size() - 1;
+    }
+    // A rolled-back subtransaction's entries go. A queue's older entry then goes unindexed: its
+    // next push makes a new entry beside it, and the commit acts on both, as on one.
+    void roll_back(SubTransactionId mine) noexcept {
+        while (!list_.empty() && list_.back().subxact == mine) {
+            auto it = latest_.find(list_.back().queue);
+            if (it != latest_.end() && it->second == list_.size() - 1) latest_.erase(it);
+            list_.pop_back();
+        }
+    }
+    // A committed subtransaction's entries pass to its parent.
+    void pass_up(SubTransactionId mine, SubTransactionId parent) noexcept {
+        for (auto it = list_.rbegin(); it != list_.rend() && it->subxact == mine; ++it)
+            it->subxact = parent;
+    }
+    void clear() noexcept {
+        list_.clear();
+        latest_.clear();
+    }
+    const std::vector<Entry>& all() const { return list_; }
+    bool empty() const { return list_.empty(); }
+
+  private:
+    std::vector<Entry> list_;
+    std::unordered_map<std::string, size_t> latest_;  // queue -> its latest entry in list_
+};
+
 bool callback_registered = false;
 // The current transaction's pushes and wake-ups; reset at every transaction end.
 bool pending = false;
 bool committed = false;  // the commit callback has run: the wake-ups follow its release
-std::vector<Pushed> pushed_queues;
+Entries<Pushed> pushed_queues;
 std::vector<std::string> relayed_queues;  // decided at pre-commit, counted at commit
-std::vector<Wake> pulls_to_wake;
+Entries<Wake> pulls_to_wake;
 // When pre-commit judged due-ness (0: it did not run); the pushes not due then are looked at
 // again at commit.
 TimestampTz judged_at = 0;
@@ -96,7 +142,7 @@ void decide_at_pre_commit() {
     TimestampTz now = GetCurrentTimestamp();
     judged_at = now;
     std::optional<bool> relay;  // asked once, and only if a job is due
-    for (const Pushed& p : pushed_queues) {
+    for (const Pushed& p : pushed_queues.all()) {
         if (p.run_at > now) {
             not_due_at_pre_commit = true;
             continue;
@@ -119,7 +165,7 @@ void after_commit(ResourceReleasePhase phase, bool is_commit, bool is_top_level,
 bool fell_due_during_commit() noexcept {
     TimestampTz now = GetCurrentTimestamp();
     bool counted = false;
-    for (const Pushed& p : pushed_queues) {
+    for (const Pushed& p : pushed_queues.all()) {
         if (p.run_at <= judged_at || p.run_at > now) continue;
         claim_hint::wake_waiting_pulls(p.queue, p.jobs);
         if (p.notify && reaper::known_alive())
@@ -133,16 +179,11 @@ void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTrans
                              void*) {
     if (!pending) return;
     if (event == SUBXACT_EVENT_ABORT_SUB) {
-        auto gone = [&](const auto& e) { return e.subxact == mine; };
-        pushed_queues.erase(std::remove_if(pushed_queues.begin(), pushed_queues.end(), gone),
-                            pushed_queues.end());
-        pulls_to_wake.erase(std::remove_if(pulls_to_wake.begin(), pulls_to_wake.end(), gone),
-                            pulls_to_wake.end());
+        pushed_queues.roll_back(mine);
+        pulls_to_wake.roll_back(mine);
     } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
-        for (Pushed& p : pushed_queues)
-            if (p.subxact == mine) p.subxact = parent;
-        for (Wake& w : pulls_to_wake)
-            if (w.subxact == mine) w.subxact = parent;
+        pushed_queues.pass_up(mine, parent);
+        pulls_to_wake.pass_up(mine, parent);
     }
 }
 
@@ -186,7 +227,7 @@ void on_transaction_event(XactEvent event, void*) {
 void after_commit(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void*) {
     if (!committed || phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_commit || !is_top_level) return;
     claim_hint::apply_at_commit();
-    for (const Wake& w : pulls_to_wake) claim_hint::wake_waiting_pulls(w.queue, w.jobs);
+    for (const Wake& w : pulls_to_wake.all()) claim_hint::wake_waiting_pulls(w.queue, w.jobs);
     bool counted = false;
     for (const std::string& queue : relayed_queues)
         counted = claim_hint::count_wakeup(queue) || counted;
@@ -198,10 +239,9 @@ void after_commit(ResourceReleasePhase phase, bool is_commit, bool is_top_level,
 void announce_at_commit(const std::string& queue, TimestampTz run_at, int64_t jobs) {
     register_callback();
     SubTransactionId subxact = GetCurrentSubTransactionId();
-    auto same = [&](const Pushed& p) { return p.queue == queue && p.subxact == subxact; };
-    auto it = std::find_if(pushed_queues.begin(), pushed_queues.end(), same);
-    if (it == pushed_queues.end()) {
-        pushed_queues.push_back({queue, run_at, jobs, guc::notify, subxact});
+    Pushed* it = pushed_queues.find(queue, subxact);
+    if (it == nullptr) {
+        pushed_queues.add({queue, run_at, jobs, guc::notify, subxact});
     } else {
         it->run_at = std::min(it->run_at, run_at);
         it->jobs = it->jobs > 0 && jobs > 0 ? it->jobs + jobs : 0;
@@ -226,10 +266,9 @@ void wake_pulls_at_commit(const std::string& queue, int64_t jobs) {
     if (!claim_hint::can_wake(queue)) return;
     register_callback();
     SubTransactionId subxact = GetCurrentSubTransactionId();
-    auto same = [&](const Wake& w) { return w.queue == queue && w.subxact == subxact; };
-    auto it = std::find_if(pulls_to_wake.begin(), pulls_to_wake.end(), same);
-    if (it == pulls_to_wake.end())
-        pulls_to_wake.push_back({queue, std::max<int64_t>(jobs, 0), subxact});
+    Wake* it = pulls_to_wake.find(queue, subxact);
+    if (it == nullptr)
+        pulls_to_wake.add({queue, std::max<int64_t>(jobs, 0), subxact});
     else if (it->jobs > 0)
         it->jobs = jobs > 0 ? it->jobs + jobs : 0;
 }

@@ -128,6 +128,30 @@ session_query($p, 'RESET ALL');
 	$_->{run}->finish for @w;
 }
 
+# Pushes around savepoints: one rolled back wakes no one, one released wakes as the transaction's
+# own do, and a push after a rollback to a savepoint still counts. Three jobs commit, so three
+# signals: each of the three waiting pulls returns within 0.3 s.
+{
+	my @w = map { start_session($node, 'postgres') } 1 .. 3;
+	session_send($_, $pull) for @w;
+	ok(defined waiting(3), 'savepoints: three pulls wait');
+	my $push = "SELECT hopper.queue_push('pw', '{}')";
+	my $at = session_query($p,
+		"BEGIN; $push; SAVEPOINT a; $push; ROLLBACK TO SAVEPOINT a; $push; SAVEPOINT b; $push; "
+		  . "RELEASE SAVEPOINT b; COMMIT; SELECT extract(epoch FROM pg_catalog.clock_timestamp())");
+	$at = (split /\n/, $at)[-1];
+	my @took;
+	for my $s (@w)
+	{
+		my ($id, $returned_at) = split /\|/, session_result($s);
+		push @took, (defined $id && $id ne '' ? $returned_at : 99) - $at;
+	}
+	ok((grep { $_ < 0.3 } @took) == 3, 'savepoints: each waiting pull got a job within 0.3 s')
+	  or diag "took @took";
+	$_->{in} .= "\\q\n" for @w;
+	$_->{run}->finish for @w;
+}
+
 # A waiting queue_take is woken the same way, and its job is completed when the taking
 # transaction commits.
 {
