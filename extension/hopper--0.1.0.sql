@@ -441,14 +441,11 @@ GRANT EXECUTE ON FUNCTION hopper.queue_jobs(text, text, integer) TO hopper_produ
 CREATE INDEX jobs_session_idx ON hopper.jobs (id) WHERE state = 'running' AND session_bound;
 -- Jobs that wait for a time of their own (scheduled, or retried, rescued or released with a
 -- backoff): the reaper wakes their queue's workers when that time comes, and asks every pass
--- which jobs' time came since its last look, by time (jobs_falling_due_idx: a job stays in
--- these indexes until it is claimed, and a walk over the queues of jobs_delayed_idx on every pass
--- cost a descent for each queue holding one). queue_jobs lists a queue's scheduled jobs from
--- jobs_delayed_idx. Jobs due when pushed (run_at = created_at) are announced by the push and
--- never enter them, so the common push pays no entry here.
-CREATE INDEX jobs_delayed_idx ON hopper.jobs (queue, run_at)
-    WHERE state = 'available' AND run_at > created_at;
-CREATE INDEX jobs_falling_due_idx ON hopper.jobs (run_at, queue)
+-- which jobs' time came since its last look. By time first: a job stays here until it is
+-- claimed, and a walk over the queues (with the queue first) cost every pass a descent for each
+-- queue holding a job that fell due long ago. Jobs due when pushed (run_at = created_at) are
+-- announced by the push and never enter it, so the common push pays no entry here.
+CREATE INDEX jobs_delayed_idx ON hopper.jobs (run_at, queue)
     WHERE state = 'available' AND run_at > created_at;
 
 -- Whether reaper_stop() parked this database's reaper (until reaper_start()). One row.

@@ -57,8 +57,10 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     // flags ($4, $6, $8) and the state ($7) are constants of each call's own plan, so that a
     // place that cannot hold the state asked for is not read, a finished state reads
     // job_history_queue_idx, "running" reads jobs_lease_idx (lease_until is set exactly while a
-    // job runs), and "scheduled" ($9) reads jobs_delayed_idx: a job due later than now was due
-    // later than its push, so it is in that index, and the waiting jobs due now are not walked.
+    // job runs), and "scheduled" ($9) reads jobs_delayed_idx from now on: a job due later than
+    // now was due later than its push, so it is in that index, and the waiting jobs due now are
+    // not walked (the index is by time, then queue: other queues' scheduled jobs are passed over
+    // in the index alone).
     static spi::Statement st(
         "SELECT * FROM ("
         "  (SELECT id, queue, kind, "

@@ -161,12 +161,12 @@ std::vector<std::string> queues_with_expired_leases(spi::Connection& conn, Times
 // The queues with jobs that became due in (since, until]: scheduled jobs whose time came, and
 // retried or rescued jobs whose backoff ended. Their LISTENing workers need a wake-up. Jobs due
 // at once when pushed (run_at = created_at) were announced by their push already, so the question
-// runs every pass on jobs_falling_due_idx, which holds only the others, by time: it reads the
-// jobs whose time came in the interval and no others. (A walk over the queues of
-// jobs_delayed_idx, one descent per queue, cost every pass for every queue holding a job that
-// fell due long ago and was not yet claimed: 20,000 such queues kept the reaper at a quarter of
-// a core. Without either index it read the whole table, once per queue per pass.) Packed rows
-// need no look: a batch is packed only when its jobs are due at the push.
+// runs every pass on jobs_delayed_idx, which holds only the others, by time: it reads the jobs
+// whose time came in the interval and no others. (With the queue first, a walk over its queues
+// cost every pass a descent for each queue holding a job that fell due long ago and was not yet
+// claimed: 20,000 such queues kept the reaper at a quarter of a core. Without the index it read
+// the whole table, once per queue per pass.) Packed rows need no look: a batch is packed only
+// when its jobs are due at the push.
 std::vector<std::string> queues_with_jobs_become_due(spi::Connection& conn, TimestampTz since,
                                                      TimestampTz until) {
     static spi::Statement st(
