@@ -2,7 +2,8 @@
 // (pull_wait.hpp), and the listeners, through this database's reaper instead of a NOTIFY in the
 // pushing transaction. See include/hopper/notify.hpp.
 //
-// A transaction callback, registered once per backend, does the work:
+// Callbacks registered once per backend do the work, a transaction callback and, for what follows
+// the commit, a resource-release one:
 //  - at pre-commit (errors may still abort the transaction) it decides, for each queue that got
 //    due jobs: relay if hopper.notify_relay is on, a reaper is known to run and the queue holds a
 //    claim-hint slot to count the wake-up in; else NOTIFY the queue itself, as PostgreSQL still
@@ -11,8 +12,8 @@
 //    waiting pull per job, counts the relayed wake-ups in their slots and sets the reaper's latch.
 //    The reaper then notifies the queues whose counts moved (reaper_relay.cpp), so a listener can
 //    never hear of a job before it is visible. "Done" is the last phase of the commit's resource
-//    release, where NOTIFY's own signals go out too, not the commit callback: PostgreSQL sends the
-//    transaction's invalidations between the two, and a pull woken before them read its queue's
+//    release (NOTIFY's own signals go out just after it), not the commit callback: PostgreSQL sends
+//    the transaction's invalidations between the two, and a pull woken before them read its queue's
 //    row as remembered (queue_rows.hpp), before the change the transaction made to it (the first
 //    packed push marks the queue packed; queue_resume unpauses it), claimed nothing and slept
 //    until its next look, up to a second later. It finds the commit's locks released too;
@@ -101,14 +102,22 @@ class Entries {
         for (auto it = list_.rbegin(); it != list_.rend() && it->subxact == mine; ++it)
             it->subxact = parent;
     }
+    // Called at every transaction end: what one transaction over tens of thousands of queues
+    // grew is given back, or every later one would clear its buckets.
     void clear() noexcept {
-        list_.clear();
-        latest_.clear();
+        if (list_.capacity() > kKept) {
+            std::vector<Entry>().swap(list_);
+            std::unordered_map<std::string, size_t>().swap(latest_);
+        } else {
+            list_.clear();
+            if (!latest_.empty()) latest_.clear();
+        }
     }
     const std::vector<Entry>& all() const { return list_; }
     bool empty() const { return list_.empty(); }
 
   private:
+    static constexpr size_t kKept = 1024;
     std::vector<Entry> list_;
     std::unordered_map<std::string, size_t> latest_;  // queue -> its latest entry in list_
 };

@@ -128,8 +128,8 @@ void wait_less_than_deadlock_timeout() {
 // minutes while a 1-second lease waited to be rescued. Each step first asks, in one statement,
 // which queues it has work in, through an index of the table it works on, and then works on
 // those alone. Each question is a loose index scan: one descent per queue that has such rows at
-// all (leased jobs, delayed jobs, history), however many jobs each holds, and none for the
-// queues that hold none.
+// all (leased jobs, history), however many jobs each holds, and none for the queues that hold
+// none; but jobs fallen due, which are read by time (queues_with_jobs_become_due).
 std::vector<std::string> queue_names(spi::Connection& conn, spi::Statement& st,
                                      std::initializer_list<spi::Arg> args) {
     spi::Result r = conn.exec(st, args);
@@ -169,9 +169,13 @@ std::vector<std::string> queues_with_expired_leases(spi::Connection& conn, Times
 // when its jobs are due at the push.
 std::vector<std::string> queues_with_jobs_become_due(spi::Connection& conn, TimestampTz since,
                                                      TimestampTz until) {
+    // In run_at order, in a subquery kept apart (OFFSET 0): a generic plan made on an empty
+    // table (a fresh install, a TRUNCATE) otherwise walked jobs_pull_idx, every available job on
+    // every pass, until the next ANALYZE.
     static spi::Statement st(
-        "SELECT DISTINCT queue FROM hopper.jobs WHERE state OPERATOR(pg_catalog.=) 'available' "
-        "  AND run_at > created_at AND run_at > $1 AND run_at <= $2",
+        "SELECT DISTINCT d.queue FROM ("
+        "  SELECT queue FROM hopper.jobs WHERE state OPERATOR(pg_catalog.=) 'available' "
+        "    AND run_at > created_at AND run_at > $1 AND run_at <= $2 ORDER BY run_at OFFSET 0) d",
         {TIMESTAMPTZOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN, spi::Planning::kWalkIndexes);
     return queue_names(
         conn, st,

@@ -23,7 +23,9 @@ ok(-f "$dir/$locale/LC_CTYPE", "the locale $locale is built") or diag $err;
 
 $ENV{LOCPATH} = $dir;
 my $node = PostgreSQL::Test::Cluster->new('cron_locale');
-$node->init;
+# initdb's own locale is C: with LOCPATH set, the C library no longer reads the system's locale
+# archive, where a developer's LANG may be.
+$node->init(extra => ['--locale=C']);
 $node->start;
 $node->safe_psql('postgres',
 	"CREATE DATABASE tr TEMPLATE template0 ENCODING 'LATIN5' "

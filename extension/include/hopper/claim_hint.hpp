@@ -146,10 +146,10 @@ class QuietRollbacks {
 // woken for the jobs a rolled-back claim put back must not resume past them (raises nothing).
 void apply_at_rollback() noexcept;
 
-// The committing transaction's hint changes, applied now rather than in claim_hint's own commit
-// callback (which then finds nothing left to do). For the wake-ups at commit: PostgreSQL runs the
-// callback registered last first, and a pull woken before the hint was lowered resumed past the
-// job that woke it, and found it only at its next look a second later.
+// The committing transaction's hint changes, applied now if claim_hint's own commit callback has
+// not yet (it then finds nothing left to do). Before the wake-ups of a commit: a pull woken before
+// the hint was lowered resumed past the job that woke it, and found it only at its next look a
+// second later. (The wake-ups now follow every commit callback; this keeps the order explicit.)
 void apply_at_commit() noexcept;
 
 }  // namespace hopper::claim_hint
