@@ -66,8 +66,9 @@ FROM (VALUES
     ('@daily',              '2026-03-10 12:00:00+00'),
     ('@midnight',           '2026-03-10 12:00:00+00'),
     ('@HOURLY',             '2026-03-10 12:00:00+00'),
-    -- extra blanks between fields
-    (E'  0\t12  * *   * ',  '2026-03-10 12:00:00+00')
+    -- extra blanks between fields, and a line break
+    (E'  0\t12  * *   * ',  '2026-03-10 12:00:00+00'),
+    (E'0 12\n* * *',         '2026-03-10 12:00:00+00')
 ) AS t(e, a);
 
 -- Times before 1970 and far ahead work the same way.

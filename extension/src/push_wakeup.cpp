@@ -114,7 +114,6 @@ class Entries {
         }
     }
     const std::vector<Entry>& all() const { return list_; }
-    bool empty() const { return list_.empty(); }
 
   private:
     static constexpr size_t kKept = 1024;
