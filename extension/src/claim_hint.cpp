@@ -341,7 +341,9 @@ struct Pending {
     Key key;
     bool delayed;
 };
-bool callbacks_registered = false;
+// Remembered one by one, so that a registration that failed (out of memory) is retried alone.
+bool xact_registered = false;
+bool subxact_registered = false;
 std::vector<Pending> lowerings;
 std::vector<std::string> clear_when_done;  // at commit or rollback
 std::vector<std::string> clear_on_rollback;
@@ -412,12 +414,15 @@ void on_subtransaction_event(SubXactEvent event, SubTransactionId, SubTransactio
 }
 
 void register_callbacks() {
-    if (callbacks_registered) return;
+    if (subxact_registered) return;
     pg_guard([] {
-        RegisterXactCallback(on_transaction_event, nullptr);
+        if (!xact_registered) {
+            RegisterXactCallback(on_transaction_event, nullptr);
+            xact_registered = true;
+        }
         RegisterSubXactCallback(on_subtransaction_event, nullptr);
+        subxact_registered = true;
     });
-    callbacks_registered = true;
 }
 
 void remember(std::vector<std::string>& list, const std::string& queue) {

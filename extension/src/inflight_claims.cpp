@@ -51,7 +51,9 @@ struct Anchor {
 };
 
 Shared* shared = nullptr;
-bool callbacks_registered = false;
+// Remembered one by one, so that a registration that failed (out of memory) is retried alone.
+bool xact_registered = false;
+bool subxact_registered = false;
 // The outermost subtransaction of this transaction that pulled from a limited queue, if any.
 SubTransactionId limited_pull_since = InvalidSubTransactionId;
 
@@ -222,12 +224,15 @@ void read(uint32 queue_hash, std::vector<int64_t>* ids) {
 namespace {
 
 void register_callbacks() {
-    if (callbacks_registered) return;
+    if (subxact_registered) return;
     pg_guard([] {
-        RegisterXactCallback(on_xact, nullptr);
+        if (!xact_registered) {
+            RegisterXactCallback(on_xact, nullptr);
+            xact_registered = true;
+        }
         RegisterSubXactCallback(on_subxact, nullptr);
+        subxact_registered = true;
     });
-    callbacks_registered = true;
 }
 
 }  // namespace

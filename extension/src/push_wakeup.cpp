@@ -121,7 +121,11 @@ class Entries {
     std::unordered_map<std::string, size_t> latest_;  // queue -> its latest entry in list_
 };
 
-bool callback_registered = false;
+// Each registration is remembered on its own: if one fails (out of memory), a later push registers
+// what is missing and nothing twice, so no callback runs twice per event.
+bool xact_registered = false;
+bool subxact_registered = false;
+bool release_registered = false;
 // The current transaction's pushes and wake-ups; reset at every transaction end.
 bool pending = false;
 bool committed = false;  // the commit callback has run: the wake-ups follow its release
@@ -196,13 +200,19 @@ void on_subtransaction_event(SubXactEvent event, SubTransactionId mine, SubTrans
 }
 
 void register_callback() {
-    if (!callback_registered) {
+    if (!release_registered) {
         pg_guard([] {
-            RegisterXactCallback(on_transaction_event, nullptr);
-            RegisterSubXactCallback(on_subtransaction_event, nullptr);
+            if (!xact_registered) {
+                RegisterXactCallback(on_transaction_event, nullptr);
+                xact_registered = true;
+            }
+            if (!subxact_registered) {
+                RegisterSubXactCallback(on_subtransaction_event, nullptr);
+                subxact_registered = true;
+            }
             RegisterResourceReleaseCallback(after_commit, nullptr);
+            release_registered = true;
         });
-        callback_registered = true;
     }
     if (!pending) {
         reset();
