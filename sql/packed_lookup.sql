@@ -37,15 +37,17 @@ SELECT to_jsonb(p) - '{id,queue,run_at,created_at}'::text[]
 FROM hopper.job_status(:first) p, hopper.job_status(:plain) o;
 
 -- queue_stats counts them as available, and the oldest of them sets oldest_available_age, also
--- next to an ordinary job pushed later.
+-- next to an ordinary job pushed later (the age is taken at a time during the statement).
 SELECT run_at AS packed_run_at FROM hopper.job_status(:first) \gset
 SELECT hopper.queue_push('packed', '{"n": "single"}') AS single \gset
 SELECT queue, available, scheduled, running, completed, dead, cancelled, paused,
-       oldest_available_age = now() - :'packed_run_at'::timestamptz AS oldest_is_packed
+       oldest_available_age BETWEEN statement_timestamp() - :'packed_run_at'::timestamptz
+           AND clock_timestamp() - :'packed_run_at'::timestamptz AS oldest_is_packed
 FROM hopper.queue_stats('packed');
 -- All queues at once: the same counts (packed_plain's oldest job is its own, pushed later).
 SELECT queue, available, scheduled, running, cancelled,
-       oldest_available_age = now() - :'packed_run_at'::timestamptz AS oldest_is_packed
+       oldest_available_age BETWEEN statement_timestamp() - :'packed_run_at'::timestamptz
+           AND clock_timestamp() - :'packed_run_at'::timestamptz AS oldest_is_packed
 FROM hopper.queue_stats() WHERE queue LIKE 'packed%' ORDER BY queue;
 
 -- queue_jobs: newest first across ordinary and packed jobs, with the state filter and the limit.

@@ -31,7 +31,7 @@ PgError unknown_job(int64_t id) {
 }
 
 std::string state_of(spi::Connection& conn, int64_t id) {
-    static spi::Statement st("SELECT " HOPPER_REPORTED_STATE
+    static spi::Statement st("SELECT " HOPPER_REPORTED_STATE_AT(HOPPER_CLOCK)
                              " FROM hopper.jobs WHERE id = $1 "
                              "UNION ALL SELECT state::text FROM hopper.job_history WHERE id = $1 "
                              "UNION ALL (" HOPPER_PACKED_STATE_OF_ID ") LIMIT 1",

@@ -57,14 +57,16 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
     // flags ($4, $6, $8) and the state ($7) are constants of each call's own plan, so that a
     // place that cannot hold the state asked for is not read, a finished state reads
     // job_history_queue_idx, "running" reads jobs_lease_idx (lease_until is set exactly while a
-    // job runs), and "scheduled" ($9) reads jobs_delayed_idx from now on: a job due later than
-    // now was due later than its push, so it is in that index, and the waiting jobs due now are
-    // not walked (the index is by time, then queue: other queues' scheduled jobs are passed over
-    // in the index alone).
+    // job runs), and "scheduled" ($9) reads jobs_delayed_idx from the current time on: a job due
+    // later than the statement's clock was due later than its push (HOPPER_CLOCK), so it is in
+    // that index, and the waiting jobs due now are not walked (the index is by time, then queue:
+    // other queues' scheduled jobs are passed over in the index alone). now(), never later than
+    // the clock, is there for the planner, which cannot estimate the clock's InitPlan.
     static spi::Statement st(
+        HOPPER_CLOCK_CTE
         "SELECT * FROM ("
         "  (SELECT id, queue, kind, "
-        "     " HOPPER_REPORTED_STATE
+        "     " HOPPER_REPORTED_STATE_AT(HOPPER_CLOCK_OF_CTE)
         " AS state, "
         "     attempt, max_attempts, priority, run_at, created_at, started_at, "
         "     NULL::timestamptz AS finished_at, worker, last_error, errors, NULL::jsonb AS result, "
@@ -72,9 +74,9 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
         "   FROM hopper.jobs "
         "   WHERE $4 AND queue = $1 AND (NOT $5 OR lease_until IS NOT NULL) "
         "     AND ($2::text IS NULL OR $2 = CASE WHEN state OPERATOR(pg_catalog.=) 'available' "
-        "       AND run_at > pg_catalog.now() THEN 'scheduled' ELSE state::text END) "
+        "       AND run_at > " HOPPER_CLOCK_OF_CTE " THEN 'scheduled' ELSE state::text END) "
         "     AND (NOT $9 OR (state OPERATOR(pg_catalog.=) 'available' AND run_at > created_at "
-        "       AND run_at > pg_catalog.now())) "
+        "       AND run_at > pg_catalog.now() AND run_at > " HOPPER_CLOCK_OF_CTE ")) "
         "   ORDER BY id DESC LIMIT $3) "
         "  UNION ALL "
         "  (SELECT id, queue, kind, state::text, attempt, max_attempts, priority, run_at, "
@@ -86,14 +88,14 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
         "   ORDER BY id DESC LIMIT $3) "
         "  UNION ALL "
         "  (SELECT u.id, b.queue, b.kind, "
-        "     CASE WHEN b.run_at > pg_catalog.now() THEN 'scheduled' ELSE 'available' END, "
+        "     CASE WHEN b.run_at > " HOPPER_CLOCK_OF_CTE " THEN 'scheduled' ELSE 'available' END, "
         "     0, b.max_attempts, b.priority, b.run_at, b.created_at, NULL::timestamptz, "
         "     NULL::timestamptz, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, NULL::real, "
         "     NULL::jsonb, u.payload "
         "   FROM hopper.job_batches b, ROWS FROM (pg_catalog.unnest(b.ids[b.taken + 1 :]), "
         "     pg_catalog.unnest(b.payloads[b.taken + 1 :])) u(id, payload) "
         "   WHERE $8 AND b.queue = $1 AND ($2::text IS NULL OR $2 = CASE WHEN b.run_at > "
-        "     pg_catalog.now() THEN 'scheduled' ELSE 'available' END) "
+        "     " HOPPER_CLOCK_OF_CTE " THEN 'scheduled' ELSE 'available' END) "
         "   ORDER BY u.id DESC LIMIT $3)) j "
         "ORDER BY j.id DESC LIMIT $3",
         {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID, BOOLOID, TEXTOID, BOOLOID, BOOLOID},

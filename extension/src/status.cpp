@@ -23,7 +23,7 @@ HOPPER_FUNCTION(hopper_job_status) {
     // primary key down from the id, whatever the statistics say when the plan is made.
     static spi::Statement st(
         "SELECT id, queue, kind, "
-        "  " HOPPER_REPORTED_STATE ", "
+        "  " HOPPER_REPORTED_STATE_AT(HOPPER_CLOCK) ", "
         "  attempt, max_attempts, priority, run_at, created_at, started_at, NULL::timestamptz, "
         "  worker, last_error, errors, NULL::jsonb, progress, progress_detail, payload "
         "FROM hopper.jobs WHERE id = $1 "
@@ -34,7 +34,7 @@ HOPPER_FUNCTION(hopper_job_status) {
         "FROM hopper.job_history WHERE id = $1 "
         "UNION ALL "
         "(SELECT $1, b.queue, b.kind, "
-        "  CASE WHEN b.run_at > pg_catalog.now() THEN 'scheduled' ELSE 'available' END, "
+        "  CASE WHEN b.run_at > " HOPPER_CLOCK " THEN 'scheduled' ELSE 'available' END, "
         "  0, b.max_attempts, b.priority, b.run_at, b.created_at, NULL::timestamptz, "
         "  NULL::timestamptz, NULL::text, NULL::text, NULL::jsonb, NULL::jsonb, NULL::real, "
         "  NULL::jsonb, b.payloads[pg_catalog.array_position(b.ids, $1)] "
@@ -65,18 +65,23 @@ HOPPER_FUNCTION(hopper_queue_stats) {
     // with the queue a parameter of the lateral join, the planner prices it as an average queue
     // and reads the table).
     static spi::Statement st(
+        HOPPER_CLOCK_CTE
         "SELECT q.name, l.available + p.available, l.scheduled + p.scheduled, r.running, "
         "  h.completed, h.dead, h.cancelled, "
         // A run_at of -infinity (written by hand) has no finite age: the earliest timestamp
         // stands in, where the subtraction failed the whole call.
-        "  pg_catalog.now() - CASE WHEN LEAST(l.oldest_available, p.oldest_available) = "
+        "  " HOPPER_CLOCK_OF_CTE
+        " - CASE WHEN LEAST(l.oldest_available, p.oldest_available) = "
         "    '-infinity' THEN '4714-11-24 00:00:00+00 BC'::timestamptz "
         "    ELSE LEAST(l.oldest_available, p.oldest_available) END, q.paused "
         "FROM hopper.queues q "
         "CROSS JOIN LATERAL ("
-        "  SELECT pg_catalog.count(*) FILTER (WHERE run_at <= pg_catalog.now()) AS available, "
-        "         pg_catalog.count(*) FILTER (WHERE run_at > pg_catalog.now()) AS scheduled, "
-        "         pg_catalog.min(run_at) FILTER (WHERE run_at <= pg_catalog.now()) "
+        "  SELECT pg_catalog.count(*) FILTER (WHERE run_at <= " HOPPER_CLOCK_OF_CTE
+        ") AS available, "
+        "         pg_catalog.count(*) FILTER (WHERE run_at > " HOPPER_CLOCK_OF_CTE
+        ") AS scheduled, "
+        "         pg_catalog.min(run_at) FILTER (WHERE run_at <= " HOPPER_CLOCK_OF_CTE
+        ") "
         "           AS oldest_available "
         "  FROM hopper.jobs j WHERE j.queue = q.name "
         "    AND j.state OPERATOR(pg_catalog.=) 'available') l "
@@ -86,10 +91,13 @@ HOPPER_FUNCTION(hopper_queue_stats) {
         "    AND j.state OPERATOR(pg_catalog.=) 'running') r "
         "CROSS JOIN LATERAL ("
         "  SELECT COALESCE(pg_catalog.sum(pg_catalog.cardinality(b.ids) - b.taken) "
-        "           FILTER (WHERE b.run_at <= pg_catalog.now()), 0) AS available, "
+        "           FILTER (WHERE b.run_at <= " HOPPER_CLOCK_OF_CTE
+        "), 0) AS available, "
         "         COALESCE(pg_catalog.sum(pg_catalog.cardinality(b.ids) - b.taken) "
-        "           FILTER (WHERE b.run_at > pg_catalog.now()), 0) AS scheduled, "
-        "         pg_catalog.min(b.run_at) FILTER (WHERE b.run_at <= pg_catalog.now()) "
+        "           FILTER (WHERE b.run_at > " HOPPER_CLOCK_OF_CTE
+        "), 0) AS scheduled, "
+        "         pg_catalog.min(b.run_at) FILTER (WHERE b.run_at <= " HOPPER_CLOCK_OF_CTE
+        ") "
         "           AS oldest_available "
         "  FROM hopper.job_batches b WHERE b.queue = q.name) p "
         "CROSS JOIN LATERAL ("

@@ -59,12 +59,23 @@
     " <= (SELECT CASE WHEN s.is_called THEN s.last_value " \
     "ELSE s.last_value - 1 END FROM hopper.job_id_seq s))"
 
+// The time a job's reported state is read against: the clock when the statement runs, read after
+// its snapshot was taken. Every job the statement sees was pushed before that (its created_at is
+// the pushing transaction's start), so a job due at its push never reads as scheduled, however
+// long ago the reading transaction began, as it did against now(), that transaction's start; nor
+// does a job that fell due since. An InitPlan: read once, and usable as an index condition. A
+// statement that compares more than once reads it from HOPPER_CLOCK_CTE, so that every
+// comparison sees the same time.
+#define HOPPER_CLOCK "(SELECT pg_catalog.clock_timestamp())"
+#define HOPPER_CLOCK_CTE "WITH clock AS MATERIALIZED (SELECT pg_catalog.clock_timestamp() AS t) "
+#define HOPPER_CLOCK_OF_CTE "(SELECT clock.t FROM clock)"
+
 // A live job's state as the functions report it: an available job whose run_at is still ahead
-// is scheduled (job_status, queue_jobs, queue_retry's refusal). Columns of hopper.jobs,
-// unqualified.
-#define HOPPER_REPORTED_STATE                                                           \
-    "CASE WHEN state OPERATOR(pg_catalog.=) 'available' AND run_at > pg_catalog.now() " \
-    "  THEN 'scheduled' "                                                               \
+// of `now` (HOPPER_CLOCK or HOPPER_CLOCK_OF_CTE) is scheduled (job_status, queue_jobs,
+// queue_retry's refusal). Columns of hopper.jobs, unqualified.
+#define HOPPER_REPORTED_STATE_AT(now)                                      \
+    "CASE WHEN state OPERATOR(pg_catalog.=) 'available' AND run_at > " now \
+    "  THEN 'scheduled' "                                                  \
     "ELSE state::text END"
 
 // jobs.errors with one entry appended, keeping the newest 20: {attempt, at, error, worker}. A
