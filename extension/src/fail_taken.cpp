@@ -16,6 +16,7 @@
 // transaction cannot be told from a new failure.)
 #include "hopper/args.hpp"
 #include "hopper/batches.hpp"
+#include "hopper/claim_hint.hpp"
 #include "hopper/failed_attempt.hpp"
 #include "hopper/sql.hpp"
 #include "hopper/taken_here.hpp"
@@ -81,6 +82,9 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         conn.finish();
         PG_RETURN_NULL();  // failed already for this take, in this transaction
     }
+    // The statements below lock an available job, and claims pass over it meanwhile: if this
+    // transaction (or its savepoint) rolls back, the job is below where they went.
+    claim_hint::clear_database_on_rollback();
     // A job still waiting in a packed row (its take rolled back) becomes a row of its own first,
     // as a cancel makes it: the statements below look in hopper.jobs.
     if (!restored) batches::unpack_job(conn, id);
