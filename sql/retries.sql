@@ -181,3 +181,27 @@ SELECT jsonb_typeof(errors) AS errors_type, jsonb_array_length(errors) AS entrie
        errors->0->>'error' LIKE 'lease expired%' AS rescued
 FROM hopper.jobs WHERE id = :poisoned;
 SELECT hopper.queue_drop('retry_poison') AS dropped;
+
+-- The backoff counts from the failure, not from the start of the transaction that failed the job:
+-- a take's work may run longer than the backoff, and its job came back due at once (a repeated
+-- queue_fail_taken in a later transaction then found it due and counted a second attempt).
+SELECT hopper.queue_create('retry_clock', max_attempts => 5) AS created;
+SELECT hopper.queue_push('retry_clock', '{}') AS c1 \gset
+BEGIN;
+SELECT count(*) AS taken FROM hopper.queue_take('retry_clock', 1);
+SELECT pg_sleep(0.1);
+SELECT statement_timestamp() AS failed_at,
+       hopper.queue_fail_taken(:c1, 'boom', retry_in => '1 min') AS state \gset
+COMMIT;
+SELECT :'state' AS state, run_at = :'failed_at'::timestamptz + interval '1 min' AS from_failure
+FROM hopper.jobs WHERE id = :c1;
+UPDATE hopper.jobs SET run_at = now() WHERE id = :c1;
+BEGIN;
+SELECT lease_token AS ct FROM hopper.queue_pull('retry_clock') \gset
+SELECT pg_sleep(0.1);
+SELECT statement_timestamp() AS failed_at,
+       hopper.queue_fail(:c1, :ct, 'boom', retry_in => '1 min') AS state \gset
+COMMIT;
+SELECT :'state' AS state, run_at = :'failed_at'::timestamptz + interval '1 min' AS from_failure
+FROM hopper.jobs WHERE id = :c1;
+SELECT hopper.queue_drop('retry_clock') AS dropped;

@@ -20,17 +20,22 @@ HOPPER_FUNCTION(hopper_queue_fail) {
     spi::Arg error = spi::arg_text(args::error_text(fcinfo, 2));
     spi::Arg retry_in_arg = spi::arg_datum(args::duration_datum(retry_in), !retry_in);
 
-    // Retry: attempts remain and the failure is not permanent.
+    // Retry: attempts remain and the failure is not permanent. The backoff counts from the
+    // failure (the statement's start), not from the start of a transaction that may have run
+    // longer than the backoff itself. Without one (retry_in => '0') the job is due at once, to
+    // this transaction's own claims too, which judge "due" by its start.
     static spi::Statement retry(
         "UPDATE hopper.jobs j SET state = 'available', "
-        "  run_at = pg_catalog.now() + COALESCE($4, " HOPPER_BACKOFF("j", "q") "), "
+        "  run_at = CASE WHEN $4 = interval '0' THEN pg_catalog.now() "
+        "    ELSE pg_catalog.statement_timestamp() + COALESCE($4, " HOPPER_BACKOFF("j", "q") ") END, "
         "  lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
         "  session_bound = false, last_error = $3, "
         "  errors = " HOPPER_ERRORS_APPEND("j", "$3", "pg_catalog.now()") " "
         "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 "
         "  AND j.state OPERATOR(pg_catalog.=) 'running' AND q.name = j.queue "
         "  AND NOT $5 AND j.attempt < j.max_attempts "
-        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at, q.limited",
+        "RETURNING j.run_at > pg_catalog.statement_timestamp(), j.queue, j.priority, j.run_at, "
+        "  q.limited",
         {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID}, spi::Planning::kWalkIndexes);
     // Dead: to history, with the error.
     static spi::Statement bury(

@@ -47,18 +47,23 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
     // is not is waiting out the backoff of a failure already recorded. By the statement's
     // clock, not the transaction's: a take that waited may have taken a job that fell due after
     // its transaction began. `f` is the job as the failed attempt leaves it: attempt counted,
-    // this worker recorded.
+    // this worker recorded. The backoff counts from this failure too: from the start of a take's
+    // transaction (now()), a take that ran longer than the backoff gave its job back due at once,
+    // and a repeated call in a later transaction found it due and counted a second attempt. With
+    // retry_in => '0' the job is due at once, to this transaction's own claims too.
     static spi::Statement retry(
         "WITH f AS (SELECT j.id, j.queue, j.attempt + 1 AS attempt, j.max_attempts, j.errors, "
         "    $5::text AS worker FROM hopper.jobs j WHERE j.id = $1 AND j.state OPERATOR(pg_catalog.=) 'available' "
         "    AND ($6 OR j.run_at <= pg_catalog.statement_timestamp()) "
         "    FOR UPDATE OF j) "
         "UPDATE hopper.jobs j SET attempt = f.attempt, worker = f.worker, "
-        "  run_at = pg_catalog.now() + COALESCE($3, " HOPPER_BACKOFF("f", "q") "), "
+        "  run_at = CASE WHEN $3 = interval '0' THEN pg_catalog.now() "
+        "    ELSE pg_catalog.statement_timestamp() + COALESCE($3, " HOPPER_BACKOFF("f", "q") ") END, "
         "  last_error = $2, errors = " HOPPER_ERRORS_APPEND("f", "$2", "pg_catalog.now()") " "
         "FROM f, hopper.queues q "
         "WHERE j.id = f.id AND q.name = f.queue AND NOT $4 AND f.attempt < f.max_attempts "
-        "RETURNING j.run_at > pg_catalog.now(), j.queue, j.priority, j.run_at, q.limited",
+        "RETURNING j.run_at > pg_catalog.statement_timestamp(), j.queue, j.priority, j.run_at, "
+        "  q.limited",
         {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID, BOOLOID}, spi::Planning::kWalkIndexes);
     // Dead: to history with the error, as the attempt that failed (started when it was taken).
     static spi::Statement bury(
