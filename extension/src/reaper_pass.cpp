@@ -322,7 +322,9 @@ PassOutcome run_steps(PassState& state) {
     worker::reported("running due periodic jobs", [&] {
         schedule::Cursor after;
         in_batches(batch, [&](spi::Connection& conn) {
-            return schedule::run_due(conn, transaction_now(), batch, &after).locked;
+            return schedule::run_due(conn, transaction_now(), batch, &after,
+                                     /*hold_while_restoring=*/true)
+                .locked;
         });
     });
 

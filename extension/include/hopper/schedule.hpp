@@ -40,7 +40,9 @@ struct Cursor {
 // is running: one job each for the latest tick due, then next_run_at moves past `at`. Call it in
 // a transaction that commits both together. With `after`, only schedules past it, and it moves to
 // the last one taken up: a schedule that fails keeps its next_run_at and would otherwise come
-// first again in every batch.
-RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* after = nullptr);
+// first again in every batch. With hold_while_restoring, nothing runs while a restore is under way
+// (the reaper's runs: see schedule_run.cpp).
+RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* after = nullptr,
+                  bool hold_while_restoring = false);
 
 }  // namespace hopper::schedule
