@@ -49,6 +49,7 @@ struct Worker::Impl {
     internal::Wakeup wake;
 
     int capacity = 0;  // jobs claimed at once: concurrency + prefetch
+    int claimed = 0;   // in all, for max_jobs; the fetch loop's
 
     std::mutex m;                     // guards pending, in_flight, handlers_done
     std::condition_variable work_cv;  // a job is pending, or the handler threads must end
@@ -87,6 +88,8 @@ struct Worker::Impl {
             throw std::invalid_argument("lease must be more than 0 and at most 24 h");
         if (!opt.prefetch) opt.prefetch = opt.concurrency;
         if (*opt.prefetch < 0) throw std::invalid_argument("prefetch must not be negative");
+        if (opt.max_jobs && *opt.max_jobs < 1)
+            throw std::invalid_argument("max_jobs must be at least 1");
         capacity = opt.concurrency + *opt.prefetch;
         if (opt.name.empty()) opt.name = internal::default_worker_name();
         if (!opt.log)
@@ -139,6 +142,8 @@ struct Worker::Impl {
     void take_returned();
     void hand_out(std::vector<Job>& jobs, internal::Heartbeat& hb);
     int slots_free();
+    int jobs_left() const;
+    bool all_jobs_done();
     void handler_thread(internal::Heartbeat& hb);
     void process(Client& client, internal::Heartbeat& hb, const Job& job);
     void report(Client& client, const Job& job, const std::function<void()>& run);
@@ -247,6 +252,7 @@ void Worker::Impl::take_returned() {
 void Worker::Impl::hand_out(std::vector<Job>& jobs, internal::Heartbeat& hb) {
     if (jobs.empty()) return;
     ++pulls;
+    claimed += static_cast<int>(jobs.size());
     for (const Job& j : jobs) hb.hold(j);
     {
         std::lock_guard<std::mutex> lock(m);
@@ -259,6 +265,18 @@ void Worker::Impl::hand_out(std::vector<Job>& jobs, internal::Heartbeat& hb) {
 int Worker::Impl::slots_free() {
     std::lock_guard<std::mutex> lock(m);
     return capacity - in_flight;
+}
+
+// What max_jobs leaves to claim.
+int Worker::Impl::jobs_left() const {
+    return opt.max_jobs ? std::max(0, *opt.max_jobs - claimed) : capacity;
+}
+
+// max_jobs: every job run() may claim was claimed, and its handler has returned.
+bool Worker::Impl::all_jobs_done() {
+    if (jobs_left() > 0) return false;
+    std::lock_guard<std::mutex> lock(m);
+    return in_flight == 0;
 }
 
 void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
@@ -285,6 +303,11 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
         taking_returned = true;
     }
     while (!stopping()) {
+        if (all_jobs_done()) {
+            // As stop() does: the shutdown completes the jobs handed over meanwhile.
+            stop_requested.store(true);
+            break;
+        }
         bool on_waiter = false;  // what failed, if anything does: the waiting pull's connection
         try {
             if (!conn) {
@@ -322,8 +345,9 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 }
                 continue;
             }
-            int free_slots = slots_free();
-            if (free_slots > 0 && deep && free_slots < batch_target && !gathered) {
+            const int left = jobs_left();
+            int free_slots = std::min(slots_free(), left);
+            if (free_slots > 0 && deep && free_slots < std::min(batch_target, left) && !gathered) {
                 // The queue is deep but only a slot or two is free: give the other handlers a
                 // moment to finish too, so one pull fills several slots instead of one each.
                 // (With prefetch >= batch_target the handlers still have held jobs meanwhile.)
@@ -347,7 +371,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
                 complete_and_pull(*conn, hb, nullptr);
             }
             if (!listening && Steady::now() >= waiter_retry_at) {
-                if (int n = slots_free(); n > 0) {
+                if (int n = std::min(slots_free(), jobs_left()); n > 0) {
                     // Nothing left to pull: wait in the server until a job is made available.
                     // While it fails, the pulls above still find jobs and waiter_retry_at spaces
                     // the attempts.

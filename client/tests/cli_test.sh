@@ -239,6 +239,13 @@ exit_codes)
     run push q '{"a":'
     expect_rc 1 "JSON cut short"
     expect_err "^hopper push: JSON is not valid JSON: The input string ended unexpectedly" "JSON cut short"
+    # Nested deeper than the server parses: the payload's fault (exit 1), not the server's, and
+    # no advice to raise the server's max_stack_depth.
+    run push q "{\"a\": $(printf '%*s' 60000 '' | tr ' ' '[')$(printf '%*s' 60000 '' | tr ' ' ']')}"
+    expect_rc 1 "JSON nested too deeply"
+    expect_err "^hopper push: JSON is nested too deeply for the server to parse" "JSON nested too deeply"
+    expect_err "see hopper push --help" "nested too deeply, as a usage error"
+    grep -qE "max_stack_depth|stack depth" <<<"$err" && fail "the server's tuning hint: $err"
     run push q '{"a": "\u0000"}'
     expect_rc 1 "a JSON NUL"
     expect_err '^detail: \\u0000 cannot be converted to text' "the server's detail"

@@ -384,9 +384,13 @@ TEST(WorkerLimits, BothWorkersRefuseTheSameBadOptions) {
     EXPECT_THROW(Worker{no_lease}, std::invalid_argument);
     no_lease.lease = 25h;
     EXPECT_THROW(Worker{no_lease}, std::invalid_argument);
+    WorkerOptions no_jobs = quiet(WorkerOptions{}, "q");
+    no_jobs.max_jobs = 0;
+    EXPECT_THROW(Worker{no_jobs}, std::invalid_argument);
     WorkerOptions at_limits = quiet(WorkerOptions{}, std::string(48, 'q'));
     at_limits.name = std::string(128, 'w');
     at_limits.lease = 24h;
+    at_limits.max_jobs = 1;
     EXPECT_NO_THROW(Worker{at_limits});
     TakeWorkerOptions take_at_limits = quiet(TakeWorkerOptions{}, "a0_.:-Z");
     take_at_limits.name = std::string(128, 'w');

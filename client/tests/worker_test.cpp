@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -296,6 +297,72 @@ TEST(Worker, WithoutPrefetchClaimsOnlyForFreeThreads) {
     EXPECT_EQ(c.stats(q).at(0).available, 4);
     gate.release();
     ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 6; }, 30s));
+}
+
+struct StopAtEnd {
+    Worker& w;
+    ~StopAtEnd() { w.stop(); }
+};
+
+// max_jobs claims no more than that, however many threads and held slots are free: a stop()
+// after the last of them came too late for the other jobs the worker had claimed meanwhile, which
+// it then ran too. Once they are done run() returns by itself, leaving the rest available.
+TEST(Worker, MaxJobsClaimsNoMoreAndReturnsOnceTheyAreDone) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    std::vector<int64_t> ids = c.push_batch(q, std::vector<std::string>(6, "{}"));
+    WorkerOptions o = options(q, 3);  // and 3 held: 6 slots
+    o.max_jobs = 2;
+    Worker w(o);
+    Gate gate;
+    w.on_any([&](JobContext&) { gate.pass(); });
+    auto ran = std::async(std::launch::async, [&] { w.run(); });
+    StopAtEnd stop_at_end{w};  // should a check fail before run() returned
+    ASSERT_TRUE(eventually([&] { return gate.started.load() == 2; }, 30s));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(c.stats(q).at(0).running, 2);
+    EXPECT_EQ(c.stats(q).at(0).available, 4);
+    gate.release();
+    ASSERT_EQ(ran.wait_for(30s), std::future_status::ready) << "run() did not return";
+    ran.get();
+    QueueStat st = c.stats(q).at(0);
+    EXPECT_EQ(st.completed, 2);
+    EXPECT_EQ(st.available, 4);
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(gate.started.load(), 2);
+    EXPECT_EQ(w.stats().completed, 2u);
+    EXPECT_EQ(w.stats().released, 0u) << "a job claimed only to be given back";
+    int attempted = 0;
+    for (int64_t id : ids) attempted += c.job_status(id).attempt;
+    EXPECT_EQ(attempted, 2);
+}
+
+// More than one pull's worth: the pulls, the waiting pull's too, stop at the limit.
+TEST(Worker, MaxJobsSpansSeveralPulls) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    c.push_batch(q, std::vector<std::string>(3, "{}"));
+    WorkerOptions o = options(q, 2);
+    o.prefetch = 0;
+    o.max_jobs = 7;
+    Worker w(o);
+    std::atomic<int> runs{0};
+    w.on_any([&](JobContext&) { ++runs; });
+    auto ran = std::async(std::launch::async, [&] { w.run(); });
+    StopAtEnd stop_at_end{w};  // should a check fail before run() returned
+    ASSERT_TRUE(eventually([&] { return c.stats(q).at(0).completed == 3; }, 30s));
+    // The queue ran dry: the worker waits for the 4 jobs it has left.
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(ran.wait_for(0s), std::future_status::timeout) << "run() returned early";
+    c.push_batch(q, std::vector<std::string>(6, "{}"));
+    ASSERT_EQ(ran.wait_for(30s), std::future_status::ready) << "run() did not return";
+    ran.get();
+    QueueStat st = c.stats(q).at(0);
+    EXPECT_EQ(st.completed, 7);
+    EXPECT_EQ(st.available, 2);
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(runs.load(), 7);
+    EXPECT_EQ(w.stats().released, 0u);
 }
 
 TEST(Worker, PrefetchedJobsRunAndCompleteExactlyOnce) {

@@ -312,7 +312,7 @@ The database comes from the PG* environment (PGHOST, PGPORT, PGUSER, PGDATABASE)
       --shutdown-timeout DUR on SIGINT/SIGTERM wait this long for running jobs (default 30s);
                              a second signal releases them at once
       --poll-interval DUR    how long one wait for jobs lasts in the server (default 2s)
-      --max-jobs N           exit after N jobs
+      --max-jobs N           take N jobs at most (whatever --concurrency), exit when done
       --exit-when-idle       exit once the queue has nothing available or running
       --name NAME            worker name recorded on jobs, up to 128 bytes (default host:pid)
       --no-session-bound     do not bind leases to the server session (the default behind a

@@ -1,6 +1,6 @@
-// run: the worker process. The hopper runtime pulls, heartbeats and reports; this file wires the
-// handler in and decides when a one-shot worker (--max-jobs, --exit-when-idle) is done.
-#include <atomic>
+// run: the worker process. The hopper runtime pulls, heartbeats and reports, and stops once it
+// has handled --max-jobs; this file wires the handler in and decides when a worker run with
+// --exit-when-idle is done.
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -140,6 +140,9 @@ int run_command(const Args& args) {
     opt.max_batch = r.concurrency;
     // A transcode runs for minutes: a clip should start on an idle transcoder, not wait here.
     opt.prefetch = 0;
+    // No more jobs claimed than that, whatever --concurrency: a stop() once the Nth job was done
+    // came too late for the others the worker had claimed meanwhile, which it encoded too.
+    opt.max_jobs = r.max_jobs;
     opt.lease = r.lease;
     opt.name = r.name;
     opt.poll_interval = r.poll_interval;
@@ -148,19 +151,7 @@ int run_command(const Args& args) {
     opt.log = [&log](const std::string& msg) { log.error("worker: " + msg); };
     hopper::Worker worker(opt);
 
-    std::atomic<int> handled{0};
-    worker.on(kJobKind, [&](hopper::JobContext& job) {
-        struct Count {
-            std::atomic<int>& n;
-            const RunArgs& r;
-            hopper::Worker& w;
-            // Counted however the handler ends, so --max-jobs also stops after failures.
-            ~Count() {
-                if (r.max_jobs && ++n >= *r.max_jobs) w.stop();
-            }
-        } count{handled, r, worker};
-        transcode_video(job, settings, log);
-    });
+    worker.on(kJobKind, [&](hopper::JobContext& job) { transcode_video(job, settings, log); });
     log.info(fmt::format("hopper-transcode: queue {}, concurrency {}, output {}{}", args.queue,
                          r.concurrency, settings.output_dir, r.encode.ladder ? ", ladder" : ""));
     Settler settler(args.conninfo, settings.output_dir, kSettleInterval, log);

@@ -33,16 +33,19 @@ grep -q '^error: .*clip\\x1B\]0;owned\\x07\\x1B\[2J\\x0D\\u009B1m\.mp4: input fi
     fail "status error: $(cat "$WORK/status.out")"
 
 # A name with line breaks would start lines of its own making, worded like the worker's: one per
-# way it is shown, in the worker's own line (probing), its error (missing) and ffprobe's (junk).
+# way it is shown, in the worker's own line (probing), its error (missing) and ffprobe's (junk;
+# ctl, whose other control characters ffprobe prints as '?').
 sql "TRUNCATE transcode.videos"
 forged=$'\njob 99 video forged: processed in 0.1s\n'
 make_clip "$WORK/ok${forged}.mp4" 1 160x120 noaudio
 head -c 5000 /dev/zero >"$WORK/junk${forged}.mp4"
+head -c 5000 /dev/zero >"$WORK/ctl${forged}"$'\x01\e.mp4'
 for v in ok missing junk; do "$BIN" submit "$WORK/$v${forged}.mp4" --id "nl_$v" >/dev/null 2>&1; done
+"$BIN" submit "$WORK/ctl${forged}"$'\x01\e.mp4' --id nl_ctl >/dev/null 2>&1
 timeout 60 "$BIN" run --output-dir "$OUT" --exit-when-idle >"$WORK/lines.log" 2>&1 ||
     fail "worker exited with $?"
 [ "$(video_field nl_ok processing_status)" = processed ] || fail "nl_ok: $(video_field nl_ok error)"
-for v in missing junk; do
+for v in missing junk ctl; do
     [ "$(video_field "nl_$v" processing_status)" = failed ] || fail "nl_$v: row is $(video_field "nl_$v" processing_status)"
     "$BIN" status "nl_$v" >>"$WORK/lines.log" 2>&1 || fail "status nl_$v failed"
 done
@@ -53,6 +56,12 @@ grep -q "missing$shown: input file not found" "$WORK/lines.log" || fail "missing
 grep -q "^error: .*junk$shown: not a readable video (ffprobe exited with status 1)" "$WORK/lines.log" ||
     fail "junk: $(cat "$WORK/lines.log")"
 grep -q "^file:.*junk$shown: Invalid data found" "$WORK/lines.log" || fail "junk, ffprobe: $(cat "$WORK/lines.log")"
+# The worker shows the other control characters escaped; ffprobe printed them as '?'.
+ctl='ctl\\x0Ajob 99 video forged: processed in 0\.1s\\x0A'
+grep -q "^error: .*$ctl\\\\x01\\\\x1B\.mp4: not a readable video" "$WORK/lines.log" ||
+    fail "ctl: $(cat "$WORK/lines.log")"
+grep -q "^file:.*$ctl??\.mp4: Invalid data found" "$WORK/lines.log" ||
+    fail "ctl, ffprobe: $(cat "$WORK/lines.log")"
 
 # Errors of the command itself: a usage error quoting its argument, a server's message.
 rc=0

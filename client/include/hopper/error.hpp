@@ -44,6 +44,7 @@ inline constexpr const char* kNullNotAllowed = "22004";    // NULL where a value
 inline constexpr const char* kNumericOutOfRange = "22003";
 inline constexpr const char* kCharacterNotInRepertoire = "22021";  // e.g. a NUL byte in text
 inline constexpr const char* kProgramLimitExceeded = "54000";      // payload or name too large
+inline constexpr const char* kStatementTooComplex = "54001";       // JSON nested too deeply
 inline constexpr const char* kObjectNotInState = "55000";          // e.g. retry of a running job
 inline constexpr const char* kUndefinedFunction = "42883";
 inline constexpr const char* kQueryCanceled = "57014";     // cancelled, or statement_timeout

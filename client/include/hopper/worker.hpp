@@ -161,6 +161,10 @@ struct WorkerOptions {
     // handler's run. Set 0 for long jobs shared by several workers (a job should start on an idle
     // worker rather than wait behind a busy one), more for short jobs on a deep queue.
     std::optional<int> prefetch;
+    // The most jobs run() claims in all: each pull asks for no more than are left, so none is
+    // claimed only to be given back, and once the last of them has been handled run() returns
+    // (a one-shot worker: a script's, a test's). Unset: no limit.
+    std::optional<int> max_jobs;
     std::optional<Duration> lease;  // unset: the queue's lease
     // Binds each lease to the server session that pulled the job (queue_pull's session_bound), so
     // that the reaper rescues the jobs of a worker process that dies at once, not when their
@@ -222,13 +226,13 @@ class Worker {
     // jobs are failed with "no handler for kind ...".
     Worker& on_any(Handler handler);
 
-    // Runs until stop() or a signal, then shuts down gracefully: stops pulling, waits up to
-    // shutdown_timeout for running jobs, then tells their handlers to stop and releases each job
-    // when its handler returns. Returns when every handler has returned: a thread cannot be ended
-    // from outside, so one that ignores its stop flag holds run() up. Throws, after that
-    // shutdown, the server's hopper::Error when it refused a pull for good (SQLSTATE class 22 or
-    // 42, 3F000, 0A000: more jobs than hopper.max_pull, no right to pull), which retrying would
-    // meet forever.
+    // Runs until stop() or a signal (or, with max_jobs, until those jobs are done), then shuts
+    // down gracefully: stops pulling, waits up to shutdown_timeout for running jobs, then tells
+    // their handlers to stop and releases each job when its handler returns. Returns when every
+    // handler has returned: a thread cannot be ended from outside, so one that ignores its stop
+    // flag holds run() up. Throws, after that shutdown, the server's hopper::Error when it
+    // refused a pull for good (SQLSTATE class 22 or 42, 3F000, 0A000: more jobs than
+    // hopper.max_pull, no right to pull), which retrying would meet forever.
     void run();
     // Starts the graceful shutdown; safe from any thread.
     void stop();

@@ -203,6 +203,11 @@ int cmd_push(const Argv& argv, Io io) {
         if (e.sqlstate() == "22P02")
             throw UsageError(fmt::format("JSON is not valid JSON: {}",
                                          terminal_text(e.detail().empty() ? msg : e.detail())));
+        // JSON nested deeper than the server's parser goes (54001 statement_too_complex, "stack
+        // depth limit exceeded"): the payload is at fault, not the server, whose hint to raise
+        // max_stack_depth is no advice for a job's payload.
+        if (e.sqlstate() == sqlstate::kStatementTooComplex)
+            throw UsageError("JSON is nested too deeply for the server to parse");
         // The server's own range for run_at (about 10 years ahead, 1 year behind, measured from
         // its clock): name the option it came from, not the function's argument.
         if (!o.run_at || e.sqlstate() != sqlstate::kInvalidParameter ||

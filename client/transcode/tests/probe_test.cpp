@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -374,5 +375,26 @@ TEST_F(FakeProbe, ABrokenProbeIsNotTheInputsFault) {
             EXPECT_NE(std::string(e.what()).find("shared libraries"), std::string::npos)
                 << e.what();
         }
+    }
+}
+
+// The real ffprobe names the input in its error with the name's control characters other than
+// line breaks (and \b \t \v \f) as '?': its line breaks are escaped all the same, so a crafted
+// name forges no line of the worker's in the error (the row's, the job's, the log's).
+TEST_F(FakeProbe, ARealProbesMentionOfACraftedNameStartsNoLine) {
+    if (std::system("command -v ffprobe >/dev/null 2>&1") != 0) GTEST_SKIP() << "no ffprobe";
+    const std::string forged = "job 1 video v1: processed in 1.0s";
+    const auto path = root_ / ("ctl\n" + forged + "\x01\x1B.mp4");
+    std::filesystem::copy_file(input(), path);
+    try {
+        transcode::probe("ffprobe", path.string(), [] {});
+        FAIL() << "expected UnusableInput";
+    } catch (const UnusableInput& e) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.find("\n" + forged), std::string::npos) << what;
+        // ffprobe's own line, as it printed the name.
+        EXPECT_NE(what.find("file:" + root_.string() + "/ctl\\x0A" + forged + "??.mp4: "),
+                  std::string::npos)
+            << what;
     }
 }
