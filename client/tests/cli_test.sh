@@ -445,6 +445,32 @@ not_utf8)
     [ "$(sql "SELECT kind FROM hopper.job_status($(sql "SELECT ('$out'::jsonb)->>'id'"))")" = "café" ] ||
         fail "--json push: the kind stored as café"
     ;;
+latin1_database)
+    # A database of another encoding: with PGCLIENTENCODING unset the session took the database's,
+    # and the arguments of a UTF-8 terminal were stored unconverted (café as cafÃ©). The tool asks
+    # for UTF8 when the locale is UTF-8, as psql does at a terminal.
+    l1="${db}_l1"
+    psql_admin -c "CREATE DATABASE \"$l1\" ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0" ||
+        fail "a LATIN1 database"
+    trap 'psql_admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "DROP DATABASE IF EXISTS \"$l1\" WITH (FORCE)" >/dev/null 2>&1' EXIT
+    PGDATABASE=$l1 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION hopper" || fail "the extension in LATIN1"
+    l1sql() { PGDATABASE=$l1 PGCLIENTENCODING=UTF8 psql -X -A -t -q -v ON_ERROR_STOP=1 -c "$1"; }
+    unset PGCLIENTENCODING
+    PGDATABASE=$l1 LC_ALL=C.UTF-8 run push lq '{"a": "café"}' --kind kïnd
+    expect_rc 0 "a UTF-8 terminal's push into a LATIN1 database"
+    [ "$(l1sql "SELECT payload->>'a' || ' ' || kind FROM hopper.job_status($out)")" = "café kïnd" ] ||
+        fail "the text stored converted: $(l1sql "SELECT payload->>'a' || ' ' || kind FROM hopper.job_status($out)")"
+    id=$out
+    PGDATABASE=$l1 LC_ALL=C.UTF-8 run show "$id"
+    expect_out "kind +kïnd" "shown in UTF-8"
+    # A locale of another encoding, or PGCLIENTENCODING, keeps the session's choice.
+    PGDATABASE=$l1 LC_ALL=C LANG=C.UTF-8 run push lq '{}' --kind "$(printf 'caf\xe9')"
+    expect_rc 0 "a C locale's push into a LATIN1 database"
+    [ "$(l1sql "SELECT kind FROM hopper.job_status($out)")" = "café" ] || fail "LC_ALL=C: the bytes as the database's"
+    PGDATABASE=$l1 LC_ALL=C.UTF-8 PGCLIENTENCODING=LATIN1 run push lq '{}' --kind "$(printf 'caf\xe9')"
+    expect_rc 0 "PGCLIENTENCODING=LATIN1 under a UTF-8 locale"
+    [ "$(l1sql "SELECT kind FROM hopper.job_status($out)")" = "café" ] || fail "PGCLIENTENCODING kept"
+    ;;
 reaper)
     run reaper status
     if psql -X -A -t -q -c "SELECT to_regprocedure('hopper.reaper_status()') IS NOT NULL" | grep -q t; then
