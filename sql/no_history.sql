@@ -26,6 +26,35 @@ EXCEPTION WHEN OTHERS THEN
     RETURN h;
 END $$;
 SELECT pg_temp.hint_of(format('SELECT hopper.job_status(%s)', :id)) AS hint;
+-- Its detail says the id was issued, which an id never issued lacks: a waiter tells a job that
+-- finished unkept from a wrong id. So does a producer's; a role that may not read hopper.job_id_seq
+-- cannot tell, and gets the plain answer rather than a permission error.
+CREATE FUNCTION pg_temp.detail_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    d text;
+BEGIN
+    EXECUTE sql;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RETURN NULLIF(d, '');
+END $$;
+SELECT pg_temp.detail_of(format('SELECT hopper.job_status(%s)', :id)) AS issued;
+SELECT pg_temp.detail_of('SELECT hopper.job_status(9000000000)') AS never_issued,
+       pg_temp.detail_of('SELECT hopper.job_status(0)') AS never_issued_zero;
+CREATE ROLE regress_forgetful_reader;
+GRANT USAGE ON SCHEMA hopper TO regress_forgetful_reader;
+GRANT EXECUTE ON FUNCTION hopper.job_status(bigint) TO regress_forgetful_reader;
+GRANT SELECT ON hopper.jobs, hopper.job_history, hopper.job_batches TO regress_forgetful_reader;
+SET ROLE hopper_producer;
+SELECT pg_temp.detail_of(format('SELECT hopper.job_status(%s)', :id)) IS NOT NULL AS producer_told;
+RESET ROLE;
+SET ROLE regress_forgetful_reader;
+SELECT pg_temp.try(format('SELECT hopper.job_status(%s)', :id)) AS without_the_sequence,
+       pg_temp.detail_of(format('SELECT hopper.job_status(%s)', :id)) AS detail;
+RESET ROLE;
+DROP OWNED BY regress_forgetful_reader;
+DROP ROLE regress_forgetful_reader;
 -- A second completion, a heartbeat, a failure or a release with the old token: the lease is
 -- lost (false / NULL), not an unknown job.
 SELECT hopper.queue_complete(:id, :tok) AS again,

@@ -568,7 +568,9 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
     }
     holding.emplace(*this, slot, client.connection().server_pid(), jobs.size());
     ++takes;
-    std::vector<bool> is_failed(jobs.size(), false);
+    // Each failed job's failure as recorded (made plainer if the server refused it as it was),
+    // to be recorded again should the COMMIT fail and roll it back.
+    std::vector<std::optional<internal::HandlerFailure>> failed_with(jobs.size());
     std::vector<std::string> failures;
     // Until the transaction ends, an error leaves it to tx's rollback, which must not come
     // before the slot's pid is withdrawn.
@@ -616,7 +618,7 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         std::optional<size_t> failing;
         internal::HandlerFailure failure;
         for (size_t i = 0; i < jobs.size() && !failing; ++i) {
-            if (is_failed[i]) continue;
+            if (failed_with[i]) continue;
             try {
                 handler_for(jobs[i])(jobs[i], client);
             } catch (const ConnectionError&) {
@@ -649,11 +651,11 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
                           "to after a failure");
         }
         std::optional<JobState> now = fail_taken(client, job, failure);
-        is_failed[*failing] = true;
         if (now)
             failures.push_back(fmt::format("job {} ({}) failed, now {}: {}", job.id,
                                            job.kind.value_or("no kind"), to_string(*now),
                                            failure.error));
+        failed_with[*failing] = std::move(failure);
     }
     withdraw.done = true;
     if (!holding->withdraw(client.connection()))
@@ -664,9 +666,17 @@ size_t TakeWorker::Impl::take_once(Client& client, size_t slot, std::optional<Du
         throw;
     } catch (const std::exception& e) {
         // The handlers' SQL could not commit (a deferred constraint, a serialization failure):
-        // every job of the take failed with it, and is available again.
-        for (const Job& job : jobs)
-            record_failure(client, job, valid_utf8(std::string("commit failed: ") + e.what()), {});
+        // the rollback undid the failures recorded in the take too, and every job is available
+        // again. A job whose handler failed is failed again as its handler asked (its error,
+        // RetryIn, PermanentFailure): its work was already undone, so the COMMIT's failure is
+        // not its own. The others fail with the COMMIT's error.
+        const std::string error = valid_utf8(std::string("commit failed: ") + e.what());
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            if (failed_with[i])
+                record_failure(client, jobs[i], failed_with[i]->error, failed_with[i]->options);
+            else
+                record_failure(client, jobs[i], error, {});
+        }
         holding->finished();
         return jobs.size();
     }

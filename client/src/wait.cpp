@@ -6,6 +6,7 @@
 // are not wait_for's own go back to them (Connection::put_back).
 #include <algorithm>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,11 @@ namespace {
 
 constexpr const char* kDoneChannel = "hopper:done";
 constexpr std::chrono::milliseconds kPollEvery{1000};
+
+// How job_status's P0002 for a job found nowhere begins its DETAIL when the id was issued
+// (jobs::kIssuedDetail in the extension): the job may have finished on a queue that keeps no
+// history. An id never issued has no such DETAIL.
+constexpr std::string_view kIssuedDetail = "The id was issued";
 
 // Whether a "hopper:done" payload ({"id": N, ...}) names job `id`.
 bool names_job(const std::string& payload, int64_t id) {
@@ -107,7 +113,8 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
     DoneListener listener(conn_, !conn_.in_transaction());
 
     // A job seen once and then gone finished on a queue that keeps no history (or its queue was
-    // dropped): "does not exist" would read as a wrong id.
+    // dropped): "does not exist" would read as a wrong id. So may one never seen, when the server
+    // says its id was issued: it may have finished before the first look.
     bool seen = false;
     auto status = [&] {
         try {
@@ -115,11 +122,18 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
             seen = true;
             return info;
         } catch (const Error& e) {
-            if (!seen || e.sqlstate() != "P0002") throw;
+            if (e.sqlstate() != sqlstate::kNoData) throw;
+            if (seen)
+                throw Error(e.sqlstate(),
+                            fmt::format("job {} is gone: it finished on a queue that keeps no "
+                                        "history, so how it ended is not known (or its queue was "
+                                        "dropped)",
+                                        id));
+            if (e.detail().rfind(kIssuedDetail, 0) != 0) throw;  // never issued: a wrong id
             throw Error(e.sqlstate(),
                         fmt::format("job {} is gone: it finished on a queue that keeps no "
                                     "history, so how it ended is not known (or its queue was "
-                                    "dropped)",
+                                    "dropped, or the push that drew its id did not commit)",
                                     id));
         }
     };

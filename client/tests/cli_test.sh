@@ -202,6 +202,15 @@ wait)
     expect_out "job $id2 cancelled" "cancelled message"
     run wait 999999 --timeout 1
     expect_rc 2 "unknown job"
+    expect_err "^hopper: job 999999 does not exist" "an id never issued does not exist"
+    # A job that finished on a queue keeping no history before the wait looked is gone, not
+    # unknown: its id was issued.
+    sql "SELECT hopper.queue_create('unkept', retention => '0')" >/dev/null
+    id4=$("$hopper" push unkept '{}')
+    sql "SELECT hopper.queue_complete(id, lease_token) FROM hopper.queue_pull('unkept', 1)" >/dev/null
+    run wait "$id4" --timeout 5
+    expect_rc 2 "a job finished unkept"
+    expect_err "^hopper: job $id4 is gone: it finished on a queue that keeps no history" "gone, not unknown"
     # A job that failed once and then completed: the old error is history, not the outcome; show
     # lists every attempt's error.
     id3=$("$hopper" push q '{}')

@@ -224,6 +224,63 @@ TEST_F(TakeWorkerTest, AFailingJobLeavesTheOthersOfItsTakeDone) {
     EXPECT_EQ(w.stats().failed, 1u);
 }
 
+// A COMMIT that fails rolls back the failures recorded in the take too. Every job used to be
+// failed again with the commit's error: a PermanentFailure was retried, a RetryIn's delay
+// ignored, the handler's own error lost. The jobs whose handlers failed keep their own failure;
+// only the others fail with the commit's error.
+TEST_F(TakeWorkerTest, AFailedCommitLeavesTheHandlersOwnFailuresAsTheyWere) {
+    c.exec(
+        "CREATE TABLE IF NOT EXISTS take_deferred (queue text, k int, CONSTRAINT take_deferred_key "
+        "UNIQUE (queue, k) DEFERRABLE INITIALLY DEFERRED)");
+    std::string q = unique_queue("take");
+    QueueOptions qo;
+    qo.max_attempts = 3;
+    qo.backoff_base = std::chrono::hours(1);  // the failed jobs stay scheduled through the test
+    c.queue_create(q, qo);
+    int64_t hopeless = push_kind(q, "hopeless");
+    int64_t duplicate = push_kind(q, "duplicate");
+    int64_t later = push_kind(q, "later");
+    TakeWorker w(options(q, 1, 3));
+    w.on("hopeless",
+         marking([](const Job&) { throw PermanentFailure("job A can never succeed"); }));
+    w.on("duplicate", [](const Job& job, Client& db) {
+        // Fine until the COMMIT checks the deferred constraint.
+        db.exec("INSERT INTO take_deferred VALUES ($1, 1), ($1, 1)", job.queue);
+    });
+    w.on("later", marking([](const Job&) { throw RetryIn(std::chrono::hours(5), "not yet"); }));
+    Running r(w);
+    ASSERT_TRUE(eventually(
+        [&] {
+            for (int64_t id : {hopeless, duplicate, later})
+                if (c.job_status(id).attempt < 1) return false;
+            return true;
+        },
+        30s));
+    r.stop();
+    EXPECT_EQ(w.stats().pulls, 1u);  // all three in one take
+    EXPECT_EQ(marks(q), 0);
+    const auto now = std::chrono::system_clock::now();
+    JobInfo a = c.job_status(hopeless);
+    EXPECT_EQ(a.state, JobState::Dead);
+    EXPECT_EQ(a.attempt, 1);
+    EXPECT_EQ(a.last_error, std::optional<std::string>("job A can never succeed"));
+    JobInfo b = c.job_status(duplicate);
+    EXPECT_EQ(b.state, JobState::Scheduled);
+    EXPECT_EQ(b.attempt, 1);
+    EXPECT_EQ(b.last_error.value_or("").rfind("commit failed: ", 0), 0u)
+        << b.last_error.value_or("(none)");
+    EXPECT_NE(b.last_error.value_or("").find("duplicate key"), std::string::npos)
+        << b.last_error.value_or("(none)");
+    EXPECT_LE(b.run_at, now + std::chrono::hours(1));  // the queue's backoff, capped at 1 h
+    JobInfo l = c.job_status(later);
+    EXPECT_EQ(l.state, JobState::Scheduled);
+    EXPECT_EQ(l.attempt, 1);
+    EXPECT_EQ(l.last_error, std::optional<std::string>("not yet"));
+    EXPECT_GE(l.run_at, now + std::chrono::hours(4));  // the handler's RetryIn
+    EXPECT_EQ(w.stats().completed, 0u);
+    EXPECT_EQ(w.stats().failed, 3u);
+}
+
 // A handler's own connection elsewhere (a service that is down) failing is its job's failure,
 // not the loss of the take's connection: the attempt counts and the rest of the batch commits.
 TEST_F(TakeWorkerTest, AConnectionErrorFromTheHandlersOwnConnectionFailsOnlyItsJob) {

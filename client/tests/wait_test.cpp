@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "hopper/client.hpp"
@@ -142,6 +143,8 @@ TEST(WaitFor, UnknownJobIsAnError) {
         FAIL() << "waited for a job that does not exist";
     } catch (const Error& e) {
         EXPECT_EQ(e.sqlstate(), "P0002");
+        EXPECT_NE(std::string(e.what()).find("job 987654321 does not exist"), std::string::npos)
+            << e.what();
     }
 }
 
@@ -169,6 +172,37 @@ TEST(WaitFor, AJobFinishedOnAQueueWithoutHistoryIsGoneNotUnknown) {
         EXPECT_NE(std::string(e.what()).find("keeps no history"), std::string::npos) << e.what();
     }
     EXPECT_TRUE(done.get());
+}
+
+// A job that finished unkept before the wait's first look is gone too: the server says that its
+// id was issued. It used to read "does not exist", as for a wrong id. So it does for the roles
+// the extension grants, which read the sequence's last id.
+TEST(WaitFor, AJobFinishedUnkeptBeforeTheFirstLookIsGoneNotUnknown) {
+    Client c(conninfo());
+    std::string q = unique_queue("wait");
+    QueueOptions qo;
+    qo.retention = Duration::zero();
+    c.queue_create(q, qo);
+    for (const char* role : {"", "hopper_producer", "hopper_worker"}) {
+        int64_t id = c.push(q, "{}");
+        auto j = c.pull(q).at(0);
+        ASSERT_TRUE(c.complete(id, j.lease_token));
+        Client waiter(conninfo());
+        if (*role) waiter.exec(std::string("SET ROLE ") + role);
+        try {
+            waiter.wait_for(id, 5s);
+            FAIL() << "a job no one can look up any more was reported (role " << role << ")";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.sqlstate(), "P0002");
+            std::string what = e.what();
+            EXPECT_EQ(what.rfind(fmt::format("job {} is gone: it finished on a queue that keeps "
+                                             "no history",
+                                             id),
+                                 0),
+                      0u)
+                << "role " << role << ": " << what;
+        }
+    }
 }
 
 // Duration::max() is "no timeout": now + max overflowed into the past and wait_for returned at

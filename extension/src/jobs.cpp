@@ -7,6 +7,8 @@
 extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 }
 
@@ -24,10 +26,28 @@ Oid relation() {
     });
 }
 
-PgError unknown_job(int64_t id) {
+PgError unknown_job(int64_t id, bool issued) {
     return PgError(
-        ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist", {},
+        ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist",
+        issued ? std::string(kIssuedDetail) +
+                     ": the job finished on a queue that keeps no history (or its history was "
+                     "pruned, or its queue dropped), or the push that drew the id did not commit."
+               : std::string(),
         "It never existed, or it finished and its queue's retention no longer keeps it.");
+}
+
+bool issued(spi::Connection& conn, int64_t id) {
+    // Read with the caller's rights: a caller who may not read the sequence cannot tell, and gets
+    // the plain answer rather than a permission error.
+    bool readable = pg_guard([] {
+        Oid ns = get_namespace_oid("hopper", true);
+        Oid seq = OidIsValid(ns) ? get_relname_relid("job_id_seq", ns) : InvalidOid;
+        return OidIsValid(seq) && pg_class_aclcheck(seq, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+    });
+    if (!readable) return false;
+    static spi::Statement st("SELECT " HOPPER_MAY_BE_UNKEPT("$1"), {INT8OID});
+    spi::Result r = conn.exec(st, {spi::arg(id)});
+    return r.get_bool(0, 1);
 }
 
 std::string state_of(spi::Connection& conn, int64_t id) {

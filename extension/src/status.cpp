@@ -43,7 +43,9 @@ HOPPER_FUNCTION(hopper_job_status) {
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (r.empty()) throw jobs::unknown_job(id);
+    // Found nowhere: the DETAIL says whether the id was issued, so that a waiter can tell a job
+    // that finished unkept from a wrong id.
+    if (r.empty()) throw jobs::unknown_job(id, jobs::issued(conn, id));
     Datum row = result::composite(fcinfo, conn, r, 0);
     conn.finish();
     return row;

@@ -138,7 +138,9 @@ class Client {
     // queues with hopper.queue_set_notify_done on) and polls the job once a second. Returns its
     // final status, or nullopt when the timeout passes first. Inside a REPEATABLE READ or
     // SERIALIZABLE transaction, whose snapshot would never show the job change, it throws Error
-    // 25001 at once.
+    // 25001 at once. A job found nowhere throws Error P0002: "job N is gone" when it finished on
+    // a queue that keeps no history (seen during the wait, or its id issued, as job_status's
+    // DETAIL says), "job N does not exist" for an id never issued.
     std::optional<JobInfo> wait_for(int64_t id, Duration timeout);
 
     // The caller's own SQL on this connection, parameters bound (never spliced):

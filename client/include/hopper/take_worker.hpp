@@ -17,7 +17,9 @@
 // queue_fail_taken in the same transaction: retried after the queue's backoff, or dead after
 // max_attempts; RetryIn and PermanentFailure say how, as for hopper::Worker. The job never leaves
 // the worker's hands before its attempt counts; the other jobs of the take have their handlers
-// run again and commit. A process that dies mid-job loses nothing and counts no attempt: the
+// run again and commit. When that COMMIT fails (a deferred constraint, a serialization failure),
+// the jobs whose handlers failed are failed again as their handlers asked, and the others fail
+// with the COMMIT's error. A process that dies mid-job loses nothing and counts no attempt: the
 // transaction rolls back and the job is taken again. Work that runs long, leaves the database or
 // may kill its process belongs in hopper::Worker, whose jobs are leased. A handler must not end
 // the transaction it runs in: one that runs COMMIT or ROLLBACK (or ends the savepoint
