@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -154,6 +155,7 @@ struct Worker::Impl {
     std::vector<Job> complete_and_pull(Client& conn, internal::Heartbeat& hb,
                                        const PullOptions* po);
     void complete_one_by_one(Client& conn, internal::Heartbeat& hb);
+    void report_unreported(Client* fetcher, internal::Heartbeat& hb);
     void account(Client& client, const Returned& f, bool held);
     std::string why_not_ours(Client& client, int64_t id, StopReason stopped);
     const Handler* handler_for(const Job& job) const;
@@ -460,20 +462,7 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb, uint64_t b
         returned.clear();
     }
     idle_cv.notify_all();
-    if (!unreported.empty()) {
-        try {
-            if (!fetcher) throw ConnectionError("no connection");
-            if (!fetcher->connection().ok()) fetcher->reconnect();
-            complete_and_pull(*fetcher, hb, nullptr);
-        } catch (const std::exception& ex) {
-            for (const Returned& f : unreported) {
-                log(fmt::format("could not report job {}: {}; its lease will expire", f.job.id,
-                                ex.what()));
-                hb.remove(f.job);
-            }
-            unreported.clear();
-        }
-    }
+    report_unreported(fetcher, hb);
     for (const Job& j : unstarted) {
         hb.remove(j);
         try {
@@ -688,6 +677,56 @@ std::string Worker::Impl::why_not_ours(Client& client, int64_t id, StopReason st
         }
     }
     return "lease lost";
+}
+
+// Completes at shutdown the jobs handed over to the fetch loop. A lost connection (one killed
+// while idle still looks open until it is used) and errors of the moment are met again, as
+// report() does for a handler's own report: for up to a minute, never past the shutdown deadline.
+// A try cut part-way leaves in `unreported` only the jobs it did not complete, as the fetch loop
+// relies on; a completion that committed but whose reply was lost finds its job no longer held.
+// Given up, the jobs wait for their leases to run out.
+void Worker::Impl::report_unreported(Client* fetcher, internal::Heartbeat& hb) {
+    Backoff backoff(opt.min_backoff, opt.max_backoff);
+    const auto give_up_at = Steady::now() + std::chrono::seconds(60);
+    while (!unreported.empty()) {
+        std::string error;
+        bool again = false, lost_connection = false;
+        try {
+            if (!fetcher) throw std::runtime_error("no connection");
+            if (!fetcher->connection().ok()) fetcher->reconnect();
+            complete_and_pull(*fetcher, hb, nullptr);
+            return;
+        } catch (const ConnectionError& ex) {
+            error = ex.what();
+            again = lost_connection = true;
+        } catch (const Error& ex) {
+            error = ex.what();
+            again = internal::transient(ex);
+        } catch (const std::exception& ex) {
+            error = ex.what();
+        }
+        // Read each time: a second signal during the shutdown moves the deadline to now.
+        const auto until =
+            std::min(give_up_at, Steady::time_point(Steady::duration(shutdown_deadline.load())));
+        if (!again || Steady::now() >= until) {
+            for (const Returned& f : unreported) {
+                log(fmt::format("could not report job {}: {}; its lease will expire", f.job.id,
+                                error));
+                hb.remove(f.job);
+            }
+            unreported.clear();
+            return;
+        }
+        std::this_thread::sleep_for(
+            std::min<Steady::duration>(backoff.next(), until - Steady::now()));
+        if (lost_connection) {
+            try {
+                fetcher->reconnect();
+            } catch (const std::exception&) {
+                // Retried on the next round.
+            }
+        }
+    }
 }
 
 // Completes the handed-over jobs and, with `po`, pulls the next ones, in one statement: one round

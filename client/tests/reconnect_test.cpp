@@ -1,10 +1,12 @@
 // A worker survives a server restart: it backs off, reconnects, listens again and carries on.
 // Needs HOPPER_TEST_CLUSTER (the cluster script the test runner exports) to restart the server.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -175,6 +177,101 @@ TEST(Reconnect, ShutdownEndsByItsDeadlineWhileTheServerIsDown) {
                              << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                              << " ms after stop(), past its shutdown_timeout of 3 s";
     EXPECT_EQ(stopped_as.load(), static_cast<int>(StopReason::Shutdown));
+}
+
+// A completion handed over to the fetch loop (batch_completions) whose connection is lost during
+// the shutdown: a connection killed while idle looks open until it is used, so the shutdown's
+// try meets the loss itself. The completion is made again once the connection is back, within
+// the shutdown deadline. (Tried only once, the job was left running until its lease ran out, to
+// be run again elsewhere.) Here a row lock holds each try until the test ends its session.
+TEST(Reconnect, ShutdownMakesAgainACompletionCutByALostConnection) {
+    std::string q = unique_queue("cut");
+    WorkerOptions o;
+    o.conninfo = hopper::test::named_conninfo(q);  // to find its sessions
+    o.queue = q;
+    o.concurrency = 1;
+    o.handle_signals = false;
+    o.batch_completions = true;
+    o.session_bound = false;  // the reaper leaves the job alone when its sessions end
+    o.min_backoff = 100ms;
+    o.max_backoff = 1s;
+    o.shutdown_timeout = 30s;
+    o.log = [](const std::string&) {};
+    Worker w(o);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool go = false;
+    std::atomic<bool> started{false};
+    w.on_any([&](JobContext&) {
+        started = true;
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go; });
+    });
+    std::thread t([&] { w.run(); });
+    Client c(conninfo());
+    Client locker(conninfo());
+    struct Release {  // however the test ends, the row is let go and run() ends
+        std::mutex& mu;
+        std::condition_variable& cv;
+        bool& go;
+        Client& locker;
+        Worker& w;
+        std::thread& t;
+        ~Release() {
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                go = true;
+            }
+            cv.notify_all();
+            try {
+                locker.exec("ROLLBACK");
+            } catch (const std::exception&) {
+                // No transaction open.
+            }
+            w.stop();
+            if (t.joinable()) t.join();
+        }
+    } release{mu, cv, go, locker, w, t};
+
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    locker.exec("BEGIN");
+    locker.exec("SELECT 1 FROM hopper.jobs WHERE id = $1 FOR UPDATE", id);
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        go = true;  // handed over to the fetch loop, whose completion waits for the row
+    }
+    cv.notify_all();
+    // The worker's session whose completion waits for the row, other than those in `seen`.
+    std::vector<int64_t> seen;
+    auto waiting_completion = [&] {
+        auto r = c.exec(
+            "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = $1 "
+            "AND state = 'active' AND query LIKE '%queue_complete_many%'",
+            q);
+        for (int i = 0; i < r.rows(); ++i) {
+            int64_t pid = r.int64(i, 0);
+            if (std::find(seen.begin(), seen.end(), pid) == seen.end()) {
+                seen.push_back(pid);
+                return true;
+            }
+        }
+        return false;
+    };
+    ASSERT_TRUE(eventually(waiting_completion, 30s)) << "the fetch loop's completion never came";
+    w.stop();
+    // The fetch loop's try is cut: the shutdown sees the loss and reconnects before its own try.
+    c.exec("SELECT pg_catalog.pg_terminate_backend($1)", seen.back());
+    ASSERT_TRUE(eventually(waiting_completion, 30s)) << "the shutdown did not try the completion";
+    // Its own try is cut too, with the connection it uses now.
+    c.exec("SELECT pg_catalog.pg_terminate_backend($1)", seen.back());
+    EXPECT_TRUE(eventually(waiting_completion, 10s))
+        << "the shutdown did not make the completion again";
+    locker.exec("ROLLBACK");
+    t.join();
+    EXPECT_EQ(c.job_status(id).state, JobState::Completed);
+    EXPECT_EQ(c.job_status(id).attempt, 1);
+    EXPECT_EQ(w.stats().completed, 1u);
 }
 
 }  // namespace
