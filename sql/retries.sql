@@ -182,26 +182,49 @@ SELECT jsonb_typeof(errors) AS errors_type, jsonb_array_length(errors) AS entrie
 FROM hopper.jobs WHERE id = :poisoned;
 SELECT hopper.queue_drop('retry_poison') AS dropped;
 
--- The backoff counts from the failure, not from the start of the transaction that failed the job:
--- a take's work may run longer than the backoff, and its job came back due at once (a repeated
--- queue_fail_taken in a later transaction then found it due and counted a second attempt).
+-- The backoff counts from the failure, not from the start of the transaction (or statement) that
+-- failed the job: a take's work may run longer than the backoff, and its job came back due at once
+-- (a repeated queue_fail_taken in a later transaction then found it due and counted a second
+-- attempt); a procedure that commits as it goes is one statement however long it runs.
 SELECT hopper.queue_create('retry_clock', max_attempts => 5) AS created;
 SELECT hopper.queue_push('retry_clock', '{}') AS c1 \gset
 BEGIN;
 SELECT count(*) AS taken FROM hopper.queue_take('retry_clock', 1);
 SELECT pg_sleep(0.1);
-SELECT statement_timestamp() AS failed_at,
-       hopper.queue_fail_taken(:c1, 'boom', retry_in => '1 min') AS state \gset
+SELECT statement_timestamp() AS before_fail,
+       hopper.queue_fail_taken(:c1, 'boom', retry_in => '1 min') AS state,
+       clock_timestamp() AS after_fail \gset
 COMMIT;
-SELECT :'state' AS state, run_at = :'failed_at'::timestamptz + interval '1 min' AS from_failure
+SELECT :'state' AS state,
+       run_at BETWEEN :'before_fail'::timestamptz + interval '1 min'
+                  AND :'after_fail'::timestamptz + interval '1 min' AS from_failure
 FROM hopper.jobs WHERE id = :c1;
 UPDATE hopper.jobs SET run_at = now() WHERE id = :c1;
 BEGIN;
 SELECT lease_token AS ct FROM hopper.queue_pull('retry_clock') \gset
 SELECT pg_sleep(0.1);
-SELECT statement_timestamp() AS failed_at,
-       hopper.queue_fail(:c1, :ct, 'boom', retry_in => '1 min') AS state \gset
+SELECT statement_timestamp() AS before_fail,
+       hopper.queue_fail(:c1, :ct, 'boom', retry_in => '1 min') AS state,
+       clock_timestamp() AS after_fail \gset
 COMMIT;
-SELECT :'state' AS state, run_at = :'failed_at'::timestamptz + interval '1 min' AS from_failure
+SELECT :'state' AS state,
+       run_at BETWEEN :'before_fail'::timestamptz + interval '1 min'
+                  AND :'after_fail'::timestamptz + interval '1 min' AS from_failure
 FROM hopper.jobs WHERE id = :c1;
+UPDATE hopper.jobs SET run_at = now() WHERE id = :c1;
+CREATE PROCEDURE retry_clock_proc(job bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    tok bigint;
+BEGIN
+    SELECT lease_token INTO tok FROM hopper.queue_pull('retry_clock');
+    COMMIT;
+    PERFORM pg_sleep(0.2);
+    PERFORM hopper.queue_fail(job, tok, 'boom', retry_in => '1 min');
+    COMMIT;
+END $$;
+SELECT clock_timestamp() AS before_call \gset
+CALL retry_clock_proc(:c1);
+SELECT state, run_at >= :'before_call'::timestamptz + interval '1 min 0.2 s' AS from_failure
+FROM hopper.job_status(:c1);
+DROP PROCEDURE retry_clock_proc(bigint);
 SELECT hopper.queue_drop('retry_clock') AS dropped;

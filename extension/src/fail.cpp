@@ -6,6 +6,7 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 }
 
 using namespace hopper;
@@ -21,22 +22,23 @@ HOPPER_FUNCTION(hopper_queue_fail) {
     spi::Arg retry_in_arg = spi::arg_datum(args::duration_datum(retry_in), !retry_in);
 
     // Retry: attempts remain and the failure is not permanent. The backoff counts from the
-    // failure (the statement's start), not from the start of a transaction that may have run
-    // longer than the backoff itself. Without one (retry_in => '0') the job is due at once, to
-    // this transaction's own claims too, which judge "due" by its start.
+    // failure, read from the clock ($6): a transaction, or a statement (a procedure that commits
+    // as it goes, a function that works through many jobs), may have begun longer ago than the
+    // backoff. Without one (retry_in => '0') the job is due at once, to this transaction's own
+    // claims too, which judge "due" by its start.
     static spi::Statement retry(
         "UPDATE hopper.jobs j SET state = 'available', "
-        "  run_at = CASE WHEN $4 = interval '0' THEN pg_catalog.now() "
-        "    ELSE pg_catalog.statement_timestamp() + COALESCE($4, " HOPPER_BACKOFF("j", "q") ") END, "
+        "  run_at = CASE WHEN $4 OPERATOR(pg_catalog.=) interval '0' THEN pg_catalog.now() "
+        "    ELSE $6 + COALESCE($4, " HOPPER_BACKOFF("j", "q") ") END, "
         "  lease_token = NULL, lease_until = NULL, claimed_pid = NULL, claimed_backend_start = NULL, "
         "  session_bound = false, last_error = $3, "
         "  errors = " HOPPER_ERRORS_APPEND("j", "$3", "pg_catalog.now()") " "
         "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 "
         "  AND j.state OPERATOR(pg_catalog.=) 'running' AND q.name = j.queue "
         "  AND NOT $5 AND j.attempt < j.max_attempts "
-        "RETURNING j.run_at > pg_catalog.statement_timestamp(), j.queue, j.priority, j.run_at, "
-        "  q.limited",
-        {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID}, spi::Planning::kWalkIndexes);
+        "RETURNING j.run_at > $6, j.queue, j.priority, j.run_at, q.limited",
+        {INT8OID, INT8OID, TEXTOID, INTERVALOID, BOOLOID, TIMESTAMPTZOID},
+        spi::Planning::kWalkIndexes);
     // Dead: to history, with the error.
     static spi::Statement bury(
         "WITH gone AS (DELETE FROM hopper.jobs WHERE id = $1 AND lease_token = $2 "
@@ -49,12 +51,13 @@ HOPPER_FUNCTION(hopper_queue_fail) {
         " FROM gone g",
         {INT8OID, INT8OID, TEXTOID}, spi::Planning::kWalkIndexes);
 
+    const spi::Arg failed_at = spi::arg_datum(TimestampTzGetDatum(GetCurrentTimestamp()));
     spi::Connection conn;
     const char* state = failed_attempt::settle(
         conn, id,
         [&] {
             return conn.exec(retry, {spi::arg(id), spi::arg(token), error, retry_in_arg,
-                                     spi::arg_bool(permanent)});
+                                     spi::arg_bool(permanent), failed_at});
         },
         [&] {
             return conn.exec(bury, {spi::arg(id), spi::arg(token), error});

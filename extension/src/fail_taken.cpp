@@ -25,6 +25,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 }
 
 using namespace hopper;
@@ -44,31 +45,30 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
     // The job must be available: a taker that still holds it makes this wait for its end, and if
     // that taker commits, the job is finished and not ours to fail. Unless put back from this
     // transaction's take ($6), it must be due as well: a take only takes due jobs, and one that
-    // is not is waiting out the backoff of a failure already recorded. By the statement's
-    // clock, not the transaction's: a take that waited may have taken a job that fell due after
-    // its transaction began. `f` is the job as the failed attempt leaves it: attempt counted,
-    // this worker recorded. The backoff counts from this failure too: from the start of a take's
-    // transaction (now()), a take that ran longer than the backoff gave its job back due at once,
-    // and a repeated call in a later transaction found it due and counted a second attempt. With
-    // retry_in => '0' the job is due at once, to this transaction's own claims too.
+    // is not is waiting out the backoff of a failure already recorded. By the clock at this call
+    // ($7), not the transaction's start: a take that waited may have taken a job that fell due
+    // after its transaction began. `f` is the job as the failed attempt leaves it: attempt
+    // counted, this worker recorded. The backoff counts from that clock too, since a take's
+    // transaction lasts as long as its work, and a repeated call must find the job not yet due.
+    // With retry_in => '0' the job is due at once, to this transaction's own claims too.
     static spi::Statement retry(
         "WITH f AS (SELECT j.id, j.queue, j.attempt + 1 AS attempt, j.max_attempts, j.errors, "
         "    $5::text AS worker FROM hopper.jobs j WHERE j.id = $1 AND j.state OPERATOR(pg_catalog.=) 'available' "
-        "    AND ($6 OR j.run_at <= pg_catalog.statement_timestamp()) "
+        "    AND ($6 OR j.run_at <= $7) "
         "    FOR UPDATE OF j) "
         "UPDATE hopper.jobs j SET attempt = f.attempt, worker = f.worker, "
-        "  run_at = CASE WHEN $3 = interval '0' THEN pg_catalog.now() "
-        "    ELSE pg_catalog.statement_timestamp() + COALESCE($3, " HOPPER_BACKOFF("f", "q") ") END, "
+        "  run_at = CASE WHEN $3 OPERATOR(pg_catalog.=) interval '0' THEN pg_catalog.now() "
+        "    ELSE $7 + COALESCE($3, " HOPPER_BACKOFF("f", "q") ") END, "
         "  last_error = $2, errors = " HOPPER_ERRORS_APPEND("f", "$2", "pg_catalog.now()") " "
         "FROM f, hopper.queues q "
         "WHERE j.id = f.id AND q.name = f.queue AND NOT $4 AND f.attempt < f.max_attempts "
-        "RETURNING j.run_at > pg_catalog.statement_timestamp(), j.queue, j.priority, j.run_at, "
-        "  q.limited",
-        {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID, BOOLOID}, spi::Planning::kWalkIndexes);
+        "RETURNING j.run_at > $7, j.queue, j.priority, j.run_at, q.limited",
+        {INT8OID, TEXTOID, INTERVALOID, BOOLOID, TEXTOID, BOOLOID, TIMESTAMPTZOID},
+        spi::Planning::kWalkIndexes);
     // Dead: to history with the error, as the attempt that failed (started when it was taken).
     static spi::Statement bury(
         "WITH g AS (DELETE FROM hopper.jobs WHERE id = $1 AND state OPERATOR(pg_catalog.=) 'available' "
-        "  AND ($4 OR run_at <= pg_catalog.statement_timestamp()) "
+        "  AND ($4 OR run_at <= $5) "
         "  RETURNING id, queue, priority, run_at, attempt + 1 AS attempt, max_attempts, created_at, "
         "    pg_catalog.now() AS started_at, kind, $3::text AS worker, dedup_key, concurrency_key, "
         "    progress, errors, progress_detail, payload), "
@@ -77,8 +77,9 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         ", g.progress_detail, g.payload, 'dead', " HOPPER_FINISHED_AT("g", "pg_catalog.now()") ", NULL FROM g WHERE "
         HOPPER_QUEUE_KEEPS_HISTORY("g") ") "
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", " HOPPER_QUEUE_LIMITED("g") " FROM g",
-        {INT8OID, TEXTOID, TEXTOID, BOOLOID}, spi::Planning::kWalkIndexes);
+        {INT8OID, TEXTOID, TEXTOID, BOOLOID, TIMESTAMPTZOID}, spi::Planning::kWalkIndexes);
 
+    const spi::Arg failed_at = spi::arg_datum(TimestampTzGetDatum(GetCurrentTimestamp()));
     // Read only: the command id below that of anything this call writes.
     const CommandId began = GetCurrentCommandId(false);
     spi::Connection conn;
@@ -88,8 +89,9 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         PG_RETURN_NULL();  // failed already for this take, in this transaction
     }
     // The statements below lock an available job, and claims pass over it meanwhile: if this
-    // transaction (or its savepoint) rolls back, the job is below where they went.
-    claim_hint::clear_database_on_rollback();
+    // transaction (or its savepoint) rolls back, the job is below where they went. (A job put
+    // back from this transaction's take is held by the take, whose rollback resets them.)
+    if (!restored) claim_hint::clear_database_on_rollback();
     // A job still waiting in a packed row (its take rolled back) becomes a row of its own first,
     // as a cancel makes it: the statements below look in hopper.jobs.
     if (!restored) batches::unpack_job(conn, id);
@@ -97,10 +99,11 @@ HOPPER_FUNCTION(hopper_queue_fail_taken) {
         conn, id,
         [&] {
             return conn.exec(retry, {spi::arg(id), error, retry_in_arg, spi::arg_bool(permanent),
-                                     worker_arg, spi::arg_bool(restored)});
+                                     worker_arg, spi::arg_bool(restored), failed_at});
         },
         [&] {
-            return conn.exec(bury, {spi::arg(id), error, worker_arg, spi::arg_bool(restored)});
+            return conn.exec(bury,
+                             {spi::arg(id), error, worker_arg, spi::arg_bool(restored), failed_at});
         });
     if (state != nullptr) taken_here::remember_failure(id, began);
     conn.finish();
