@@ -114,21 +114,24 @@ TimestampTz tick_of(const cron::Schedule& s, const Due& d, TimestampTz at) {
 // the database's reaper starts with CREATE EXTENSION. A periodic job pushed in between took an id
 // the source database had issued: to a job restored here (the push then failed on the primary
 // key), to a finished one whose history is not in the dump but may be carried over, or that an
-// application's table holds. Hence: a pg_restore connected to this database (its
-// application_name, unless the environment changed it), or a sequence behind the ids stored (the
-// highest id of each table is one descent of its primary key).
+// application's table holds. Hence: the sequence behind the ids stored (each table's highest id
+// through its primary key, a descent per history partition; the schedules' last jobs), or a
+// pg_restore connected while the sequence has issued nothing yet (its application_name, which
+// anyone may take: it counts only in the window a restore leaves, so that it cannot hold a live
+// database's schedules).
 bool restoring(spi::Connection& conn) {
     static spi::Statement st(
-        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
-        "    WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
-        "      AND a.application_name OPERATOR(pg_catalog.=) 'pg_restore' "
-        "      AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) "
-        "  OR COALESCE(GREATEST((SELECT pg_catalog.max(id) FROM hopper.jobs), "
+        "SELECT COALESCE(GREATEST((SELECT pg_catalog.max(id) FROM hopper.jobs), "
         "    (SELECT pg_catalog.max(id) FROM hopper.job_history), "
         "    (SELECT pg_catalog.max(first_id) FROM hopper.job_batches), "
         "    (SELECT pg_catalog.max(last_job_id) FROM hopper.schedules)) > "
-        "    (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END FROM hopper.job_id_seq s), "
-        "    false)",
+        "    (SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END "
+        "     FROM hopper.job_id_seq s), false) "
+        "  OR (NOT (SELECT s.is_called FROM hopper.job_id_seq s) "
+        "    AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
+        "      WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
+        "        AND a.application_name OPERATOR(pg_catalog.=) 'pg_restore' "
+        "        AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()))",
         {}, spi::Planning::kWalkIndexes);
     return conn.exec(st, {}).get_bool(0, 1);
 }
@@ -146,18 +149,21 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
     static spi::Statement disown("UPDATE hopper.schedules SET owner = NULL WHERE name = $1",
                                  {TEXTOID});
     std::vector<Due> due = lock_due(conn, at, limit, after);
-    if (hold_while_restoring && !due.empty() && restoring(conn)) {
-        // The schedules stay due, and run at the first pass after the sequence is set.
-        static bool reported = false;
-        if (!reported)
-            pg_guard([] {
-                ereport(LOG,
-                        (errmsg("hopper reaper: periodic jobs wait while a restore is under way "
-                                "(a pg_restore is connected, or hopper.job_id_seq is behind the "
-                                "ids stored)")));
+    if (hold_while_restoring && !due.empty()) {
+        // The schedules stay due, and run at the first pass after the restore. Logged when the
+        // hold begins and when it ends.
+        static bool holding = false;
+        const bool hold = restoring(conn);
+        if (hold != holding)
+            pg_guard([&] {
+                ereport(LOG, (hold ? errmsg("hopper reaper: periodic jobs wait while a restore is "
+                                            "under way (hopper.job_id_seq is behind the ids "
+                                            "stored, or a pg_restore is connected before it set "
+                                            "the sequence)")
+                                   : errmsg("hopper reaper: periodic jobs run again")));
             });
-        reported = true;
-        return counts;
+        holding = hold;
+        if (hold) return counts;
     }
     Oid runner = pg_guard([] { return GetUserId(); });
     bool runner_is_superuser = pg_guard([&] { return superuser_arg(runner); });

@@ -23,6 +23,7 @@ ok(defined reaper_runs($node, 'postgres'), 'the reaper runs');
 
 # The state a restore leaves between its COPYs and its SEQUENCE SET: jobs stored, the sequence
 # fresh, a schedule due.
+my $log_offset = -s $node->logfile;
 $node->safe_psql('postgres', q{
 	SELECT hopper.queue_push('videos', pg_catalog.jsonb_build_object('n', g))
 	FROM pg_catalog.generate_series(1, 3) g;
@@ -31,16 +32,15 @@ $node->safe_psql('postgres', q{
 	SELECT hopper.queue_schedule('every-min', '* * * * *', 'cleanup', '{"s": 1}');
 	UPDATE hopper.schedules SET next_run_at = now() - interval '5 seconds';
 });
-# Passes of 200 ms go by; the log line below says one found the schedule due.
-sleep(2);
+# A pass found the schedule due and held it.
+ok($node->wait_for_log(qr/periodic jobs wait while a restore is under way/, $log_offset),
+	'the wait is logged');
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM hopper.jobs WHERE queue = 'cleanup'"),
 	'0', 'no periodic job while the sequence is behind the stored ids');
 is($node->safe_psql('postgres',
 		"SELECT last_run_at IS NULL AND next_run_at <= now() FROM hopper.schedules"),
 	't', 'the schedule stays due');
-like(slurp_file($node->logfile), qr/periodic jobs wait while a restore is under way/,
-	'the wait is logged');
 
 # The restore sets the sequence: the schedule runs with an id past the stored ones.
 $node->safe_psql('postgres', "SELECT pg_catalog.setval('hopper.job_id_seq', 3)");
@@ -49,6 +49,7 @@ ok(defined wait_until($node, 'postgres',
 	'the periodic job is pushed once the sequence is set');
 is($node->safe_psql('postgres', "SELECT id FROM hopper.jobs WHERE queue = 'cleanup'"),
 	'4', 'with the next id');
+ok($node->wait_for_log(qr/periodic jobs run again/, $log_offset), 'the end of the wait is logged');
 
 # The same through pg_dump and a pg_restore of one transaction per object, slowed by an
 # application table restored after hopper's (its schema sorts later). The source's jobs are all
