@@ -49,8 +49,8 @@ struct Worker::Impl {
     internal::RunState run_state;
     internal::Wakeup wake;
 
-    int capacity = 0;  // jobs claimed at once: concurrency + prefetch
-    int claimed = 0;   // in all, for max_jobs; the fetch loop's
+    int capacity = 0;     // jobs claimed at once: concurrency + prefetch
+    int64_t claimed = 0;  // in all, for max_jobs; the fetch loop's
 
     std::mutex m;                     // guards pending, in_flight, handlers_done
     std::condition_variable work_cv;  // a job is pending, or the handler threads must end
@@ -155,7 +155,7 @@ struct Worker::Impl {
     std::vector<Job> complete_and_pull(Client& conn, internal::Heartbeat& hb,
                                        const PullOptions* po);
     void complete_one_by_one(Client& conn, internal::Heartbeat& hb);
-    void report_unreported(Client* fetcher, internal::Heartbeat& hb);
+    void report_unreported(Client* fetcher, internal::Heartbeat& hb, uint64_t begun_by);
     void account(Client& client, const Returned& f, bool held);
     std::string why_not_ours(Client& client, int64_t id, StopReason stopped);
     const Handler* handler_for(const Job& job) const;
@@ -271,7 +271,8 @@ int Worker::Impl::slots_free() {
 
 // What max_jobs leaves to claim.
 int Worker::Impl::jobs_left() const {
-    return opt.max_jobs ? std::max(0, *opt.max_jobs - claimed) : capacity;
+    return opt.max_jobs ? static_cast<int>(std::max<int64_t>(0, *opt.max_jobs - claimed))
+                        : capacity;
 }
 
 // max_jobs: every job run() may claim was claimed, and its handler has returned.
@@ -462,7 +463,7 @@ void Worker::Impl::shutdown(Client* fetcher, internal::Heartbeat& hb, uint64_t b
         returned.clear();
     }
     idle_cv.notify_all();
-    report_unreported(fetcher, hb);
+    report_unreported(fetcher, hb, begun_by);
     for (const Job& j : unstarted) {
         hb.remove(j);
         try {
@@ -685,7 +686,7 @@ std::string Worker::Impl::why_not_ours(Client& client, int64_t id, StopReason st
 // A try cut part-way leaves in `unreported` only the jobs it did not complete, as the fetch loop
 // relies on; a completion that committed but whose reply was lost finds its job no longer held.
 // Given up, the jobs wait for their leases to run out.
-void Worker::Impl::report_unreported(Client* fetcher, internal::Heartbeat& hb) {
+void Worker::Impl::report_unreported(Client* fetcher, internal::Heartbeat& hb, uint64_t begun_by) {
     Backoff backoff(opt.min_backoff, opt.max_backoff);
     const auto give_up_at = Steady::now() + std::chrono::seconds(60);
     while (!unreported.empty()) {
@@ -705,10 +706,11 @@ void Worker::Impl::report_unreported(Client* fetcher, internal::Heartbeat& hb) {
         } catch (const std::exception& ex) {
             error = ex.what();
         }
-        // Read each time: a second signal during the shutdown moves the deadline to now.
+        // A second SIGINT/SIGTERM gives up at once, as it hurries the rest of the shutdown.
+        const bool hurried = signals_seen() > begun_by;
         const auto until =
             std::min(give_up_at, Steady::time_point(Steady::duration(shutdown_deadline.load())));
-        if (!again || Steady::now() >= until) {
+        if (!again || hurried || Steady::now() >= until) {
             for (const Returned& f : unreported) {
                 log(fmt::format("could not report job {}: {}; its lease will expire", f.job.id,
                                 error));
@@ -717,8 +719,11 @@ void Worker::Impl::report_unreported(Client* fetcher, internal::Heartbeat& hb) {
             unreported.clear();
             return;
         }
-        std::this_thread::sleep_for(
-            std::min<Steady::duration>(backoff.next(), until - Steady::now()));
+        // Slept in steps, so that a second signal is seen (a signal handler cannot wake it).
+        const auto wake_at = std::min<Steady::time_point>(until, Steady::now() + backoff.next());
+        while (Steady::now() < wake_at && signals_seen() <= begun_by)
+            std::this_thread::sleep_for(
+                std::min<Steady::duration>(kSignalLook, wake_at - Steady::now()));
         if (lost_connection) {
             try {
                 fetcher->reconnect();

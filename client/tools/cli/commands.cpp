@@ -166,9 +166,12 @@ Client connect(const Args& a) {
     const bool json = a.flag("json");
     // A session that names no encoding takes the database's, and the server stored a UTF-8
     // terminal's arguments to a LATIN1 database unconverted ("café" as "cafÃ©"), and printed its
-    // text as Latin-1. Like psql at a terminal (client_encoding=auto), ask for the locale's when
-    // it is UTF-8 and neither PGCLIENTENCODING nor the connection string names one.
-    const bool utf8_terminal = locale_is_utf8() && std::getenv("PGCLIENTENCODING") == nullptr &&
+    // text as Latin-1. As psql does at a terminal (client_encoding=auto), ask for the locale's
+    // when it is UTF-8 and neither PGCLIENTENCODING nor the connection string names one; in
+    // pipes too, since a script's arguments come in the locale's encoding as well.
+    const char* env_encoding = std::getenv("PGCLIENTENCODING");  // libpq ignores it empty
+    const bool utf8_terminal = locale_is_utf8() &&
+                               (env_encoding == nullptr || *env_encoding == '\0') &&
                                !conninfo_names_encoding(a.option("db").value_or(""));
     if (json || utf8_terminal) c.connection().on_connect("SET client_encoding = 'UTF8'");
     // The server would refuse such text naming no argument: this names it.
@@ -242,8 +245,10 @@ int cmd_push(const Argv& argv, Io io) {
                                          terminal_text(e.detail().empty() ? msg : e.detail())));
         // JSON nested deeper than the server's parser goes (54001 statement_too_complex, "stack
         // depth limit exceeded"): the payload is at fault, not the server, whose hint to raise
-        // max_stack_depth is no advice for a job's payload.
-        if (e.sqlstate() == sqlstate::kStatementTooComplex)
+        // max_stack_depth is no advice for a job's payload. (A trigger of the operator's that
+        // recurses too deep says so in other words, and is passed on as it is.)
+        if (e.sqlstate() == sqlstate::kStatementTooComplex &&
+            msg.find("stack depth limit exceeded") != std::string::npos)
             throw UsageError("JSON is nested too deeply for the server to parse");
         // The server's own range for run_at (about 10 years ahead, 1 year behind, measured from
         // its clock): name the option it came from, not the function's argument.
