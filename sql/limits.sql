@@ -104,6 +104,16 @@ SELECT pg_temp.running('capped');
 SELECT hopper.queue_set_concurrency('capped', NULL, NULL);
 SELECT pg_temp.pull('capped', 10) AS unlimited;
 SELECT limited FROM hopper.queues WHERE name = 'capped';
+-- The flag follows the key limits one by one: set while any is left, cleared with the last; and
+-- a change that leaves it as it was does not rewrite the queue's row (which would re-plan every
+-- statement reading hopper.queues after each of many keys set in one transaction).
+SELECT hopper.queue_set_key_limit('capped', 'a', 1);
+SELECT xmin AS row_version FROM hopper.queues WHERE name = 'capped' \gset
+SELECT hopper.queue_set_key_limit('capped', 'b', 2);
+SELECT hopper.queue_set_key_limit('capped', 'a', NULL);
+SELECT limited, xmin = :'row_version' AS row_untouched FROM hopper.queues WHERE name = 'capped';
+SELECT hopper.queue_set_key_limit('capped', 'b', NULL);
+SELECT limited FROM hopper.queues WHERE name = 'capped';
 
 -- A limited queue is pulled under READ COMMITTED only: an older snapshot would miss claims.
 SELECT hopper.queue_set_concurrency('capped', 6, NULL);

@@ -276,15 +276,18 @@ void lock_queue(spi::Connection& conn, const std::string& queue) {
 }
 
 void refresh_limited(spi::Connection& conn, const std::string& queue) {
+    // Written only when a flag changes: an update of the row invalidates every cached plan that
+    // reads hopper.queues (its trigger sends the cache invalidation), so setting the limits of
+    // many keys in one transaction re-planned after each of them (0.5-2 ms a call).
     static spi::Statement st(
-        "UPDATE hopper.queues q SET limited = (q.max_running IS NOT NULL "
-        "  OR q.key_max_running IS NOT NULL OR r.rated "
-        "  OR EXISTS (SELECT 1 FROM hopper.queue_key_limits k WHERE k.queue = q.name)), "
-        "  rated = r.rated "
-        "FROM (SELECT q.key_max_claims IS NOT NULL "
-        "        OR EXISTS (SELECT 1 FROM hopper.rate_limits b WHERE b.queue = $1) AS rated "
-        "      FROM hopper.queues q WHERE q.name = $1) r "
-        "WHERE q.name = $1",
+        "UPDATE hopper.queues q SET limited = n.limited, rated = n.rated "
+        "FROM (SELECT r.rated, (q.max_running IS NOT NULL OR q.key_max_running IS NOT NULL "
+        "        OR r.rated OR EXISTS (SELECT 1 FROM hopper.queue_key_limits k "
+        "                              WHERE k.queue = $1)) AS limited "
+        "      FROM hopper.queues q, LATERAL (SELECT q.key_max_claims IS NOT NULL "
+        "        OR EXISTS (SELECT 1 FROM hopper.rate_limits b WHERE b.queue = $1) AS rated) r "
+        "      WHERE q.name = $1) n "
+        "WHERE q.name = $1 AND (q.limited, q.rated) IS DISTINCT FROM (n.limited, n.rated)",
         {TEXTOID});
     conn.exec(st, {spi::arg_text(queue)});
     // A limit raised or removed frees slots: every pull waiting on the queue looks again.
