@@ -59,6 +59,21 @@ SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_pull_idx'::pg_ca
     + pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_lease_idx'::pg_catalog.regclass)
     - :entries_before BETWEEN 4 AND 9 AS its_entries_alone;
 ROLLBACK;
+-- queue_jobs(queue, 'scheduled') of a queue with thousands of due jobs reads the few that wait,
+-- from jobs_delayed_idx, not every due job of the queue to find them.
+SELECT hopper.queue_push('stats_big', '{}', run_at => pg_catalog.now() + interval '1 hour') > 0
+    AS scheduled;
+BEGIN;
+SELECT seq_scan AS seq_before, idx_tup_fetch AS fetched_before
+FROM pg_catalog.pg_stat_xact_user_tables WHERE relid = 'hopper.jobs'::pg_catalog.regclass \gset
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_delayed_idx'::pg_catalog.regclass)
+    AS delayed_before \gset
+SELECT count(*) AS waiting FROM hopper.queue_jobs('stats_big', 'scheduled');
+SELECT seq_scan - :seq_before AS sequential_scans, idx_tup_fetch - :fetched_before < 10 AS few_rows
+FROM pg_catalog.pg_stat_xact_user_tables WHERE relid = 'hopper.jobs'::pg_catalog.regclass;
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.jobs_delayed_idx'::pg_catalog.regclass)
+    > :delayed_before AS read_delayed_entries;
+ROLLBACK;
 -- Every queue, counted the same way.
 SELECT queue, available, scheduled, running FROM hopper.queue_stats() WHERE queue LIKE 'stats%';
 SELECT hopper.queue_drop('stats_big') AS dropped, hopper.queue_drop('stats_small') AS dropped;
