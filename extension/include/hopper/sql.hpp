@@ -64,8 +64,9 @@
 // the pushing transaction's start), so a job due at its push never reads as scheduled, however
 // long ago the reading transaction began, as it did against now(), that transaction's start; nor
 // does a job that fell due since. An InitPlan: read once, and usable as an index condition. A
-// statement that compares more than once reads it from HOPPER_CLOCK_CTE, so that every
-// comparison sees the same time.
+// statement whose comparisons must agree with each other (counts and filters over the same rows)
+// reads it from HOPPER_CLOCK_CTE, so that every comparison sees the same time; job_status may
+// use it once per branch, a job being in one of them only.
 #define HOPPER_CLOCK "(SELECT pg_catalog.clock_timestamp())"
 #define HOPPER_CLOCK_CTE "WITH clock AS MATERIALIZED (SELECT pg_catalog.clock_timestamp() AS t) "
 #define HOPPER_CLOCK_OF_CTE "(SELECT clock.t FROM clock)"
