@@ -9,34 +9,7 @@
 SET hopper.notify = off;
 \i sql/include/try.sql
 
--- Every operator PostgreSQL lacks for these pairs of types is planted in public: each call bumps
--- public.planted_calls (a sequence, so that a call inside a statement that then fails counts too).
-CREATE SEQUENCE public.planted_calls;
-DO $plant$
-DECLARE
-    types text[] := ARRAY['smallint', 'integer', 'bigint', 'numeric', 'real', 'double precision',
-        'timestamptz', 'timestamp', 'date', 'interval', 'text', 'jsonb', 'boolean', 'bigint[]',
-        'text[]', 'hopper.job_state', 'oid', 'name', 'character varying'];
-    ops text[] := ARRAY['+', '-', '*', '/', '<', '>', '<=', '>=', '=', '<>', '||', '@>', '<@', '&&'];
-    l text; r text; o text; n integer := 0;
-BEGIN
-    FOREACH l IN ARRAY types LOOP
-        FOREACH r IN ARRAY types LOOP
-            FOREACH o IN ARRAY ops LOOP
-                CONTINUE WHEN EXISTS (SELECT 1 FROM pg_operator
-                    WHERE oprname = o AND oprleft = l::regtype AND oprright = r::regtype
-                      AND oprnamespace = 'pg_catalog'::regnamespace);
-                n := n + 1;
-                EXECUTE format('CREATE FUNCTION public.planted_%s(%s, %s) RETURNS boolean '
-                    'LANGUAGE sql AS $f$ SELECT pg_catalog.nextval(''public.planted_calls'') IS NULL $f$',
-                    n, l, r);
-                EXECUTE format('CREATE OPERATOR public.%s (LEFTARG = %s, RIGHTARG = %s, '
-                    'FUNCTION = public.planted_%s)', o, l, r, n);
-            END LOOP;
-        END LOOP;
-    END LOOP;
-END
-$plant$;
+\i sql/include/plant_operators.sql
 SELECT count(*) > 1000 AS planted FROM pg_operator WHERE oprnamespace = 'public'::regnamespace;
 SHOW search_path;
 -- The planted operators are live: unqualified, they win over pg_catalog's own.

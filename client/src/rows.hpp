@@ -1,6 +1,10 @@
 // Converting between the client's C++ types and the text the queue functions take and return.
 // Times cross the wire as microseconds since the Unix epoch, so neither DateStyle nor TimeZone of
 // the session can change how they are read.
+//
+// Every operator below is one pg_catalog has for exactly its operands' types (the casts are
+// written out): for a pair it lacks (numeric * integer, bigint * interval), an operator created
+// in a schema on the caller's search_path would be chosen, and run as the caller.
 #pragma once
 
 #include <optional>
@@ -16,23 +20,24 @@
 // whole query. CASE, not LEAST/GREATEST alone: those skip NULLs and would turn one into a bound.
 #define HOPPER_US(col)                                                           \
     "(CASE WHEN " col " IS NOT NULL THEN LEAST(GREATEST(EXTRACT(epoch FROM " col \
-    ") * 1000000, "                                                              \
+    ") * 1000000::numeric, "                                                     \
     "-9223372036854775808), 9223372036854775807)::int8 END)"
 // A pulled job's lease_until less the server's clock as the row is returned (after the claim,
 // however long a waiting pull waited before it), as int8 microseconds: what was left of the lease,
 // by the server's clock alone. The worker times its heartbeats by it, since comparing lease_until
 // with its own clock would be off by however far that clock is from the server's.
 #define HOPPER_LEASE_LEFT(col) \
-    "(EXTRACT(epoch FROM " col " - pg_catalog.clock_timestamp()) * 1000000)::int8"
+    "(EXTRACT(epoch FROM " col " - pg_catalog.clock_timestamp()) * 1000000::numeric)::int8"
 // int8 microseconds parameters back into timestamptz / interval.
 // A time is built from whole hours and the microseconds left over: each product is exact in the
 // float8 that interval multiplication computes in (to_timestamp's float8 seconds were 1-2 us off
 // from about 2070 on; microseconds alone would be past 2255), and an interval of hours, unlike
 // one of days, is the same length in every TimeZone.
-#define HOPPER_TS_PARAM(p)                                                                  \
-    "('epoch'::pg_catalog.timestamptz + (" p "::int8 / 3600000000 * interval '1 hour' + " p \
-    "::int8 % 3600000000 * interval '1 microsecond'))"
-#define HOPPER_INTERVAL_PARAM(p) "(" p "::int8 * interval '1 microsecond')"
+#define HOPPER_TS_PARAM(p)                              \
+    "('epoch'::pg_catalog.timestamptz + ((" p           \
+    "::int8 / 3600000000)::float8 * interval '1 hour' " \
+    "+ (" p "::int8 % 3600000000)::float8 * interval '1 microsecond'))"
+#define HOPPER_INTERVAL_PARAM(p) "(" p "::int8::float8 * interval '1 microsecond')"
 
 // The columns of hopper.job_info, in the order read_job_info expects.
 #define HOPPER_JOB_INFO_COLUMNS \

@@ -532,6 +532,27 @@ schedules)
     run schedules extra
     expect_rc 1 "no arguments"
     ;;
+planted_operators)
+    # Operators planted in public for types pg_catalog has no exact operator for (numeric *
+    # integer, bigint * interval, ...) would run as the tool's user if its SQL reached them.
+    psql -X -q -v ON_ERROR_STOP=1 -f "$(dirname "$0")/../../sql/include/plant_operators.sql" || exit 1
+    calls() { sql "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.planted_calls"; }
+    run push planted '{"n": 1}' --run-at +10m --dedup-key k --dedup-window 10m
+    expect_rc 0 "push --run-at"
+    id=$out
+    run push planted '{"n": 2}' --run-at 2030-01-02T03:04:05Z
+    expect_rc 0 "push --run-at a time"
+    for cmd in "show $id" "show $id --json" "jobs planted" "jobs planted --state scheduled" \
+        "stats" "stats planted --json" "cancel $id" "retry $id" "cancel $id" "schedules" \
+        "reaper status" "watch planted --once"; do
+        # shellcheck disable=SC2086
+        run $cmd
+        expect_rc 0 "hopper $cmd"
+    done
+    run wait "$id" --timeout 5
+    expect_rc 6 "wait for a cancelled job"
+    [ "$(calls)" = 0 ] || fail "$(calls) planted operators called"
+    ;;
 *)
     echo "unknown case $case_name"
     exit 2

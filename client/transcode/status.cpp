@@ -68,7 +68,7 @@ int status_command(const Args& args) {
         if (job) {
             auto j = client.exec(
                 "SELECT pg_catalog.jsonb_pretty(pg_catalog.jsonb_build_object("
-                "  'video', $1::jsonb, 'job', (SELECT pg_catalog.to_jsonb(s) - 'payload' "
+                "  'video', $1::jsonb, 'job', (SELECT pg_catalog.to_jsonb(s) - 'payload'::text "
                 "  FROM hopper.job_status($2) s)))",
                 out, *job_id);
             out = std::string(j.text(0, 0));

@@ -31,7 +31,7 @@ struct Payload {
 
 // The server parses the payload: the client library carries JSON as text and needs no parser.
 Payload read_payload(hopper::Client& db, const std::string& json) {
-    auto r = db.exec("SELECT $1::jsonb ->> 'video_id', $1::jsonb ->> 'path'", json);
+    auto r = db.exec("SELECT $1::jsonb ->> 'video_id'::text, $1::jsonb ->> 'path'::text", json);
     auto id = r.opt_text(0, 0);
     auto path = r.opt_text(0, 1);
     if (!id || !path || id->empty() || path->empty())

@@ -11,6 +11,10 @@
 
 namespace transcode {
 
+// hopper.job_state is compared as text and a job id is cast to text before ||: pg_catalog has no
+// operator for those exact types, and one created in a schema on the worker's search_path would
+// be chosen over it, and run as the worker's role.
+
 namespace {
 
 // One statement each: parameterised execution takes a single statement at a time.
@@ -113,7 +117,7 @@ Submitted submit_video(hopper::Client& client, const std::string& queue,
 
 // A row's stamp (RowStamp): updated_at in whole microseconds, which reads back exactly whatever
 // the session's DateStyle and TimeZone.
-#define TRANSCODE_STAMP "(EXTRACT(epoch FROM updated_at) * 1000000)::int8"
+#define TRANSCODE_STAMP "(EXTRACT(epoch FROM updated_at) * 1000000::numeric)::int8"
 
 std::optional<RowStamp> claim_video(hopper::Client& client, const std::string& video_id,
                                     int64_t job_id) {
@@ -177,11 +181,11 @@ std::vector<std::string> settle_ended_jobs(hopper::Client& client,
     // takes its history row away) must keep the row its new attempt set.
     auto r = client.exec(
         "UPDATE transcode.videos v SET processing_status = 'failed', "
-        "  error = CASE h.state WHEN 'cancelled' THEN 'cancelled' "
-        "    ELSE COALESCE(h.last_error, 'job ' || h.id || ' is dead') END, "
+        "  error = CASE h.state::text WHEN 'cancelled' THEN 'cancelled' "
+        "    ELSE COALESCE(h.last_error, 'job ' || h.id::text || ' is dead') END, "
         "  updated_at = pg_catalog.now() "
         "FROM hopper.job_history h "
-        "WHERE h.id = v.job_id AND h.state IN ('dead', 'cancelled') "
+        "WHERE h.id = v.job_id AND h.state::text IN ('dead', 'cancelled') "
         "  AND v.processing_status IN ('pending', 'processing') "
         "  AND v.updated_at <= h.finished_at AND ($1::text IS NULL OR v.id = $1) "
         "RETURNING v.id",
@@ -194,7 +198,7 @@ std::vector<std::string> settle_ended_jobs(hopper::Client& client,
     // processing for good, and refused a second submit.
     r = client.exec(
         "UPDATE transcode.videos v SET processing_status = 'failed', "
-        "  error = 'job ' || v.job_id || $2, updated_at = pg_catalog.now() "
+        "  error = 'job ' || v.job_id::text || $2, updated_at = pg_catalog.now() "
         "WHERE v.processing_status = 'processing' AND v.job_id IS NOT NULL "
         "  AND ($1::text IS NULL OR v.id = $1) "
         "  AND NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = v.job_id) "
@@ -233,7 +237,7 @@ namespace {
 // where a plain read could still see ours.
 constexpr const char* kStillOurs =
     " AND EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = $2 AND j.lease_token = $3 "
-    "AND j.state = 'running' FOR SHARE)";
+    "AND j.state::text = 'running' FOR SHARE)";
 }  // namespace
 
 std::optional<RowStamp> record_probe(hopper::Client& client, const std::string& video_id,
@@ -265,7 +269,7 @@ std::string renditions_json(const EncodePlan& plan) {
 
 bool hold_job(hopper::Client& client, int64_t job_id, int64_t lease_token) {
     auto r = client.exec(
-        "SELECT 1 FROM hopper.jobs WHERE id = $1 AND lease_token = $2 AND state = 'running' "
+        "SELECT 1 FROM hopper.jobs WHERE id = $1 AND lease_token = $2 AND state::text = 'running' "
         "FOR UPDATE",
         job_id, lease_token);
     return r.rows() == 1;
@@ -305,7 +309,7 @@ bool mark_cancelled(hopper::Client& client, const std::string& video_id, int64_t
         "  updated_at = pg_catalog.now() "
         "WHERE id = $1 AND job_id = $2 AND processing_status <> 'processed' "
         "  AND EXISTS (SELECT 1 FROM hopper.job_history h WHERE h.id = $2 "
-        "    AND h.state = 'cancelled')",
+        "    AND h.state::text = 'cancelled')",
         video_id, job_id);
     return r.affected_rows() == 1;
 }
@@ -317,7 +321,8 @@ void mark_pending(hopper::Client& client, const std::string& video_id, int64_t j
         "WHERE id = $1 AND job_id = $2 AND processing_status = 'processing' "
         // Run by another worker now (our lease lost and the job taken over): never undo its
         // claim. Still ours, the runtime releases the job only after this handler returns.
-        "  AND NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = $2 AND j.state = 'running' "
+        "  AND NOT EXISTS (SELECT 1 FROM hopper.jobs j WHERE j.id = $2 AND j.state::text = "
+        "'running' "
         "    AND j.lease_token <> $3)",
         video_id, job_id, lease_token);
 }

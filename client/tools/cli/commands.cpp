@@ -24,7 +24,7 @@ namespace hopper::cli {
 TimePoint server_now(Client& c) {
     int64_t us = c.exec(
                       "SELECT (EXTRACT(epoch FROM pg_catalog.statement_timestamp()) * "
-                      "1000000)::int8")
+                      "1000000::numeric)::int8")
                      .int64(0, 0);
     return TimePoint(std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(us)));
 }
@@ -95,7 +95,8 @@ TimePoint run_at_arg(Client& c, const std::string& s) {
     try {
         // NULL for infinity and -infinity, which are valid timestamps but no time to run at.
         auto r = c.exec(
-            "SELECT CASE WHEN pg_catalog.isfinite(t) THEN (EXTRACT(epoch FROM t) * 1000000)::int8 "
+            "SELECT CASE WHEN pg_catalog.isfinite(t) THEN (EXTRACT(epoch FROM t) * "
+            "1000000::numeric)::int8 "
             "END::text FROM (SELECT $1::timestamptz AS t) AS s",
             s);
         us_text = r.opt_text(0, 0);
