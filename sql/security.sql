@@ -217,6 +217,51 @@ DROP POLICY sec_tenant ON hopper.queues;
 ALTER TABLE hopper.queues DISABLE ROW LEVEL SECURITY;
 SELECT queue, count(*) FROM hopper.jobs WHERE queue IN ('sec-ta', 'sec-tb') GROUP BY queue ORDER BY queue;
 
+-- 6. Tenants kept apart by row level security: a queue's jobs are in hopper.jobs, in
+-- hopper.job_batches while a packed batch holds them, and in hopper.job_history once finished (a
+-- take of packed jobs moves them from the second to the third). With one policy on jobs alone, a
+-- tenant's packed push, listing and take reached another tenant's queue; with it on all three,
+-- none does.
+CREATE ROLE regress_sec_tenant IN ROLE hopper_producer, hopper_worker;
+SELECT hopper.queue_push('sec-tb', '{"tenant": "b"}') > 0 AS b_pushed;
+SET hopper.pack_batches = on;
+SELECT count(*) AS b_packed FROM hopper.queue_push_batch('sec-tb', ARRAY['{"tenant": "b"}']::jsonb[]);
+RESET hopper.pack_batches;
+BEGIN;
+SELECT count(*) AS b_taken FROM hopper.queue_take('sec-tb', 1);
+COMMIT;
+ALTER TABLE hopper.jobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE hopper.job_batches ENABLE ROW LEVEL SECURITY;
+ALTER TABLE hopper.job_history ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sec_tenant ON hopper.jobs TO regress_sec_tenant
+    USING (queue = 'sec-ta') WITH CHECK (queue = 'sec-ta');
+CREATE POLICY sec_tenant ON hopper.job_batches TO regress_sec_tenant
+    USING (queue = 'sec-ta') WITH CHECK (queue = 'sec-ta');
+CREATE POLICY sec_tenant ON hopper.job_history TO regress_sec_tenant
+    USING (queue = 'sec-ta') WITH CHECK (queue = 'sec-ta');
+SET ROLE regress_sec_tenant;
+SET hopper.pack_batches = on;
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('sec-tb', ARRAY['{}']::jsonb[])$$) AS packed_push_b;
+SELECT count(*) AS packed_push_a FROM hopper.queue_push_batch('sec-ta', ARRAY['{}', '{}']::jsonb[]);
+RESET hopper.pack_batches;
+SELECT count(*) AS listed_b FROM hopper.queue_jobs('sec-tb');
+SELECT count(*) AS listed_a FROM hopper.queue_jobs('sec-ta');
+BEGIN;
+SELECT count(*) AS taken_b FROM hopper.queue_take('sec-tb', 5);
+SELECT count(*) AS taken_a FROM hopper.queue_take('sec-ta', 1);
+COMMIT;
+SELECT count(*) AS pulled_b FROM hopper.queue_pull('sec-tb', 5);
+RESET ROLE;
+DROP POLICY sec_tenant ON hopper.jobs;
+DROP POLICY sec_tenant ON hopper.job_batches;
+DROP POLICY sec_tenant ON hopper.job_history;
+ALTER TABLE hopper.jobs DISABLE ROW LEVEL SECURITY;
+ALTER TABLE hopper.job_batches DISABLE ROW LEVEL SECURITY;
+ALTER TABLE hopper.job_history DISABLE ROW LEVEL SECURITY;
+-- sec-tb kept its available job and nothing of the tenant's.
+SELECT state, count(*) FROM hopper.queue_jobs('sec-tb') GROUP BY state ORDER BY state;
+DROP ROLE regress_sec_tenant;
+
 SELECT hopper.queue_drop('sec-a'), hopper.queue_drop('sec-b'), hopper.queue_drop('sec-auto'),
        hopper.queue_drop('sec-rate'), hopper.queue_drop('sec-ta'), hopper.queue_drop('sec-tb');
 DROP ROLE regress_sec_prod, regress_sec_work;
