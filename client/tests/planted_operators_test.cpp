@@ -36,8 +36,10 @@ class PlantedOperators : public ::testing::Test {
 
     // Calls of planted operators so far; read without an operator of its own.
     int64_t calls() {
-        return c.exec("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
-                      "FROM public.planted_calls")
+        return c
+            .exec(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+                "FROM public.planted_calls")
             .int64(0, 0);
     }
 
@@ -47,8 +49,9 @@ class PlantedOperators : public ::testing::Test {
 // The planted operators are live: an unqualified expression of those types calls one.
 TEST_F(PlantedOperators, AreCalledByUnqualifiedSql) {
     int64_t before = calls();
-    c.exec("SELECT pg_catalog.now() - interval '1 hour' < pg_catalog.now(), "
-           "EXTRACT(epoch FROM pg_catalog.now()) * 1000000");
+    c.exec(
+        "SELECT pg_catalog.now() - interval '1 hour' < pg_catalog.now(), "
+        "EXTRACT(epoch FROM pg_catalog.now()) * 1000000");
     EXPECT_EQ(calls(), before + 1);
 }
 
@@ -102,8 +105,8 @@ TEST_F(PlantedOperators, ProducerAndWorkerCallsCallNone) {
     EXPECT_TRUE(c.release(next.id, next.lease_token));
     Job again = c.pull(q).at(0);
     std::vector<int64_t> completed;
-    std::vector<Job> more = c.complete_many_and_pull({again.id}, {again.lease_token}, {}, q,
-                                                     PullOptions{}, completed);
+    std::vector<Job> more =
+        c.complete_many_and_pull({again.id}, {again.lease_token}, {}, q, PullOptions{}, completed);
     EXPECT_EQ(completed, std::vector<int64_t>{again.id});
     ASSERT_EQ(more.size(), 1u);
     EXPECT_TRUE(c.complete(more[0].id, more[0].lease_token, R"({"ok": true})"));

@@ -129,23 +129,19 @@ TEST(Reconnect, ShutdownEndsByItsDeadlineWhileTheServerIsDown) {
         job.wait_for_stop(60s);
         stopped_as = static_cast<int>(job.stop_reason());
     });
-    std::thread t([&] { w.run(); });
-    struct Release {  // however the test ends, the handler returns and run() ends
+    test::Running<Worker> running(w);
+    struct Release {  // however the test ends, the handler returns (then `running` ends run())
         std::mutex& mu;
         std::condition_variable& cv;
         bool& go;
-        Worker& w;
-        std::thread& t;
         ~Release() {
             {
                 std::lock_guard<std::mutex> lock(mu);
                 go = true;
             }
             cv.notify_all();
-            w.stop();
-            if (t.joinable()) t.join();
         }
-    } release{mu, cv, go, w, t};
+    } release{mu, cv, go};
     struct ServerBack {  // the later tests and the database's teardown need it
         const std::string& cmd;
         ~ServerBack() {
@@ -171,7 +167,7 @@ TEST(Reconnect, ShutdownEndsByItsDeadlineWhileTheServerIsDown) {
         go = true;  // its report fails: no server
     }
     cv.notify_all();
-    t.join();
+    running.stop();
     auto took = std::chrono::steady_clock::now() - stopping;
     EXPECT_LT(took, 3s + 2s) << "run() returned "
                              << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
@@ -207,16 +203,14 @@ TEST(Reconnect, ShutdownMakesAgainACompletionCutByALostConnection) {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return go; });
     });
-    std::thread t([&] { w.run(); });
+    test::Running<Worker> running(w);
     Client c(conninfo());
     Client locker(conninfo());
-    struct Release {  // however the test ends, the row is let go and run() ends
+    struct Release {  // however the test ends, the row is let go (then `running` ends run())
         std::mutex& mu;
         std::condition_variable& cv;
         bool& go;
         Client& locker;
-        Worker& w;
-        std::thread& t;
         ~Release() {
             {
                 std::lock_guard<std::mutex> lock(mu);
@@ -228,10 +222,8 @@ TEST(Reconnect, ShutdownMakesAgainACompletionCutByALostConnection) {
             } catch (const std::exception&) {
                 // No transaction open.
             }
-            w.stop();
-            if (t.joinable()) t.join();
         }
-    } release{mu, cv, go, locker, w, t};
+    } release{mu, cv, go, locker};
 
     int64_t id = c.push(q, "{}");
     ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
@@ -268,7 +260,7 @@ TEST(Reconnect, ShutdownMakesAgainACompletionCutByALostConnection) {
     EXPECT_TRUE(eventually(waiting_completion, 10s))
         << "the shutdown did not make the completion again";
     locker.exec("ROLLBACK");
-    t.join();
+    running.stop();
     EXPECT_EQ(c.job_status(id).state, JobState::Completed);
     EXPECT_EQ(c.job_status(id).attempt, 1);
     EXPECT_EQ(w.stats().completed, 1u);
