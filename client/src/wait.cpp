@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -137,11 +138,23 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
                                     id));
         }
     };
+    // A connection lost outside a transaction (a server restart, a failover) does not end the
+    // wait, which is for the job: each poll connects again (LISTENing again), until the deadline.
+    // Inside one, the transaction went with the connection, and the loss is the caller's.
+    const bool in_transaction = conn_.in_transaction();
+    auto look = [&]() -> std::optional<JobInfo> {
+        try {
+            return status();
+        } catch (const ConnectionError&) {
+            if (in_transaction) throw;
+            return std::nullopt;
+        }
+    };
     using SteadyClock = std::chrono::steady_clock;
     const auto deadline = internal::deadline_after(timeout);
     while (true) {
-        JobInfo info = status();
-        if (is_final(info.state)) return info;
+        std::optional<JobInfo> info = look();
+        if (info && is_final(info->state)) return info;
         // The poll is kept to its pace by the clock, not by a quiet second: other queues' jobs
         // finishing more often than that would otherwise keep the job from being looked at.
         const auto next_poll = SteadyClock::now() + kPollEvery;
@@ -149,14 +162,20 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
         while (!ours) {
             auto now = SteadyClock::now();
             if (now >= deadline) {
-                JobInfo last = status();
-                if (is_final(last.state)) return last;
+                std::optional<JobInfo> last = look();
+                if (last && is_final(last->state)) return last;
                 return std::nullopt;
             }
             if (now >= next_poll) break;
             auto until = std::min(deadline, next_poll);
-            conn_.wait(std::chrono::ceil<std::chrono::milliseconds>(until - now));
-            ours = listener.read(id);
+            try {
+                // On a lost connection (no socket) this sleeps until the next poll.
+                conn_.wait(std::chrono::ceil<std::chrono::milliseconds>(until - now));
+                ours = listener.read(id);
+            } catch (const ConnectionError&) {
+                if (in_transaction) throw;
+                std::this_thread::sleep_until(until);  // not a busy loop on a socket at EOF
+            }
         }
     }
 }

@@ -5,6 +5,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -91,6 +93,52 @@ TEST(Reconnect, WorkerCarriesOnAfterServerRestart) {
     w.stop();
     t.join();
     EXPECT_EQ(w.stats().completed, 2u);
+}
+
+// wait_for outlives a restart of the server: its polls connect again, and the job finishing
+// after the restart ends the wait. (It threw ConnectionError at the restart, and `hopper wait`
+// exited 3.)
+TEST(Reconnect, WaitForOutlivesAServerRestart) {
+    const char* cluster = std::getenv("HOPPER_TEST_CLUSTER");
+    if (cluster == nullptr || *cluster == '\0')
+        GTEST_SKIP() << "HOPPER_TEST_CLUSTER is not set (run through make test)";
+    std::string q = unique_queue("wait_restart");
+    int64_t id = push_when_up(q);
+    std::optional<JobInfo> waited;
+    std::string error;
+    std::thread waiter([&] {
+        try {
+            Client c(hopper::test::named_conninfo(q));
+            waited = c.wait_for(id, 120s);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    });
+    Client c(conninfo());
+    EXPECT_TRUE(eventually([&] {
+        return c.exec(
+                    "SELECT count(*) FROM pg_catalog.pg_stat_activity "
+                    "WHERE application_name = $1",
+                    q)
+                   .int64(0, 0) > 0;
+    })) << "the wait did not begin";
+    std::string cmd = fmt::format("\"{}\" restart >/dev/null 2>&1", cluster);
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    EXPECT_TRUE(eventually(
+        [&] {
+            try {
+                Client worker(conninfo());
+                std::vector<Job> jobs = worker.pull(q);
+                return !jobs.empty() && worker.complete(jobs[0].id, jobs[0].lease_token);
+            } catch (const ConnectionError&) {
+                return false;  // the server is still coming back
+            }
+        },
+        60s));
+    waiter.join();
+    EXPECT_EQ(error, "");
+    ASSERT_TRUE(waited.has_value()) << "the wait timed out";
+    EXPECT_EQ(waited->state, JobState::Completed);
 }
 
 // Shutdown with the server down: a handler that returns during the shutdown cannot report its
