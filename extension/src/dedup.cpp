@@ -14,10 +14,13 @@ namespace {
 // include/hopper/sql.hpp), so the window bounds
 // finished_at too, and $4 (see finished_before) bounds it from above: the executor then skips the
 // daily history partitions outside, the older ones and the week ahead the reaper keeps ready.
-#define HOPPER_IN_WINDOW(h)                                                     \
-    h ".created_at >= pg_catalog.now() - $3 * interval '1 microsecond' AND " h  \
-      ".finished_at >= pg_catalog.now() - $3 * interval '1 microsecond' AND " h \
-      ".finished_at < $4"
+// pg_catalog has no *(bigint, interval) (the bigint becomes a float8): one planted on the caller's
+// search_path would win over it, so the multiplication names its schema.
+#define HOPPER_WINDOW_START \
+    "pg_catalog.now() - ($3 OPERATOR(pg_catalog.*) interval '1 microsecond')"
+#define HOPPER_IN_WINDOW(h)                                                                  \
+    h ".created_at >= " HOPPER_WINDOW_START " AND " h ".finished_at >= " HOPPER_WINDOW_START \
+      " AND " h ".finished_at < $4"
 
 // A bound above every finished_at the next snapshot can see: a finished job's finished_at is its
 // finishing transaction's start, or the job's creation or start if later, all before that
