@@ -81,4 +81,27 @@ std::optional<int64_t> finished_within(spi::Connection& conn, const std::string&
     return r.get_int64(0, 1);
 }
 
+void refuse_unseen(spi::Connection& conn, const std::string& queue,
+                   const std::vector<std::string>& keys, int64_t window_us) {
+    // finished_within's lookup, for all the keys at once.
+    static spi::Statement st(
+        "SELECT k.dedup_key FROM pg_catalog.unnest($2::text[]) AS k(dedup_key) "
+        "WHERE EXISTS (SELECT FROM hopper.job_history h "
+        "  WHERE h.queue = $1 AND h.dedup_key = k.dedup_key AND " HOPPER_IN_WINDOW("h") ") "
+        "LIMIT 1",
+        {TEXTOID, TEXTARRAYOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN,
+        spi::Planning::kWalkIndexes);
+    if (keys.empty()) return;
+    spi::Result r = conn.exec_latest(st, {spi::arg_text(queue), spi::arg_text_array(keys),
+                                          spi::arg(window_us), spi::arg_datum(finished_before())});
+    if (r.empty()) return;
+    throw PgError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                  "could not push to queue \"" + queue + "\": the job with dedup key \"" +
+                      r.get_text(0, 1) + "\" finished after this transaction's snapshot was taken",
+                  "The job is within the dedup window, but a REPEATABLE READ or SERIALIZABLE "
+                  "transaction sees neither it nor its finish, so the push can neither return it "
+                  "nor make a second job.",
+                  "Retry the transaction.");
+}
+
 }  // namespace hopper::dedup
