@@ -80,6 +80,31 @@ SELECT hopper.queue_schedule('redeclared', '*/10 * * * *', 'sched-redeclared')
        = hopper.cron_next('*/10 * * * *', now()) AS new_cron_recomputed;
 SELECT hopper.queue_drop('sched-redeclared') AS dropped;
 
+-- A next_run_at set by hand is a tick of its own, also within a second of another one: its dedup
+-- key keeps the tick's fraction of a second (they shared one key, and the second run pushed
+-- nothing while last_run_at said it ran). A tick on a whole second has no decimals. Run as of
+-- times in the past, with no tick of the expression between the hand-set time and then.
+SELECT hopper.queue_schedule('subsecond', '0 0 1 1 *', 'sched-subsecond') IS NOT NULL AS scheduled;
+UPDATE hopper.schedules SET next_run_at = '2020-06-01 12:00:00.2+00' WHERE name = 'subsecond';
+SELECT hopper.schedule_run_due('2020-06-01 12:00:00.9+00') AS pushed_first;
+UPDATE hopper.schedules SET next_run_at = '2020-06-01 12:00:00.65+00' WHERE name = 'subsecond';
+SELECT hopper.schedule_run_due('2020-06-01 12:00:00.9+00') AS pushed_same_second;
+SELECT last_run_at, (SELECT count(*) FROM hopper.jobs WHERE queue = 'sched-subsecond') AS jobs,
+       last_job_id = (SELECT max(id) FROM hopper.jobs WHERE queue = 'sched-subsecond') AS last_job_new
+FROM hopper.queue_schedules() WHERE name = 'subsecond';
+UPDATE hopper.schedules SET next_run_at = '2020-06-01 12:00:01+00' WHERE name = 'subsecond';
+SELECT hopper.schedule_run_due('2020-06-01 12:00:01.5+00') AS pushed_whole_second;
+UPDATE hopper.schedules SET next_run_at = '1969-12-31 23:59:58.5+00' WHERE name = 'subsecond';
+SELECT hopper.schedule_run_due('1969-12-31 23:59:59+00') AS pushed_before_1970;
+SELECT j.dedup_key, j.dedup_key = 'schedule:subsecond:' || trim_scale(extract(epoch FROM t.tick))
+       AS as_extract_writes
+FROM (SELECT dedup_key, row_number() OVER (ORDER BY id) AS n
+      FROM hopper.jobs WHERE queue = 'sched-subsecond') j
+JOIN (VALUES (1, timestamptz '2020-06-01 12:00:00.2+00'), (2, '2020-06-01 12:00:00.65+00'),
+             (3, '2020-06-01 12:00:01+00'), (4, '1969-12-31 23:59:58.5+00')) t(n, tick) USING (n)
+ORDER BY n;
+SELECT hopper.queue_drop('sched-subsecond') AS dropped;
+
 -- Bad input: 22004 / 22023 / 22003 / P0002 naming the argument; nothing changes.
 SELECT pg_temp.try($$SELECT hopper.queue_schedule(NULL, '* * * * *', 'sched')$$);
 SELECT pg_temp.try($$SELECT hopper.queue_schedule('', '* * * * *', 'sched')$$);

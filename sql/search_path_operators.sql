@@ -59,6 +59,15 @@ SELECT count(*) > 0 AS listed FROM hopper.queue_jobs('ops');
 SELECT count(*) >= 0 AS listed_states FROM unnest(ARRAY['available', 'scheduled', 'running',
     'completed', 'dead', 'cancelled']) s, hopper.queue_jobs('ops', s);
 
+-- Dedup windows: a finished original answers a single push and a batch.
+SELECT hopper.queue_push('win', '{}', dedup_key => 'w', dedup_window => '1 hour') AS win_first \gset
+SELECT count(*) AS win_done FROM hopper.queue_pull('win', 1) j
+WHERE hopper.queue_complete(j.id, j.lease_token);
+SELECT hopper.queue_push('win', '{}', dedup_key => 'w', dedup_window => '1 hour') = :win_first
+    AS win_original;
+SELECT hopper.queue_push_batch('win', ARRAY['{}']::jsonb[], dedup_keys => ARRAY['w'],
+    dedup_window => '1 hour') = :win_first AS win_batch_original;
+
 -- Taking in the transaction.
 BEGIN;
 SELECT hopper.queue_push('take', '{}') > 0 AS pushed;

@@ -14,10 +14,13 @@ namespace {
 // include/hopper/sql.hpp), so the window bounds
 // finished_at too, and $4 (see finished_before) bounds it from above: the executor then skips the
 // daily history partitions outside, the older ones and the week ahead the reaper keeps ready.
-#define HOPPER_IN_WINDOW(h)                                                     \
-    h ".created_at >= pg_catalog.now() - $3 * interval '1 microsecond' AND " h  \
-      ".finished_at >= pg_catalog.now() - $3 * interval '1 microsecond' AND " h \
-      ".finished_at < $4"
+// pg_catalog has no *(bigint, interval) (the bigint becomes a float8): one planted on the caller's
+// search_path would win over it, so the multiplication names its schema.
+#define HOPPER_WINDOW_START \
+    "pg_catalog.now() - ($3 OPERATOR(pg_catalog.*) interval '1 microsecond')"
+#define HOPPER_IN_WINDOW(h)                                                                  \
+    h ".created_at >= " HOPPER_WINDOW_START " AND " h ".finished_at >= " HOPPER_WINDOW_START \
+      " AND " h ".finished_at < $4"
 
 // A bound above every finished_at the next snapshot can see: a finished job's finished_at is its
 // finishing transaction's start, or the job's creation or start if later, all before that
@@ -76,6 +79,29 @@ std::optional<int64_t> finished_within(spi::Connection& conn, const std::string&
                                    spi::arg_datum(finished_before())});
     if (r.empty()) return std::nullopt;
     return r.get_int64(0, 1);
+}
+
+void refuse_unseen(spi::Connection& conn, const std::string& queue,
+                   const std::vector<std::string>& keys, int64_t window_us) {
+    // finished_within's lookup, for all the keys at once.
+    static spi::Statement st(
+        "SELECT k.dedup_key FROM pg_catalog.unnest($2::text[]) AS k(dedup_key) "
+        "WHERE EXISTS (SELECT FROM hopper.job_history h "
+        "  WHERE h.queue = $1 AND h.dedup_key = k.dedup_key AND " HOPPER_IN_WINDOW("h") ") "
+        "LIMIT 1",
+        {TEXTOID, TEXTARRAYOID, INT8OID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN,
+        spi::Planning::kWalkIndexes);
+    if (keys.empty()) return;
+    spi::Result r = conn.exec_latest(st, {spi::arg_text(queue), spi::arg_text_array(keys),
+                                          spi::arg(window_us), spi::arg_datum(finished_before())});
+    if (r.empty()) return;
+    throw PgError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                  "could not push to queue \"" + queue + "\": the job with dedup key \"" +
+                      r.get_text(0, 1) + "\" finished after this transaction's snapshot was taken",
+                  "The job is within the dedup window, but a REPEATABLE READ or SERIALIZABLE "
+                  "transaction sees neither it nor its finish, so the push can neither return it "
+                  "nor make a second job.",
+                  "Retry the transaction.");
 }
 
 }  // namespace hopper::dedup

@@ -169,6 +169,9 @@ Pushed one(spi::Connection& conn, const Job& job) {
                     inserted = false;
                     break;
                 }
+                // An original pushed and finished since the snapshot: see dedup.hpp.
+                if (IsolationUsesXactSnapshot())
+                    dedup::refuse_unseen(conn, job.queue, {*job.dedup_key}, *job.dedup_window_us);
             }
             made_available(job.queue, job.priority, r.get_timestamptz(0, 2), *id, 1);
             break;
@@ -443,6 +446,14 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         for (int64_t& id : ids)
             if (auto it = original.find(id); it != original.end()) id = it->second;
         kept -= original.size();
+        // An original pushed and finished since the snapshot: see dedup.hpp.
+        if (IsolationUsesXactSnapshot()) {
+            std::vector<std::string> kept_keys;
+            for (const Inserted& row : inserted)
+                if (row.key && original.find(row.id) == original.end())
+                    kept_keys.push_back(*row.key);
+            dedup::refuse_unseen(conn, queue, kept_keys, *window);
+        }
     }
     if (kept > 0) {
         // The batch's lowest key: one priority and run_at, ids ascending.

@@ -56,6 +56,22 @@ int64_t floor_div(int64_t a, int64_t b) {
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
+// A tick as its dedup key writes it: Unix seconds, as trim_scale(extract(epoch FROM tick)) does.
+// A tick on a whole second (every cron tick) has no decimals; a next_run_at set by hand between
+// two keeps its fraction, so that two of them within one second are two ticks, not one key.
+std::string tick_key(TimestampTz tick) {
+    int64_t us = tick + kUnixEpochInPg * USECS_PER_SEC;
+    uint64_t magnitude = us < 0 ? uint64_t(0) - uint64_t(us) : uint64_t(us);
+    std::string out = std::string(us < 0 ? "-" : "") + std::to_string(magnitude / USECS_PER_SEC);
+    if (uint64_t fraction = magnitude % USECS_PER_SEC) {
+        std::string digits = std::to_string(fraction);
+        digits.insert(0, 6 - digits.size(), '0');
+        digits.erase(digits.find_last_not_of('0') + 1);
+        out += "." + digits;
+    }
+    return out;
+}
+
 // Only the schedules the runner may run (pg_has_role: every one for a superuser): a producer's
 // run that locked another role's schedule, only to leave it, held it from the reaper and every
 // other runner (SKIP LOCKED) until its transaction ended.
@@ -219,8 +235,7 @@ RunCounts run_due(spi::Connection& conn, TimestampTz at, int64_t limit, Cursor* 
             job.priority = d.priority;
             job.kind = d.kind;
             job.max_attempts = d.max_attempts;
-            job.dedup_key = "schedule:" + d.name + ":" +
-                            std::to_string(floor_div(tick, USECS_PER_SEC) + kUnixEpochInPg);
+            job.dedup_key = "schedule:" + d.name + ":" + tick_key(tick);
             // Back to a day before the tick: the tick's job was created at the tick or later.
             job.dedup_window_us = (now > tick ? now - tick : 0) + kDayUs;
             push::Pushed pushed{};

@@ -11,6 +11,7 @@ extern "C" {
 #include "optimizer/cost.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
 
@@ -95,6 +96,17 @@ Arg arg_int8_array(const std::vector<int64_t>& ids) {
     return {d, false};
 }
 
+Arg arg_text_array(const std::vector<std::string>& strings) {
+    std::vector<Datum> elems;
+    elems.reserve(strings.size());
+    for (const std::string& s : strings) elems.push_back(arg_text(s).value);
+    Datum d = pg_guard([&] {
+        return PointerGetDatum(construct_array(elems.data(), static_cast<int>(elems.size()),
+                                               TEXTOID, -1, false, TYPALIGN_INT));
+    });
+    return {d, false};
+}
+
 Datum Result::datum(uint64_t row, int col, bool* isnull) const {
     // A read past the rows would follow a wild pointer and take the whole server down with this
     // backend: a bug in the caller ends the statement instead.
@@ -167,6 +179,14 @@ void Connection::finish() {
 }
 
 Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long limit) {
+    return run(st, args, limit, false);
+}
+
+Result Connection::exec_latest(Statement& st, std::initializer_list<Arg> args, long limit) {
+    return run(st, args, limit, true);
+}
+
+Result Connection::run(Statement& st, std::initializer_list<Arg> args, long limit, bool latest) {
     SPIPlanPtr plan = st.plan();
     if (args.size() != static_cast<size_t>(st.nargs()))
         throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
@@ -180,12 +200,18 @@ Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long lim
     }
     std::optional<WalkIndexPlanning> walk;
     if (st.planning() == Planning::kWalkIndexes) walk.emplace();
-    int rc =
-        pg_guard([&] { return SPI_execute_plan(plan, values.data(), nulls.data(), false, limit); });
+    // Read-only with a snapshot: SPI runs the statement under exactly that snapshot (a copy of
+    // it: GetLatestSnapshot's is overwritten by the next call), and refuses one that writes.
+    int rc = pg_guard([&] {
+        return latest ? SPI_execute_snapshot(plan, values.data(), nulls.data(), GetLatestSnapshot(),
+                                             InvalidSnapshot, true, false, limit)
+                      : SPI_execute_plan(plan, values.data(), nulls.data(), false, limit);
+    });
     if (rc < 0)
-        throw PgError(
-            ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-            std::string("hopper: SPI_execute_plan failed: ") + SPI_result_code_string(rc));
+        throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+                      std::string("hopper: ") +
+                          (latest ? "SPI_execute_snapshot" : "SPI_execute_plan") +
+                          " failed: " + SPI_result_code_string(rc));
     return Result(SPI_tuptable, SPI_processed);
 }
 

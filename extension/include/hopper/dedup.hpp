@@ -5,6 +5,11 @@
 // to history while a push runs: its INSERT then succeeds once the mover commits. So the push first
 // inserts and afterwards, in a later statement (a fresh snapshot under READ COMMITTED, where the
 // move is visible), looks for the original; when there is one it deletes its own row again.
+//
+// A transaction that keeps one snapshot (REPEATABLE READ, SERIALIZABLE) sees an original that was
+// pushed before its snapshot and finished since as still unfinished, and answers with it. One
+// pushed after the snapshot it cannot see at all: while unfinished, the INSERT's ON CONFLICT
+// refuses with serialization_failure; once finished, refuse_unseen does the same.
 #pragma once
 
 #include <cstdint>
@@ -30,5 +35,13 @@ std::vector<std::pair<int64_t, int64_t>> undo_duplicates(spi::Connection& conn,
 // The first job of `queue` with `key` that finished and was created within window_us of now.
 std::optional<int64_t> finished_within(spi::Connection& conn, const std::string& queue,
                                        const std::string& key, int64_t window_us);
+
+// Only when IsolationUsesXactSnapshot(), for keys just inserted into `queue` whose rows
+// undo_duplicates kept (the transaction's snapshot sees no original for them): raises
+// serialization_failure if, in a snapshot taken now, a job of `queue` with one of the keys
+// finished within window_us. The transaction's snapshot sees neither that job nor its finish, so
+// the push could only make a second job; the error rolls the statement's rows back.
+void refuse_unseen(spi::Connection& conn, const std::string& queue,
+                   const std::vector<std::string>& keys, int64_t window_us);
 
 }  // namespace hopper::dedup

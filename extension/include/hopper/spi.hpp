@@ -89,6 +89,8 @@ inline Arg arg_text(const char* s) {
 Arg arg_text(const std::optional<std::string>& s);
 // A bigint[] of the ids (in the current memory context).
 Arg arg_int8_array(const std::vector<int64_t>& ids);
+// A text[] of the strings (in the current memory context).
+Arg arg_text_array(const std::vector<std::string>& strings);
 
 // The rows of the last statement run; valid until the Connection finishes.
 class Result {
@@ -126,12 +128,18 @@ class Connection {
 
     // Runs a saved statement. limit 0 = all rows.
     Result exec(Statement& st, std::initializer_list<Arg> args, long limit = 0);
+    // Runs a saved statement that only reads, under a snapshot taken now instead of the
+    // transaction's: under REPEATABLE READ or SERIALIZABLE, a look at what committed after the
+    // transaction's snapshot, which exec() cannot see. PostgreSQL's foreign key checks look so.
+    Result exec_latest(Statement& st, std::initializer_list<Arg> args, long limit = 0);
     // Finishes early so results can be handed to the caller's memory context.
     void finish();
     // The memory context that was current before SPI_connect (results to the caller go there).
     MemoryContext caller_context() const { return caller_context_; }
 
   private:
+    Result run(Statement& st, std::initializer_list<Arg> args, long limit, bool latest);
+
     MemoryContext caller_context_;
     bool finished_ = false;
 };
