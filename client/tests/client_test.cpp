@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <clocale>
+#include <future>
+#include <utility>
 
 #include <thread>
 
@@ -471,6 +473,68 @@ TEST_F(ClientTest, PullWaitsForAPush) {
     ASSERT_EQ(jobs.size(), 1u);
     EXPECT_EQ(jobs[0].id, pushed);
     EXPECT_LT(waited, 10s);
+}
+
+// A push signals the first waiting pull on the list. When that pull is not asleep but claiming
+// another job, it leaves with that one, and the signal goes on to the next waiting pull, which
+// takes the job as soon as the first has left rather than at its next look, a second after it
+// began to wait. PostgreSQL's ConditionVariableCancelSleep hands the signal on, as
+// extension/include/hopper/pull_wait.hpp relies on. A trigger of the user's on hopper.jobs makes
+// the first claim slow.
+TEST_F(ClientTest, APushThatReachesAPullLeavingWithAnotherJobWakesTheNextOne) {
+    std::string q = unique_queue("handon");
+    c.queue_create(q);
+    c.exec(
+        "CREATE FUNCTION public.handon_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "BEGIN IF NEW.payload ? 'slow' AND NEW.lease_until IS NOT NULL "
+        "AND OLD.lease_until IS NULL THEN PERFORM pg_sleep(0.7); END IF; RETURN NEW; END $$");
+    c.exec(
+        "CREATE TRIGGER handon_slow_claim BEFORE UPDATE ON hopper.jobs FOR EACH ROW "
+        "EXECUTE FUNCTION public.handon_slow_claim()");
+    struct DropTrigger {  // other tests' claims must not run as statements
+        Client& c;
+        ~DropTrigger() {
+            c.exec("DROP TRIGGER handon_slow_claim ON hopper.jobs");
+            c.exec("DROP FUNCTION public.handon_slow_claim()");
+        }
+    } drop{c};
+    PullOptions po;
+    po.wait = 20s;
+    auto pull_as = [&](const std::string& name) {
+        return std::async(std::launch::async, [&, name] {
+            Client w(hopper::test::named_conninfo(name));
+            std::vector<Job> jobs = w.pull(q, po);
+            return std::make_pair(jobs, std::chrono::steady_clock::now());
+        });
+    };
+    auto waiting = [&](const std::string& name) {
+        return eventually([&] { return hopper::test::waiting_in(c, name, "queue_pull") == 1; });
+    };
+    auto first = pull_as(q + "_1");
+    ASSERT_TRUE(waiting(q + "_1"));
+    c.push(q, R"({"slow": true})");
+    ASSERT_TRUE(eventually([&] {  // woken, and claiming in the trigger's sleep
+        return c.exec(
+                    "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = "
+                    "$1 AND wait_event = 'PgSleep'",
+                    q + "_1")
+                   .int64(0, 0) == 1;
+    }));
+    auto second = pull_as(q + "_2");
+    ASSERT_TRUE(waiting(q + "_2"));
+    auto pushed_at = std::chrono::steady_clock::now();
+    int64_t id = c.push(q, "{}");
+    auto [slow, first_left_at] = first.get();
+    auto [jobs, taken_at] = second.get();
+    ASSERT_EQ(slow.size(), 1u);
+    ASSERT_LT(pushed_at, first_left_at) << "the first claim ended before the push";
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].id, id);
+    // The next look of the second pull came about a second after it began to wait.
+    EXPECT_LT(taken_at - first_left_at, 250ms)
+        << "taken "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(taken_at - first_left_at).count()
+        << " ms after the first pull left";
 }
 
 TEST_F(ClientTest, APullInTheBackgroundReturnsOrIsCancelled) {
