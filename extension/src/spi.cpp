@@ -11,6 +11,7 @@ extern "C" {
 #include "optimizer/cost.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
 
@@ -166,7 +167,26 @@ void Connection::finish() {
     pg_guard([] { SPI_finish(); });
 }
 
+SharedSnapshot::SharedSnapshot() {
+    snapshot_ = pg_guard([] { return RegisterSnapshot(GetTransactionSnapshot()); });
+}
+
+SharedSnapshot::~SharedSnapshot() {
+    if (std::uncaught_exceptions() > 0) return;
+    UnregisterSnapshot(snapshot_);
+}
+
 Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long limit) {
+    return run(st, InvalidSnapshot, args, limit);
+}
+
+Result Connection::exec(Statement& st, const SharedSnapshot& snapshot,
+                        std::initializer_list<Arg> args, long limit) {
+    return run(st, snapshot.get(), args, limit);
+}
+
+Result Connection::run(Statement& st, Snapshot snapshot, std::initializer_list<Arg> args,
+                       long limit) {
     SPIPlanPtr plan = st.plan();
     if (args.size() != static_cast<size_t>(st.nargs()))
         throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
@@ -180,8 +200,14 @@ Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long lim
     }
     std::optional<WalkIndexPlanning> walk;
     if (st.planning() == Planning::kWalkIndexes) walk.emplace();
-    int rc =
-        pg_guard([&] { return SPI_execute_plan(plan, values.data(), nulls.data(), false, limit); });
+    // A snapshot of the caller's, with read_only false, is used with its command id advanced
+    // before the statement, as a statement's own snapshot would be.
+    int rc = pg_guard([&] {
+        return snapshot == InvalidSnapshot
+                   ? SPI_execute_plan(plan, values.data(), nulls.data(), false, limit)
+                   : SPI_execute_snapshot(plan, values.data(), nulls.data(), snapshot,
+                                          InvalidSnapshot, false, true, limit);
+    });
     if (rc < 0)
         throw PgError(
             ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
