@@ -919,6 +919,13 @@ CREATE TABLE hopper.job_batches (
     payloads     jsonb[] NOT NULL      -- aligned with ids
 ) WITH (fillfactor = 80);
 CREATE INDEX job_batches_pull_idx ON hopper.job_batches (queue, priority, run_at, first_id);
+-- queue_jobs finds a queue's newest waiting jobs in its rows of highest last_id: a row holds no
+-- job above its last_id, whereas its first_id bounds nothing (the ids of batches pushed at the
+-- same time interleave, so a row with a low first_id can hold the newest job). Reading every row
+-- of the queue instead took 240-440 ms per listing of a backlog of 500,000 jobs. first_id breaks
+-- ties, so the walk does not depend on last_id being unique. One more entry per 100 jobs at the
+-- push; a claim's update of `taken` leaves it alone.
+CREATE INDEX job_batches_list_idx ON hopper.job_batches (queue, last_id, first_id);
 SELECT pg_catalog.pg_extension_config_dump('hopper.job_batches', '');
 -- A row of 100 small jobs is past the 2 kB at which PostgreSQL compresses a row, and compressing
 -- it was a seventh of a packed push's CPU. The ids (ascending bigints, which pglz never shrinks by

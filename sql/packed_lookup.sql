@@ -117,6 +117,25 @@ SELECT pg_temp.try(format('SELECT hopper.job_status(%s)', :again + 120)) AS drop
 SELECT pg_temp.try($$SELECT hopper.job_status(987654321)$$) AS unknown;
 SELECT pg_temp.try($$SELECT hopper.queue_cancel(987654321)$$) AS unknown_cancel;
 
+-- A cancel of a finished job looks in history before it looks for a packed row holding the job:
+-- finding no row that holds an id walks every packed row below it.
+SELECT count(*) AS pushed FROM hopper.queue_push_batch('packed_walk',
+    ARRAY(SELECT pg_catalog.jsonb_build_object('n', g) FROM generate_series(1, 2000) g));
+SELECT count(*) AS packed_rows FROM hopper.job_batches WHERE queue = 'packed_walk';
+SELECT hopper.queue_push('packed_walk_done', '{}') AS done \gset
+SELECT count(*) AS taken FROM hopper.queue_take('packed_walk_done', 1);
+BEGIN;
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.job_batches_pkey'::pg_catalog.regclass)
+    + pg_catalog.pg_stat_get_xact_tuples_fetched('hopper.job_batches'::pg_catalog.regclass)
+    AS packed_before \gset
+SELECT hopper.queue_cancel(:done) AS cancelled;
+SELECT pg_catalog.pg_stat_get_xact_tuples_returned('hopper.job_batches_pkey'::pg_catalog.regclass)
+    + pg_catalog.pg_stat_get_xact_tuples_fetched('hopper.job_batches'::pg_catalog.regclass)
+    - :packed_before AS packed_rows_read;
+ROLLBACK;
+SELECT state FROM hopper.job_status(:done);
+SELECT hopper.queue_drop('packed_walk') AS dropped, hopper.queue_drop('packed_walk_done') AS dropped;
+
 -- With the setting off a batch is a row per job, as before.
 SET hopper.pack_batches = off;
 SELECT count(*) AS rows_before FROM hopper.job_batches \gset

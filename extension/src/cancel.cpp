@@ -32,14 +32,23 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
         "SELECT g.queue, " HOPPER_QUEUE_NOTIFIES_DONE("g") ", g.state OPERATOR(pg_catalog.=) 'running' AND "
         HOPPER_QUEUE_LIMITED("g") " FROM gone g",
         {INT8OID}, spi::Planning::kWalkIndexes);
+    // A finished job: nothing to cancel. No job goes from history back into a packed row
+    // (queue_retry puts it into hopper.jobs), so the packed rows need not be looked at.
+    static spi::Statement finished("SELECT 1 FROM hopper.job_history WHERE id = $1", {INT8OID},
+                                   spi::Planning::kWalkIndexes);
     spi::Connection conn;
     // An available job is locked by the delete, and passed over by claims meanwhile.
     claim_hint::clear_database_on_rollback();
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (r.empty()) {
+    bool known = !r.empty();
+    if (!known) known = !conn.exec(finished, {spi::arg(id)}).empty();
+    if (!known) {
         // A waiting job of a packed row becomes an ordinary row first (its row's other jobs with
         // it, still available). The cancel runs again even when no row held it: a claim may have
-        // moved it from its row into hopper.jobs since the first look, as a running job.
+        // moved it from its row into hopper.jobs since the first look, as a running job. History
+        // is looked at first: finding no row that holds the id walks every packed row below it
+        // (HOPPER_PACKED_ROW_OF), and a cancel of a finished job beside 5,000 packed rows took
+        // 2.5-3.9 ms (0.7-2.3 ms without the walk).
         batches::unpack_job(conn, id);
         r = conn.exec(st, {spi::arg(id)});
     }
@@ -47,8 +56,8 @@ HOPPER_FUNCTION(hopper_queue_cancel) {
     if (cancelled) {
         notify::job_done(id, r.get_text(0, 1), "cancelled", r.get_bool(0, 2));
         if (r.get_bool(0, 3)) notify::slot_freed(r.get_text(0, 1));
-    } else
-        jobs::require_known(conn, id);  // already finished: false; unknown: P0002
+    } else if (!known)
+        jobs::require_known(conn, id);  // already finished, unkept: false; unknown: P0002
     conn.finish();
     PG_RETURN_BOOL(cancelled);
 }

@@ -16,7 +16,7 @@ extern "C" {
 namespace hopper::index_infos {
 namespace {
 
-// hopper.jobs has eight indexes, hopper.job_batches two and each history partition three (a
+// hopper.jobs has eight indexes, hopper.job_batches three and each history partition three (a
 // backend writes today's, then tomorrow's); past this many the rest are described per statement,
 // as the executor does.
 constexpr int kMaxKept = 32;

@@ -178,15 +178,30 @@ void Connection::finish() {
     pg_guard([] { SPI_finish(); });
 }
 
+SharedSnapshot::SharedSnapshot() {
+    snapshot_ = pg_guard([] { return RegisterSnapshot(GetTransactionSnapshot()); });
+}
+
+SharedSnapshot::~SharedSnapshot() {
+    if (std::uncaught_exceptions() > 0) return;
+    UnregisterSnapshot(snapshot_);
+}
+
 Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long limit) {
-    return run(st, args, limit, false);
+    return run(st, InvalidSnapshot, false, args, limit);
+}
+
+Result Connection::exec(Statement& st, const SharedSnapshot& snapshot,
+                        std::initializer_list<Arg> args, long limit) {
+    return run(st, snapshot.get(), false, args, limit);
 }
 
 Result Connection::exec_latest(Statement& st, std::initializer_list<Arg> args, long limit) {
-    return run(st, args, limit, true);
+    return run(st, InvalidSnapshot, true, args, limit);
 }
 
-Result Connection::run(Statement& st, std::initializer_list<Arg> args, long limit, bool latest) {
+Result Connection::run(Statement& st, Snapshot snapshot, bool latest,
+                       std::initializer_list<Arg> args, long limit) {
     SPIPlanPtr plan = st.plan();
     if (args.size() != static_cast<size_t>(st.nargs()))
         throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, "hopper: wrong argument count");
@@ -200,17 +215,24 @@ Result Connection::run(Statement& st, std::initializer_list<Arg> args, long limi
     }
     std::optional<WalkIndexPlanning> walk;
     if (st.planning() == Planning::kWalkIndexes) walk.emplace();
-    // Read-only with a snapshot: SPI runs the statement under exactly that snapshot (a copy of
-    // it: GetLatestSnapshot's is overwritten by the next call), and refuses one that writes.
+    // The latest snapshot: read-only, SPI runs the statement under exactly that snapshot (a copy
+    // of it: GetLatestSnapshot's is overwritten by the next call), and refuses one that writes. A
+    // snapshot of the caller's, with read_only false, is used with its command id advanced before
+    // the statement, as a statement's own snapshot would be.
     int rc = pg_guard([&] {
-        return latest ? SPI_execute_snapshot(plan, values.data(), nulls.data(), GetLatestSnapshot(),
-                                             InvalidSnapshot, true, false, limit)
-                      : SPI_execute_plan(plan, values.data(), nulls.data(), false, limit);
+        if (latest)
+            return SPI_execute_snapshot(plan, values.data(), nulls.data(), GetLatestSnapshot(),
+                                        InvalidSnapshot, true, false, limit);
+        if (snapshot != InvalidSnapshot)
+            return SPI_execute_snapshot(plan, values.data(), nulls.data(), snapshot,
+                                        InvalidSnapshot, false, true, limit);
+        return SPI_execute_plan(plan, values.data(), nulls.data(), false, limit);
     });
     if (rc < 0)
         throw PgError(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
                       std::string("hopper: ") +
-                          (latest ? "SPI_execute_snapshot" : "SPI_execute_plan") +
+                          (latest || snapshot != InvalidSnapshot ? "SPI_execute_snapshot"
+                                                                 : "SPI_execute_plan") +
                           " failed: " + SPI_result_code_string(rc));
     return Result(SPI_tuptable, SPI_processed);
 }

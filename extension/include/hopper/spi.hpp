@@ -16,6 +16,7 @@
 extern "C" {
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "utils/snapshot.h"
 }
 
 namespace hopper::spi {
@@ -117,6 +118,22 @@ class Result {
     uint64_t rows_;
 };
 
+// One snapshot for several statements, each of which would otherwise take its own (READ
+// COMMITTED): statements whose answers must agree, as one statement's parts do. Taken when made;
+// each statement run on it still sees what this transaction wrote before it, as on a snapshot of
+// its own. Released when it goes out of scope, or by the transaction's abort on the error path.
+class SharedSnapshot {
+  public:
+    SharedSnapshot();
+    ~SharedSnapshot();
+    SharedSnapshot(const SharedSnapshot&) = delete;
+    SharedSnapshot& operator=(const SharedSnapshot&) = delete;
+    Snapshot get() const { return snapshot_; }
+
+  private:
+    Snapshot snapshot_;
+};
+
 // SPI_connect / SPI_finish. On the error path (a C++ exception unwinding) SPI_finish is skipped:
 // the transaction abort that follows cleans SPI up, and SPI state is not trustworthy by then.
 class Connection {
@@ -132,13 +149,17 @@ class Connection {
     // transaction's: under REPEATABLE READ or SERIALIZABLE, a look at what committed after the
     // transaction's snapshot, which exec() cannot see. PostgreSQL's foreign key checks look so.
     Result exec_latest(Statement& st, std::initializer_list<Arg> args, long limit = 0);
+    // exec() on `snapshot` rather than a snapshot of its own.
+    Result exec(Statement& st, const SharedSnapshot& snapshot, std::initializer_list<Arg> args,
+                long limit = 0);
     // Finishes early so results can be handed to the caller's memory context.
     void finish();
     // The memory context that was current before SPI_connect (results to the caller go there).
     MemoryContext caller_context() const { return caller_context_; }
 
   private:
-    Result run(Statement& st, std::initializer_list<Arg> args, long limit, bool latest);
+    Result run(Statement& st, Snapshot snapshot, bool latest, std::initializer_list<Arg> args,
+               long limit);
 
     MemoryContext caller_context_;
     bool finished_ = false;
