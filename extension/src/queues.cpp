@@ -54,6 +54,15 @@ void require(spi::Connection& conn, const std::string& queue) {
     if (!exists(conn, queue)) no_such_queue(queue);
 }
 
+TimestampTz history_kept_since(spi::Connection& conn, const std::string& queue) {
+    static spi::Statement st(
+        "SELECT pg_catalog.clock_timestamp() - retention FROM hopper.queues WHERE name = $1",
+        {TEXTOID});
+    spi::Result r = conn.exec(st, {spi::arg_text(queue)});
+    if (r.empty()) no_such_queue(queue);
+    return r.get_timestamptz(0, 1);
+}
+
 bool exists(const std::string& queue) {
     spi::Connection conn;
     bool found = exists(conn, queue);

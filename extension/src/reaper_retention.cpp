@@ -14,6 +14,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
 
@@ -195,16 +196,108 @@ PruneCounts prune_one_by_one(spi::Connection& conn, const std::string& queue, in
 
 }  // namespace
 
-#define HOPPER_EXPIRED_PARTITIONS                                                              \
-    "SELECT c.relname::text FROM pg_catalog.pg_inherits i "                                    \
-    "JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "                                        \
-    "WHERE i.inhparent = 'hopper.job_history'::pg_catalog.regclass "                           \
-    "  AND c.relname ~ '^job_history_p[0-9]{8}$' "                                             \
-    "  AND (pg_catalog.to_date(pg_catalog.substr(c.relname, 14), 'YYYYMMDD') + 1)::timestamp " \
-    "      AT TIME ZONE 'UTC' <= (SELECT COALESCE("                                            \
-    "      pg_catalog.min(pg_catalog.now() - retention), "                                     \
-    "      pg_catalog.now() - interval '168 hours') "                                          \
-    "      FROM hopper.queues) "
+// Daily partitions (named job_history_pYYYYMMDD by ensure_history_partitions, covering that UTC
+// day), and the time each day ends.
+#define HOPPER_DAILY_PARTITIONS                                      \
+    "SELECT c.relname::text FROM pg_catalog.pg_inherits i "          \
+    "JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "              \
+    "WHERE i.inhparent = 'hopper.job_history'::pg_catalog.regclass " \
+    "  AND c.relname ~ '^job_history_p[0-9]{8}$' "
+#define HOPPER_DAY_END                                                                   \
+    "(pg_catalog.to_date(pg_catalog.substr(c.relname, 14), 'YYYYMMDD') + 1)::timestamp " \
+    "AT TIME ZONE 'UTC'"
+// Those that end before every queue's cutoff. The cutoff is now() - retention, as the row deletes
+// below reckon it: retentions are fixed lengths (hopper.queues), so the earliest cutoff is the
+// longest retention's, in any TimeZone.
+#define HOPPER_EXPIRED_PARTITIONS                                                  \
+    HOPPER_DAILY_PARTITIONS "AND " HOPPER_DAY_END                                  \
+                            " <= (SELECT COALESCE("                                \
+                            "      pg_catalog.min(pg_catalog.now() - retention), " \
+                            "      pg_catalog.now() - interval '168 hours') "      \
+                            "      FROM hopper.queues) "
+// Those whose day is over.
+#define HOPPER_PAST_PARTITIONS HOPPER_DAILY_PARTITIONS "AND " HOPPER_DAY_END " <= pg_catalog.now() "
+
+namespace {
+
+// Whether `table` is a partition of the history that holds no row, read under a snapshot taken
+// now: in a transaction of REPEATABLE READ (a database's default_transaction_isolation) the
+// transaction's own snapshot would miss rows committed since it began, and the partition would
+// be dropped with them. One entry of the primary key, not the first row of the heap: a day whose
+// rows of short-retention queues were pruned but for a few of a long one keeps its pages, empty
+// ones included, until its last row goes, and a sequential scan would read them on every run to
+// find that row; the index loses its entries at the next vacuum.
+bool empty_partition(const std::string& table) {
+    std::string name = pg_guard([&] { return std::string(quote_literal_cstr(table.c_str())); });
+    std::string sql =
+        "SELECT 1 FROM pg_catalog.pg_inherits "
+        "WHERE inhrelid = pg_catalog.to_regclass(" +
+        name +
+        ") "
+        "AND inhparent = 'hopper.job_history'::pg_catalog.regclass "
+        "AND (SELECT 1 FROM ONLY " +
+        table + " ORDER BY id, finished_at LIMIT 1) IS NULL";
+    return pg_guard([&] {
+        SPIPlanPtr plan = SPI_prepare(sql.c_str(), 0, nullptr);
+        if (plan == nullptr)
+            elog(ERROR, "hopper: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+        int rc = SPI_execute_snapshot(plan, nullptr, nullptr, GetLatestSnapshot(), InvalidSnapshot,
+                                      true, false, 1);
+        if (rc != SPI_OK_SELECT)
+            elog(ERROR, "hopper: SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
+        bool empty = SPI_processed == 1;
+        SPI_freeplan(plan);
+        return empty;
+    });
+}
+
+// Partitions made by CREATE EXTENSION belonged to the extension, which refuses to drop them.
+void drop_partition(spi::Connection& conn, const std::string& part, const std::string& table) {
+    static spi::Statement member(
+        "SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e "
+        "ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass "
+        "AND d.refobjid = e.oid AND e.extname = 'hopper' "
+        "WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+        "AND d.objid = ('hopper.' || pg_catalog.quote_ident($1))::pg_catalog.regclass "
+        "AND d.deptype = 'e'",
+        {TEXTOID});
+    if (!conn.exec(member, {spi::arg_text(part)}).empty())
+        exec_once("ALTER EXTENSION hopper DROP TABLE " + table);
+    exec_once("DROP TABLE " + table);
+}
+
+// A past day's partition that holds no row (its rows pruned by their queues' retentions, or none
+// finished that day) is dropped whatever the retentions: the longest one alone kept every day's
+// partition for as long as it lasts, a queue of '1 year' that finished nothing included, and
+// every read of the history that cannot leave days out (a job by id) planned, locked and read
+// them all. Looked at without a lock first, so that a day that holds rows costs a descent of its
+// primary key, and nothing of the completions. Then, in a transaction of its own, under the
+// locks its DROP takes (the history, then the partition, as DROP TABLE takes them): a
+// completion that wrote a row there and has not committed holds the history locked, and the
+// drop waits for it no longer than the reaper's lock timeout and is left to the next run; one
+// that commits before the lock is granted has its row seen by the look that follows, and the
+// partition is kept. A finish still to come for that day (its transaction began before midnight:
+// a row's finished_at is the finishing transaction's start) finds no range for it and lands in
+// hopper.job_history_default, where its queue's retention prunes it.
+void drop_if_empty(const std::string& part) {
+    std::string table = qualified(part);
+    bool empty = false;
+    isolated("looking into history partition " + part, [&] {
+        spi::Connection conn;
+        empty = empty_partition(table);
+        conn.finish();
+    });
+    if (!empty) return;
+    isolated("dropping empty history partition " + part, [&] {
+        spi::Connection conn;
+        exec_once("LOCK TABLE ONLY hopper.job_history, ONLY " + table +
+                  " IN ACCESS EXCLUSIVE MODE");
+        if (empty_partition(table)) drop_partition(conn, part, table);
+        conn.finish();
+    });
+}
+
+}  // namespace
 
 // Dropping a partition locks all of hopper.job_history for a moment, and creating one locks its
 // default partition: the reaper's lock timeout (a quarter of deadlock_timeout, see run_steps)
@@ -220,16 +313,18 @@ uint64_t prune_history(int64_t batch) {
         conn.finish();
     });
 
-    // Daily partitions (named job_history_pYYYYMMDD by ensure_history_partitions, covering that
-    // UTC day) that end before every queue's cutoff. The cutoff is now() - retention, as the row
-    // deletes below reckon it: retentions are fixed lengths (hopper.queues), so the earliest
-    // cutoff is the longest retention's, in any TimeZone.
+    // Past days' partitions: those that end before every queue's cutoff, and the others, which
+    // go once they hold no row (drop_if_empty, after the row deletes below).
     std::vector<std::string> expired;
+    std::vector<std::string> past;
     worker::in_transaction([&] {
         spi::Connection conn;
-        static spi::Statement st(HOPPER_EXPIRED_PARTITIONS "ORDER BY 1", {});
+        static spi::Statement st("SELECT p.relname, p.relname IN (" HOPPER_EXPIRED_PARTITIONS
+                                 ") FROM (" HOPPER_PAST_PARTITIONS ") p(relname) ORDER BY 1",
+                                 {});
         spi::Result r = conn.exec(st, {});
-        for (uint64_t i = 0; i < r.rows(); ++i) expired.push_back(r.get_text(i, 1));
+        for (uint64_t i = 0; i < r.rows(); ++i)
+            (r.get_bool(i, 2) ? expired : past).push_back(r.get_text(i, 1));
         conn.finish();
     });
     for (const std::string& part : expired) {
@@ -248,26 +343,13 @@ uint64_t prune_history(int64_t batch) {
             }
             // The name comes from the catalog and matched the pattern above; quoted all the same.
             std::string table = qualified(part);
-            // Partitions made by CREATE EXTENSION belonged to the extension, which refuses to
-            // drop them.
-            static spi::Statement member(
-                "SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e "
-                "ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass "
-                "AND d.refobjid = e.oid AND e.extname = 'hopper' "
-                "WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
-                "AND d.objid = ('hopper.' || pg_catalog.quote_ident($1))::pg_catalog.regclass "
-                "AND d.deptype = 'e'",
-                {TEXTOID});
-            if (!conn.exec(member, {spi::arg_text(part)}).empty())
-                exec_once("ALTER EXTENSION hopper DROP TABLE " + table);
             rows = exec_once("SELECT pg_catalog.count(*) FROM " + table);
-            exec_once("DROP TABLE " + table);
+            drop_partition(conn, part, table);
             conn.finish();
         });
         pruned += rows;
         check_for_interrupts();
     }
-
     // Rows past their own queue's retention: queues with a shorter retention than the longest,
     // days still in a partition that also holds younger rows, and the default partition. Only
     // the queues that have such rows, found in one statement: a loose scan of
@@ -329,9 +411,18 @@ uint64_t prune_history(int64_t batch) {
             check_for_interrupts();
         }
     }
+
+    // Last, so that a day whose last rows went above goes in the same run.
+    for (const std::string& part : past) {
+        drop_if_empty(part);
+        check_for_interrupts();
+    }
     return pruned;
 }
 
 }  // namespace hopper::reaper
 
+#undef HOPPER_PAST_PARTITIONS
 #undef HOPPER_EXPIRED_PARTITIONS
+#undef HOPPER_DAY_END
+#undef HOPPER_DAILY_PARTITIONS

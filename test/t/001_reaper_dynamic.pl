@@ -239,6 +239,75 @@ my $t_kill9 = check_rescued_from_gone_backend(
 	$node->safe_psql('app', "SELECT hopper.queue_drop('yearly')");
 }
 
+# A past day's partition that holds no row goes, whatever the retentions: a queue of '1 year' that
+# never finished a job kept every day's partition for a year, empty or not, and every read of the
+# history that cannot leave days out (a job by id) planned, locked and read them all. A day whose
+# rows its queues' retentions pruned goes; a day that holds a row stays, and so does one that a
+# transaction still in flight wrote a row into (the drop waits for it no longer than the reaper's
+# lock timeout); a finish for a day gone lands in the default partition.
+{
+	$node->safe_psql('app', "SELECT hopper.queue_create('unused_long', retention => '1 year')");
+	my %day = map {
+		$_ => $node->safe_psql('app',
+			"SELECT to_char((now() AT TIME ZONE 'UTC')::date - $_, 'YYYYMMDD')")
+	} (0, 2, 3, 4, 5);
+	my $row = sub {
+		my ($id, $queue, $back) = @_;
+		return "INSERT INTO hopper.job_history (id, queue, state, priority, run_at, attempt, "
+		  . "max_attempts, created_at, finished_at, payload) VALUES ($id, '$queue', 'completed', 0, "
+		  . "'2020-01-01', 1, 5, '2020-01-01', to_date('$day{$back}', 'YYYYMMDD') + time '12:00' "
+		  . "AT TIME ZONE 'UTC', '{}');";
+	};
+	# Each day made with its rows, in one transaction: an empty day could go before they came.
+	$node->safe_psql('app', join "\n",
+		(map {
+			"CREATE TABLE hopper.job_history_p$day{$_} PARTITION OF hopper.job_history FOR VALUES "
+			  . "FROM ('" . $day{$_} . " 00:00+00') TO ('"
+			  . $node->safe_psql('app', "SELECT to_date('$day{$_}', 'YYYYMMDD') + 1") . " 00:00+00');"
+		} (2, 3, 4, 5)),
+		$row->(-11, 'brief', 3),     # past its 1 second: pruned, and then its day goes
+		$row->(-12, 'crash', 5),     # within its 7 days: its day stays
+		$row->(-13, 'crash', 2));    # taken out below, while a transaction writes another
+	my $gone = sub { "SELECT to_regclass('hopper.job_history_p$day{$_[0]}') IS NULL" };
+	ok(defined wait_until($node, 'app', $gone->(4), 20),
+		'a past day that holds no row is dropped beside a retention of a year');
+	ok(defined wait_until($node, 'app', $gone->(3), 20),
+		'so is a past day whose rows were pruned');
+	is($node->safe_psql('app', $gone->(5)), 'f', 'a past day that holds a row stays');
+	is($node->safe_psql('app', $gone->(0)), 'f', 'today stays');
+
+	# A drop locks the whole history: while a transaction holds it (any write of history does),
+	# no empty day goes.
+	my $s = start_session($node, 'app');
+	session_query($s, "BEGIN; " . $row->(-14, 'crash', 2));
+	$node->safe_psql('app', 'DELETE FROM hopper.job_history WHERE id = -13');
+	# Three prune runs at least (one a second).
+	sleep 4;
+	is($node->safe_psql('app', $gone->(2)), 'f',
+		'a past day with a row written by a transaction in flight stays');
+	session_query($s, 'COMMIT');
+	sleep 3;
+	is($node->safe_psql('app',
+			"SELECT tableoid::regclass::text FROM hopper.job_history WHERE id = -14"),
+		"hopper.job_history_p$day{2}", 'and its row, once committed, is there');
+	my $busy = "job_history_p$day{2}";
+	like(slurp_file($node->logfile),
+		qr/dropping empty history partition $busy failed: .*lock timeout/,
+		'the drop gave up its wait for the history\'s lock');
+
+	$node->safe_psql('app', $row->(-15, 'crash', 4));
+	is($node->safe_psql('app',
+			"SELECT tableoid::regclass::text FROM hopper.job_history WHERE id = -15"),
+		'hopper.job_history_default', 'a finish for a day gone lands in the default partition');
+
+	$node->safe_psql('app', 'DELETE FROM hopper.job_history WHERE id IN (-12, -14, -15)');
+	ok(defined wait_until($node, 'app', "SELECT (" . $gone->(5) . ") AND (" . $gone->(2) . ")", 20),
+		'days emptied by a delete go too');
+	$s->{in} .= "\\q\n";
+	$s->{run}->finish;
+	$node->safe_psql('app', "SELECT hopper.queue_drop('unused_long')");
+}
+
 # After a restart nothing runs until the first push or pull.
 $node->restart;
 is(reaper_of($node, 'app'), '', 'no reaper after a restart without preload');

@@ -14,6 +14,14 @@ void ensure(spi::Connection& conn, const std::string& queue);
 // Raises P0002 unless `queue` exists.
 void require(spi::Connection& conn, const std::string& queue);
 
+// As require, and returns the earliest finished_at that the queue's retention keeps, reckoned
+// from the clock (clock_timestamp()) as the reaper reckons its cutoff from its own: the history
+// of the queue that its reads (queue_stats, queue_jobs) look at. Passed to them as a parameter,
+// so that each call's plan leaves out the days before it (partition pruning), where a bound
+// read from hopper.queues inside the statement would be known only once the partitions of every
+// day were planned, locked and opened.
+TimestampTz history_kept_since(spi::Connection& conn, const std::string& queue);
+
 // Whether `queue` exists, as a statement of the caller's would see it (its policies and
 // privileges apply); the second form connects to SPI itself, callable inside another connection.
 bool exists(spi::Connection& conn, const std::string& queue);

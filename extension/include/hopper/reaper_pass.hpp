@@ -45,8 +45,8 @@ struct StepAside {};
 void check_for_interrupts();
 
 // History retention: keeps the upcoming daily partitions, drops whole partitions older than the
-// longest retention of any queue, and deletes rows older than their own queue's retention.
-// Returns the number of history rows removed.
+// longest retention of any queue, deletes rows older than their own queue's retention, and drops
+// the partitions of past days left with no row. Returns the number of history rows removed.
 uint64_t prune_history(int64_t batch);
 
 }  // namespace hopper::reaper
