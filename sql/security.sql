@@ -225,8 +225,10 @@ SELECT queue, count(*) FROM hopper.jobs WHERE queue IN ('sec-ta', 'sec-tb') GROU
 CREATE ROLE regress_sec_tenant IN ROLE hopper_producer, hopper_worker;
 SELECT hopper.queue_push('sec-tb', '{"tenant": "b"}') > 0 AS b_pushed;
 SET hopper.pack_batches = on;
-SELECT count(*) AS b_packed FROM hopper.queue_push_batch('sec-tb', ARRAY['{"tenant": "b"}']::jsonb[]);
+SELECT count(*) AS b_packed FROM hopper.queue_push_batch('sec-tb',
+    ARRAY['{"tenant": "b"}', '{"tenant": "b"}']::jsonb[]);
 RESET hopper.pack_batches;
+SELECT count(*) AS b_packed_rows FROM hopper.job_batches WHERE queue = 'sec-tb';
 BEGIN;
 SELECT count(*) AS b_taken FROM hopper.queue_take('sec-tb', 1);
 COMMIT;
@@ -241,7 +243,8 @@ CREATE POLICY sec_tenant ON hopper.job_history TO regress_sec_tenant
     USING (queue = 'sec-ta') WITH CHECK (queue = 'sec-ta');
 SET ROLE regress_sec_tenant;
 SET hopper.pack_batches = on;
-SELECT pg_temp.try($$SELECT hopper.queue_push_batch('sec-tb', ARRAY['{}']::jsonb[])$$) AS packed_push_b;
+SELECT pg_temp.try($$SELECT hopper.queue_push_batch('sec-tb', ARRAY['{}', '{}']::jsonb[])$$)
+    AS packed_push_b;
 SELECT count(*) AS packed_push_a FROM hopper.queue_push_batch('sec-ta', ARRAY['{}', '{}']::jsonb[]);
 RESET hopper.pack_batches;
 SELECT count(*) AS listed_b FROM hopper.queue_jobs('sec-tb');
