@@ -67,6 +67,20 @@ SELECT hopper.queue_push('win', '{}', dedup_key => 'w', dedup_window => '1 hour'
     AS win_original;
 SELECT hopper.queue_push_batch('win', ARRAY['{}']::jsonb[], dedup_keys => ARRAY['w'],
     dedup_window => '1 hour') = :win_first AS win_batch_original;
+-- Under REPEATABLE READ a push also looks for an original finished past its snapshot
+-- (dedup::refuse_unseen), here reading one of the key's that finished outside the window.
+INSERT INTO hopper.job_history (id, queue, state, priority, run_at, attempt, max_attempts,
+    created_at, finished_at, payload, dedup_key)
+VALUES (pg_catalog.nextval('hopper.job_id_seq'), 'win', 'completed', 0,
+    pg_catalog.now() OPERATOR(pg_catalog.-) interval '2 hours', 1, 5,
+    pg_catalog.now() OPERATOR(pg_catalog.-) interval '2 hours',
+    pg_catalog.now() OPERATOR(pg_catalog.-) interval '2 hours', '{}', 'old');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT hopper.queue_push('win', '{}', dedup_key => 'old', dedup_window => '1 hour') IS NOT NULL
+    AS win_rr_pushed;
+SELECT pg_catalog.count(*) AS win_rr_batch FROM hopper.queue_push_batch('win',
+    ARRAY['{}']::jsonb[], dedup_keys => ARRAY['old2'], dedup_window => '1 hour');
+COMMIT;
 
 -- Taking in the transaction.
 BEGIN;
