@@ -162,6 +162,9 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
         while (!ours) {
             auto now = SteadyClock::now();
             if (now >= deadline) {
+                // Not a reconnect at the deadline: without connect_timeout in the connection
+                // string, a server that drops packets would hold it up for TCP's own timeout.
+                if (!conn_.ok()) return std::nullopt;
                 std::optional<JobInfo> last = look();
                 if (last && is_final(last->state)) return last;
                 return std::nullopt;

@@ -169,6 +169,7 @@ HOPPER_FUNCTION(hopper_queue_jobs) {
          spi::arg_bool(state && *state == "scheduled"), start,
          spi::arg_datum(TimestampTzGetDatum(kept_since))});
     for (uint64_t i = 0; i < r.rows(); ++i) out.add_row(r, i);
+    snapshot.release();
     conn.finish();
     return (Datum)0;
 }

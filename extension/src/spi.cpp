@@ -178,13 +178,14 @@ void Connection::finish() {
     pg_guard([] { SPI_finish(); });
 }
 
-SharedSnapshot::SharedSnapshot() {
+SharedSnapshot::SharedSnapshot() : owner_(CurrentResourceOwner) {
     snapshot_ = pg_guard([] { return RegisterSnapshot(GetTransactionSnapshot()); });
 }
 
-SharedSnapshot::~SharedSnapshot() {
-    if (std::uncaught_exceptions() > 0) return;
-    UnregisterSnapshot(snapshot_);
+void SharedSnapshot::release() {
+    if (released_) return;
+    released_ = true;
+    pg_guard([this] { UnregisterSnapshotFromOwner(snapshot_, owner_); });
 }
 
 Result Connection::exec(Statement& st, std::initializer_list<Arg> args, long limit) {

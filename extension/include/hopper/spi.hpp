@@ -16,6 +16,7 @@
 extern "C" {
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "utils/resowner.h"
 #include "utils/snapshot.h"
 }
 
@@ -121,17 +122,23 @@ class Result {
 // One snapshot for several statements, each of which would otherwise take its own (READ
 // COMMITTED): statements whose answers must agree, as one statement's parts do. Taken when made;
 // each statement run on it still sees what this transaction wrote before it, as on a snapshot of
-// its own. Released when it goes out of scope, or by the transaction's abort on the error path.
+// its own. Released by release(), or by the transaction's abort on the error path.
 class SharedSnapshot {
   public:
     SharedSnapshot();
-    ~SharedSnapshot();
+    // Nothing: UnregisterSnapshot may raise an error, which must not leave a destructor. Call
+    // release() when done; on an error path the transaction's abort lets the snapshot go.
+    ~SharedSnapshot() = default;
     SharedSnapshot(const SharedSnapshot&) = delete;
     SharedSnapshot& operator=(const SharedSnapshot&) = delete;
     Snapshot get() const { return snapshot_; }
+    // Unregisters the snapshot, under the guard.
+    void release();
 
   private:
     Snapshot snapshot_;
+    ResourceOwner owner_;
+    bool released_ = false;
 };
 
 // SPI_connect / SPI_finish. On the error path (a C++ exception unwinding) SPI_finish is skipped:
