@@ -96,12 +96,15 @@ UPDATE hopper.schedules SET next_run_at = '2020-06-01 12:00:01+00' WHERE name = 
 SELECT hopper.schedule_run_due('2020-06-01 12:00:01.5+00') AS pushed_whole_second;
 UPDATE hopper.schedules SET next_run_at = '1969-12-31 23:59:58.5+00' WHERE name = 'subsecond';
 SELECT hopper.schedule_run_due('1969-12-31 23:59:59+00') AS pushed_before_1970;
+UPDATE hopper.schedules SET next_run_at = '294270-06-01 12:00:00.5+00' WHERE name = 'subsecond';
+SELECT hopper.schedule_run_due('294270-06-02 00:00:00+00') AS pushed_far_ahead;
 SELECT j.dedup_key, j.dedup_key = 'schedule:subsecond:' || trim_scale(extract(epoch FROM t.tick))
        AS as_extract_writes
 FROM (SELECT dedup_key, row_number() OVER (ORDER BY id) AS n
       FROM hopper.jobs WHERE queue = 'sched-subsecond') j
 JOIN (VALUES (1, timestamptz '2020-06-01 12:00:00.2+00'), (2, '2020-06-01 12:00:00.65+00'),
-             (3, '2020-06-01 12:00:01+00'), (4, '1969-12-31 23:59:58.5+00')) t(n, tick) USING (n)
+             (3, '2020-06-01 12:00:01+00'), (4, '1969-12-31 23:59:58.5+00'),
+             (5, '294270-06-01 12:00:00.5+00')) t(n, tick) USING (n)
 ORDER BY n;
 SELECT hopper.queue_drop('sched-subsecond') AS dropped;
 

@@ -60,16 +60,22 @@ int64_t floor_div(int64_t a, int64_t b) {
 // A tick on a whole second (every cron tick) has no decimals; a next_run_at set by hand between
 // two keeps its fraction, so that two of them within one second are two ticks, not one key.
 std::string tick_key(TimestampTz tick) {
-    int64_t us = tick + kUnixEpochInPg * USECS_PER_SEC;
-    uint64_t magnitude = us < 0 ? uint64_t(0) - uint64_t(us) : uint64_t(us);
-    std::string out = std::string(us < 0 ? "-" : "") + std::to_string(magnitude / USECS_PER_SEC);
-    if (uint64_t fraction = magnitude % USECS_PER_SEC) {
-        std::string digits = std::to_string(fraction);
-        digits.insert(0, 6 - digits.size(), '0');
-        digits.erase(digits.find_last_not_of('0') + 1);
-        out += "." + digits;
-    }
-    return out;
+    // Whole seconds and the microseconds after them, each in range for every timestamp (the
+    // epoch added in microseconds overflowed int64 past the year 294247).
+    int64_t fraction = tick % USECS_PER_SEC;
+    if (fraction < 0) fraction += USECS_PER_SEC;
+    int64_t seconds = floor_div(tick, USECS_PER_SEC) + kUnixEpochInPg;
+    auto digits = [](int64_t us) {
+        std::string d = std::to_string(us);
+        d.insert(0, 6 - d.size(), '0');
+        d.erase(d.find_last_not_of('0') + 1);
+        return d;
+    };
+    if (fraction == 0) return std::to_string(seconds);
+    // Before the epoch, -1.5 is seconds -2 and half a second.
+    if (seconds < 0)
+        return "-" + std::to_string(-(seconds + 1)) + "." + digits(USECS_PER_SEC - fraction);
+    return std::to_string(seconds) + "." + digits(fraction);
 }
 
 // Only the schedules the runner may run (pg_has_role: every one for a superuser): a producer's
