@@ -82,7 +82,7 @@ std::optional<int64_t> finished_within(spi::Connection& conn, const std::string&
 }
 
 void refuse_unseen(spi::Connection& conn, const std::string& queue,
-                   const std::vector<std::string>& keys, int64_t window_us) {
+                   const std::vector<std::optional<std::string>>& keys, int64_t window_us) {
     // finished_within's lookup, for all the keys at once.
     static spi::Statement st(
         "SELECT k.dedup_key FROM pg_catalog.unnest($2::text[]) AS k(dedup_key) "

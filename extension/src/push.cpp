@@ -352,24 +352,11 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
 #undef HOPPER_BATCH_ROWS
 #undef HOPPER_BATCH_INSERT
 
-    auto text_array = [&](const std::vector<std::optional<std::string>>& keys) -> spi::Arg {
+    // NULL rather than an array of NULLs when no job has a key.
+    auto text_array = [](const std::vector<std::optional<std::string>>& keys) -> spi::Arg {
         bool any =
             std::any_of(keys.begin(), keys.end(), [](const auto& k) { return k.has_value(); });
-        if (!any) return spi::null_arg();
-        std::vector<Datum> elems(n);
-        std::vector<char> nulls(n);
-        for (size_t i = 0; i < n; ++i) {
-            nulls[i] = !keys[i].has_value();
-            if (keys[i]) elems[i] = spi::arg_text(*keys[i]).value;
-        }
-        Datum d = pg_guard([&] {
-            int dims[1] = {static_cast<int>(n)};
-            int lbs[1] = {1};
-            return PointerGetDatum(construct_md_array(elems.data(),
-                                                      reinterpret_cast<bool*>(nulls.data()), 1,
-                                                      dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-        });
-        return spi::arg_datum(d);
+        return any ? spi::arg_text_array(keys) : spi::null_arg();
     };
 
     spi::Result r = conn.exec(
@@ -448,10 +435,10 @@ HOPPER_FUNCTION(hopper_queue_push_batch) {
         kept -= original.size();
         // An original pushed and finished since the snapshot: see dedup.hpp.
         if (IsolationUsesXactSnapshot()) {
-            std::vector<std::string> kept_keys;
+            std::vector<std::optional<std::string>> kept_keys;
             for (const Inserted& row : inserted)
                 if (row.key && original.find(row.id) == original.end())
-                    kept_keys.push_back(*row.key);
+                    kept_keys.push_back(row.key);
             dedup::refuse_unseen(conn, queue, kept_keys, *window);
         }
     }

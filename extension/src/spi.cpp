@@ -1,6 +1,7 @@
 // SPI wrappers: see include/hopper/spi.hpp.
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <optional>
 
 #include "hopper/spi.hpp"
@@ -96,13 +97,19 @@ Arg arg_int8_array(const std::vector<int64_t>& ids) {
     return {d, false};
 }
 
-Arg arg_text_array(const std::vector<std::string>& strings) {
-    std::vector<Datum> elems;
-    elems.reserve(strings.size());
-    for (const std::string& s : strings) elems.push_back(arg_text(s).value);
+Arg arg_text_array(const std::vector<std::optional<std::string>>& strings) {
+    std::vector<Datum> elems(strings.size());
+    // bool[], which std::vector<bool> does not hold; one more so that an empty array has one.
+    std::unique_ptr<bool[]> nulls = std::make_unique<bool[]>(strings.size() + 1);
+    for (size_t i = 0; i < strings.size(); ++i) {
+        nulls[i] = !strings[i].has_value();
+        if (strings[i]) elems[i] = arg_text(*strings[i]).value;
+    }
     Datum d = pg_guard([&] {
-        return PointerGetDatum(construct_array(elems.data(), static_cast<int>(elems.size()),
-                                               TEXTOID, -1, false, TYPALIGN_INT));
+        int dims[1] = {static_cast<int>(strings.size())};
+        int lbs[1] = {1};
+        return PointerGetDatum(construct_md_array(elems.data(), nulls.get(), 1, dims, lbs, TEXTOID,
+                                                  -1, false, TYPALIGN_INT));
     });
     return {d, false};
 }

@@ -42,6 +42,6 @@ std::optional<int64_t> finished_within(spi::Connection& conn, const std::string&
 // finished within window_us. The transaction's snapshot sees neither that job nor its finish, so
 // the push could only make a second job; the error rolls the statement's rows back.
 void refuse_unseen(spi::Connection& conn, const std::string& queue,
-                   const std::vector<std::string>& keys, int64_t window_us);
+                   const std::vector<std::optional<std::string>>& keys, int64_t window_us);
 
 }  // namespace hopper::dedup

@@ -91,8 +91,8 @@ inline Arg arg_text(const char* s) {
 Arg arg_text(const std::optional<std::string>& s);
 // A bigint[] of the ids (in the current memory context).
 Arg arg_int8_array(const std::vector<int64_t>& ids);
-// A text[] of the strings (in the current memory context).
-Arg arg_text_array(const std::vector<std::string>& strings);
+// A text[] of the strings, std::nullopt a NULL element (in the current memory context).
+Arg arg_text_array(const std::vector<std::optional<std::string>>& strings);
 
 // The rows of the last statement run; valid until the Connection finishes.
 class Result {
