@@ -113,6 +113,32 @@ SELECT lease_until > clock_timestamp() AS beat_live, started_at > now() AS start
 FROM hopper.jobs WHERE id = :old_direct;
 ROLLBACK;
 
+-- A procedure that commits as it goes is one statement however long it runs: its heartbeats
+-- extend from the real time too (from the statement's, each answered true and extended nothing
+-- once the CALL was older than the lease, and the reaper took the job from its live worker).
+SELECT hopper.queue_create('lc_proc') AS created;
+SELECT hopper.queue_push('lc_proc', '{}') AS proc_job \gset
+CREATE TEMP TABLE lc_beats (n int, beat boolean, live boolean);
+CREATE PROCEDURE lc_beating_worker() LANGUAGE plpgsql AS $$
+DECLARE
+    j record;
+    ok boolean;
+BEGIN
+    SELECT id, lease_token INTO j FROM hopper.queue_pull('lc_proc', 1, lease => '1 second');
+    COMMIT;
+    FOR i IN 1..3 LOOP
+        PERFORM pg_sleep(0.6);
+        ok := hopper.queue_heartbeat(j.id, j.lease_token, '1 second');
+        INSERT INTO lc_beats
+        SELECT i, ok, lease_until > clock_timestamp() FROM hopper.jobs WHERE id = j.id;
+        COMMIT;
+    END LOOP;
+END $$;
+CALL lc_beating_worker();
+SELECT n, beat, live FROM lc_beats ORDER BY n;
+SELECT state, attempt FROM hopper.jobs WHERE id = :proc_job;
+DROP PROCEDURE lc_beating_worker();
+
 -- A pull that comes up short rescues the leases that ran out by the real time, and takes the jobs
 -- it rescued: they come back due as of its own clock (the transaction's start), not at the real
 -- time, which lies after that clock (the pull rescued them, and only the next pull took them).

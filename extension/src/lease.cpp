@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "utils/timestamp.h"
 }
 
 using namespace hopper;
@@ -33,18 +34,21 @@ HOPPER_FUNCTION(hopper_queue_heartbeat) {
     auto extend = args::duration(fcinfo, 2, "extend", 0, args::kMaxLeaseUs);
     // Never earlier than the lease already ends: a job pulled with a lease of an hour lost it
     // 30 s after its first heartbeat (the queue's lease), and was taken over while running. From
-    // the statement's time, not the transaction's: a heartbeat in a transaction older than the
-    // lease left it run out.
+    // the time of the call, as a pull's lease is: from the transaction's start, a heartbeat in a
+    // transaction older than the lease left it run out, and from the statement's, so did every
+    // heartbeat of a procedure that commits as it goes (its CALL is one statement), which
+    // answered true while the reaper took the job over.
     static spi::Statement st(
-        "UPDATE hopper.jobs j SET lease_until = "
-        "  GREATEST(j.lease_until, pg_catalog.statement_timestamp() + COALESCE($3, q.lease)) "
+        "UPDATE hopper.jobs j SET lease_until = GREATEST(j.lease_until, $4 + COALESCE($3, "
+        "q.lease)) "
         "FROM hopper.queues q WHERE j.id = $1 AND j.lease_token = $2 "
         "  AND j.state OPERATOR(pg_catalog.=) 'running' AND q.name = j.queue "
         "    RETURNING j.id",
-        {INT8OID, INT8OID, INTERVALOID}, spi::Planning::kWalkIndexes);
+        {INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID}, spi::Planning::kWalkIndexes);
     spi::Connection conn;
     bool held = !conn.exec(st, {spi::arg(id), spi::arg(token),
-                                spi::arg_datum(args::duration_datum(extend), !extend)})
+                                spi::arg_datum(args::duration_datum(extend), !extend),
+                                spi::arg_datum(TimestampTzGetDatum(GetCurrentTimestamp()))})
                      .empty();
     if (!held) jobs::require_known(conn, id);
     conn.finish();
