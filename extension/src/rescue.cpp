@@ -74,10 +74,16 @@ spi::Arg claim_arg(ClaimClock claim) {
     return claim ? spi::arg_datum(TimestampTzGetDatum(*claim)) : spi::null_arg();
 }
 
-Counts expired_result(const std::string& queue, const spi::Result& r) {
+Counts expired_result(const std::string& queue, const spi::Result& r, ClaimClock claim) {
     Counts c;
     // Jobs put back keep their ids but get run_at = at, which may lie below the claim hint.
-    if (r.rows() > 0 && r.get_int64(0, 1) > 0) claim_hint::clear_at_end(queue);
+    if (r.rows() > 0 && r.get_int64(0, 1) > 0) {
+        claim_hint::clear_at_end(queue);
+        // A claim's rescue puts them back due: announced at commit, as a release is, for the
+        // workers of the kinds this claim passes over (no reaper runs, or its due-scan would tell
+        // them when their backoff ends). The claim may take them all itself: a wake-up to spare.
+        if (claim) notify::queue_ready(queue);
+    }
     // The rescued jobs' slots are free: a pull waiting on a limited queue may take them.
     bool limited = r.rows() > 0 && r.get_bool(0, 4);
     if (limited && (r.get_int64(0, 1) > 0 || !r.is_null(0, 2))) notify::slot_freed(queue);
@@ -127,7 +133,7 @@ Counts expired_batch(spi::Connection& conn, const std::string& queue, TimestampT
         {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                                    spi::arg(limit), claim_arg(claim)});
-    return expired_result(queue, r);
+    return expired_result(queue, r, claim);
 }
 
 // The first $3 jobs of queue $1 whose lease ended before $2, in the reaper's order, read without
@@ -149,7 +155,7 @@ Counts expired_one(spi::Connection& conn, const std::string& queue, TimestampTz 
         {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(one, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                                     spi::arg(int64_t{1}), claim_arg(claim), spi::arg(id)});
-    return expired_result(queue, r);
+    return expired_result(queue, r, claim);
 }
 
 // Whether an error a claim's rescue raised is about the jobs it touched (a trigger of the user's
@@ -244,7 +250,7 @@ Counts expired_leases(spi::Connection& conn, const std::string& queue, Timestamp
         conn.exec(st, {spi::arg_text(queue), spi::arg_datum(TimestampTzGetDatum(at)),
                        spi::arg(limit), claim_arg(kWithBackoff),
                        spi::arg_datum(TimestampTzGetDatum(after.at)), spi::arg(after.id)});
-    return expired_result(queue, r);
+    return expired_result(queue, r, kWithBackoff);
 }
 
 Counts expired_leases_one_by_one(spi::Connection& conn, const std::string& queue, TimestampTz at,
