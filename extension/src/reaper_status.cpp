@@ -12,6 +12,9 @@
 extern "C" {
 #include "commands/dbcommands.h"
 #include "postmaster/bgworker.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -23,10 +26,14 @@ namespace {
 constexpr const char* kActivityFormat =
     "hopper reaper: rescued=%" PRIu64 " pruned=%" PRIu64 " last_run_us=%" PRId64;
 
-bool is_reaper_worker(const PgBackendStatus* b) {
+bool is_worker_of_type(const PgBackendStatus* b, const char* wanted) {
     if (b->st_procpid <= 0 || b->st_backendType != B_BG_WORKER) return false;
     const char* type = pg_guard([&] { return GetBackgroundWorkerTypeByPid(b->st_procpid); });
-    return type != nullptr && std::strcmp(type, "hopper reaper") == 0;
+    return type != nullptr && std::strcmp(type, wanted) == 0;
+}
+
+bool is_reaper_worker(const PgBackendStatus* b) {
+    return is_worker_of_type(b, "hopper reaper");
 }
 
 }  // namespace
@@ -63,6 +70,25 @@ std::vector<Process> processes() {
         out.push_back(p);
     }
     return out;
+}
+
+void wake_launcher() {
+    int n = pg_guard([] { return pgstat_fetch_stat_numbackends(); });
+    for (int i = 1; i <= n; ++i) {
+        LocalPgBackendStatus* local = pg_guard([&] { return pgstat_fetch_stat_local_beentry(i); });
+        if (local == nullptr || !is_worker_of_type(&local->backendStatus, "hopper reaper launcher"))
+            continue;
+        int pid = local->backendStatus.st_procpid;
+        pg_guard([&] {
+            // Looked up again under the lock that keeps its PGPROC its own: an exited launcher's
+            // slot may serve another process, whose latch must not be set for nothing.
+            LWLockAcquire(ProcArrayLock, LW_SHARED);
+            PGPROC* proc = BackendPidGetProcWithLock(pid);
+            if (proc != nullptr) SetLatch(&proc->procLatch);
+            LWLockRelease(ProcArrayLock);
+        });
+        return;
+    }
 }
 
 }  // namespace hopper::reaper

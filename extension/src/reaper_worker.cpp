@@ -213,6 +213,7 @@ Next start_up() {
     });
     running = true;
     report_activity(STATE_IDLE);
+    worker::in_transaction([] { reaper::wake_launcher(); });
     return Next::go_on;
 }
 

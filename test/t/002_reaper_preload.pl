@@ -60,6 +60,16 @@ $took = wait_until($node, 'postgres',
 ok(defined $took, 'a terminated reaper is replaced by the launcher');
 note sprintf('replacement reaper after %.3f s', $took // -1);
 
+# The replacement lost too, before the launcher's next scan: it is replaced at that scan as well,
+# not taken for a reaper that found no extension (those are retried only after a minute).
+my ($second) = split /\|/, reaper_of($node, 'with_ext');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($second)");
+$took = wait_until($node, 'postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'with_ext' "
+	  . "AND application_name = 'hopper reaper: preload' AND pid NOT IN ($old, $second)", 15);
+ok(defined $took, 'a reaper lost within a scan of its start is replaced at the next scan');
+note sprintf('second replacement after %.3f s', $took // -1);
+
 # Crash recovery in this mode too.
 {
 	my $s = start_session($node, 'with_ext');

@@ -124,6 +124,11 @@ struct Process {
 // Every reaper process of the server (all databases). Must run inside a transaction: the backend
 // status snapshot it reads is kept until the transaction ends.
 std::vector<Process> processes();
+// Sets the latch of the launcher of a preloaded server, if one runs, so that it scans now and
+// sees this reaper running: a reaper it started and never saw running was otherwise taken, if it
+// disappeared before the next scan, for one that found no extension (retried after a minute).
+// Must run inside a transaction, as processes().
+void wake_launcher();
 
 // How a reaper publishes its statistics through its pg_stat_activity entry, which every backend
 // can read without shared memory of hopper's own (there is none when not preloaded).
