@@ -3,7 +3,7 @@
 # same queues, live jobs (packed ones too), rate limits and schedules, and the id sequence continues
 # after the restored ids. The restore runs without an error although the history has partitions
 # made after the install and rows in them and in the default partition; the history itself is not
-# in the dump, and README's \copy recipe carries it over.
+# in the dump, and README's \copy recipe carries it over, read in the dump's snapshot.
 set -euo pipefail
 src=hopper_e2e_dump_src
 dst=hopper_e2e_dump_dst
@@ -47,7 +47,17 @@ case "$history" in
 esac
 before=$(psql -X -At -d "$src" -c "SELECT available || '/' || scheduled FROM hopper.queue_stats('backup')")
 
-pg_dump -d "$src" -Fc -f "$dump"
+# README's recipe: the dump and the history's export in one snapshot. The job that finishes in
+# between is live in the dump and so must not be in the history exported.
+coproc OLD { psql -X -At -q -v ON_ERROR_STOP=1 -d "$src"; }
+echo "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT pg_export_snapshot();" >&"${OLD[1]}"
+read -r snapshot <&"${OLD[0]}"
+pg_dump -d "$src" -Fc --snapshot="$snapshot" -f "$dump"
+finished_between=$(psql -X -At -d "$src" -c "SELECT j.id FROM hopper.queue_pull('backup', 1) j WHERE hopper.queue_complete(j.id, j.lease_token)")
+echo "\copy (SELECT * FROM hopper.job_history) TO '$dump.history' CSV" >&"${OLD[1]}"
+echo "COMMIT;" >&"${OLD[1]}"
+exec {OLD[1]}>&-
+wait "$OLD_PID"
 pg_restore -d "$dst" --exit-on-error "$dump"
 
 after=$(psql -X -At -d "$dst" -c "SELECT available || '/' || scheduled FROM hopper.queue_stats('backup')")
@@ -60,11 +70,11 @@ packed=$(psql -X -At -d "$dst" -c "SELECT string_agg(payload->>'p', ',' ORDER BY
 echo "before=$before after=$after max_attempts=$max_attempts new_id=$new_id schedule=$schedule packed=$packed rates=$rates"
 # The history is not in the dump; the \copy recipe brings it over, and its jobs are known again.
 restored=$(psql -X -At -d "$dst" -c "SELECT count(*) FROM hopper.job_history")
-psql -X -q -v ON_ERROR_STOP=1 -d "$src" -c "\\copy (SELECT * FROM hopper.job_history) TO '$dump.history' CSV"
 psql -X -q -v ON_ERROR_STOP=1 -d "$dst" -c "\\copy hopper.job_history FROM '$dump.history' CSV"
 carried=$(psql -X -At -d "$dst" -c "SELECT count(*) FILTER (WHERE (SELECT state FROM hopper.job_status(h.id)) = 'completed') FROM hopper.job_history h WHERE queue = 'done-jobs'")
+between=$(psql -X -At -d "$dst" -c "SELECT state || ' ' || (SELECT count(*) FROM hopper.job_history WHERE id = $finished_between) FROM hopper.job_status($finished_between)")
 rm -f "$dump.history"
-echo "history: $restored in the dump, $carried carried over"
-[ "$restored" = 0 ] && [ "$carried" = 3 ] &&
+echo "history: $restored in the dump, $carried carried over; job $finished_between finished after the dump's snapshot: $between"
+[ "$restored" = 0 ] && [ "$carried" = 3 ] && [ "$between" = "available 0" ] &&
 [ "$rates" = "tenant-1:10,*:20" ] && [ "$before" = "1/1" ] && [ "$after" = "1/1" ] && [ "$max_attempts" = 7 ] && [ "$new_id" -gt 5 ] &&
     [ "$schedule" = 'backup-nightly 30 2 * * * backup {"n": 9}' ] && [ "$packed" = "1,2,3" ]
