@@ -54,6 +54,29 @@ SELECT count(*) AS claimed FROM hopper.queue_pull('no_jobs_here', 1);
 BEGIN;
 SELECT count(*) AS claimed FROM hopper.queue_pull('ac', 1);
 ROLLBACK;
+-- A pull that buries a job whose last attempt's lease ran out writes its history row and tells
+-- hopper:done: no claim, so synchronous (a crash after an asynchronous commit undid the burial
+-- its listeners had been told of). The transaction holds the lease it let run out, so that no
+-- reaper rescues the job first.
+RESET client_min_messages;
+SELECT hopper.queue_create('ac_bury', max_attempts => 1) AS created;
+-- The first burial of a session writes WAL of its own (pruned catalog pages): warm up.
+SELECT hopper.queue_push('ac_bury', '{}') > 0 AS pushed;
+BEGIN;
+SELECT count(*) AS claimed FROM hopper.queue_pull('ac_bury', 1, lease => '1 millisecond');
+SELECT pg_catalog.pg_sleep(0.01);
+SELECT count(*) AS claimed FROM hopper.queue_pull('ac_bury', 1);
+COMMIT;
+SELECT hopper.queue_push('ac_bury', '{}') > 0 AS pushed;
+SET client_min_messages = debug1;
+BEGIN;
+SELECT count(*) AS claimed FROM hopper.queue_pull('ac_bury', 1, lease => '1 millisecond');
+SELECT pg_catalog.pg_sleep(0.01);
+SELECT count(*) AS claimed FROM hopper.queue_pull('ac_bury', 1);
+COMMIT;
+RESET client_min_messages;
+SELECT state, count(*) FROM hopper.queue_jobs('ac_bury') GROUP BY state;
+SET client_min_messages = debug1;
 -- Turned off, or already asynchronous: nothing to do.
 SET hopper.async_claims = off;
 SELECT count(*) AS claimed FROM hopper.queue_pull('ac', 1);

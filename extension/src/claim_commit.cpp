@@ -86,4 +86,9 @@ void after_claim() {
     if (only_claims) claims_end = XactLastRecEnd;
 }
 
+void not_only_claims() {
+    // A later pull's before_claim finds the WAL moved past claims_end and keeps it so.
+    reset();
+}
+
 }  // namespace hopper::claim_commit

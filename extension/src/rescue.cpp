@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hopper/args.hpp"
+#include "hopper/claim_commit.hpp"
 #include "hopper/claim_hint.hpp"
 #include "hopper/notify.hpp"
 #include "hopper/reaper.hpp"
@@ -92,6 +93,7 @@ Counts expired_result(const std::string& queue, const spi::Result& r, ClaimClock
         if (!r.is_null(i, 2)) {
             ++c.dead;
             notify::job_done(r.get_int64(i, 2), queue, "dead", r.get_bool(i, 3));
+            claim_commit::not_only_claims();
         }
     }
     c.seen = c.retried + c.dead;
@@ -409,6 +411,7 @@ Counts orphan_result(const spi::Result& r, Cursor* after) {
         } else {
             ++c.dead;
             notify::job_done(r.get_int64(i, 3), queue, "dead", r.get_bool(i, 4));
+            claim_commit::not_only_claims();
             if (r.get_bool(i, 5)) notify::slot_freed(queue);
         }
     }

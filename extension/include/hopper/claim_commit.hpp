@@ -17,5 +17,9 @@ namespace hopper::claim_commit {
 // Around the claim statements of one queue_pull call.
 void before_claim();
 void after_claim();
+// A write inside a claim that is no claim: a job it buried (its last attempt's lease had run
+// out), whose history row and hopper:done notice must not be undone by a crash after the commit.
+// The transaction then commits as synchronous_commit says.
+void not_only_claims();
 
 }  // namespace hopper::claim_commit
