@@ -201,7 +201,10 @@ DECLARE
     high text;
     created integer := 0;
 BEGIN
-    IF days_ahead IS NULL OR days_ahead < 0 OR days_ahead > 366 THEN
+    IF days_ahead IS NULL THEN
+        RAISE EXCEPTION 'days_ahead must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF days_ahead < 0 OR days_ahead > 366 THEN
         RAISE EXCEPTION 'days_ahead must be between 0 and 366, got %', days_ahead
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
