@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -22,8 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr std::string_view kPartial = ".partial-";
+constexpr size_t kSuffixChars = 6;  // mkdtemp's XXXXXX
+
 std::string prefix_for(const std::string& name) {
-    return "." + name + ".partial-";
+    return "." + name + std::string(kPartial);
 }
 
 [[noreturn]] void fail(const std::string& what, const fs::path& p, int err) {
@@ -70,11 +74,27 @@ void StagingDir::sweep_stale(const fs::path& output_dir, const std::string& name
     const std::string prefix = prefix_for(name);
     for (fs::directory_iterator it(output_dir, ec), end; !ec && it != end; it.increment(ec)) {
         std::string file = it->path().filename().string();
-        if (file.size() == prefix.size() + 6 && file.compare(0, prefix.size(), prefix) == 0) {
+        if (file.size() == prefix.size() + kSuffixChars &&
+            file.compare(0, prefix.size(), prefix) == 0) {
             std::error_code ignored;
             fs::remove_all(it->path(), ignored);
         }
     }
+}
+
+std::vector<StagingDir::Found> StagingDir::list(const fs::path& output_dir) {
+    std::vector<Found> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(output_dir, ec), end; !ec && it != end; it.increment(ec)) {
+        // "." + name + ".partial-" + XXXXXX, the name not empty.
+        std::string file = it->path().filename().string();
+        const size_t tail = kPartial.size() + kSuffixChars;
+        if (file.size() < 2 + tail || file[0] != '.' ||
+            file.compare(file.size() - tail, kPartial.size(), kPartial) != 0)
+            continue;
+        out.push_back({file.substr(1, file.size() - 1 - tail), it->path()});
+    }
+    return out;
 }
 
 }  // namespace transcode

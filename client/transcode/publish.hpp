@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace transcode {
 
@@ -26,6 +27,13 @@ class StagingDir {
 
     // Deletes staging directories for `name` left by a worker that died mid-encode.
     static void sweep_stale(const std::filesystem::path& output_dir, const std::string& name);
+
+    struct Found {
+        std::string name;  // whose stream it stages
+        std::filesystem::path path;
+    };
+    // Every staging directory in `output_dir`, of any name, whether its encode runs or not.
+    static std::vector<Found> list(const std::filesystem::path& output_dir);
 
   private:
     std::filesystem::path dir_;

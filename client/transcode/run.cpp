@@ -3,7 +3,6 @@
 // --exit-when-idle is done.
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -15,6 +14,7 @@
 #include <hopper/worker.hpp>
 
 #include "commands.hpp"
+#include "paths.hpp"
 #include "process.hpp"
 #include "publish.hpp"
 #include "settler.hpp"
@@ -96,7 +96,7 @@ int run_command(const Args& args) {
     const RunArgs& r = args.run;
     Log log(r.quiet);
     JobSettings settings;
-    settings.output_dir = std::filesystem::absolute(r.output_dir).lexically_normal().string();
+    settings.output_dir = absolute_path(r.output_dir);
     // A relative directory takes '%' from the working directory's path: ffmpeg's segment
     // templates give it a meaning of their own, and every job would fail writing its stream.
     if (settings.output_dir.find('%') != std::string::npos)

@@ -64,16 +64,31 @@ int status_command(const Args& args) {
         }
     }
     if (args.status.json) {
-        std::string out = *video_json(client, id);
+        // One shape whatever is known: the job is null once the server no longer knows it (its
+        // history pruned, its queue keeping none) or when the row names none.
+        const std::string video = *video_json(client, id);
+        std::optional<std::string> out;
         if (job) {
+            try {
+                auto j = client.exec(
+                    "SELECT pg_catalog.jsonb_pretty(pg_catalog.jsonb_build_object("
+                    "  'video', $1::jsonb, 'job', (SELECT pg_catalog.to_jsonb(s) - 'payload'::text "
+                    "  FROM hopper.job_status($2) s)))",
+                    video, *job_id);
+                out = std::string(j.text(0, 0));
+            } catch (const hopper::Error& e) {
+                // Pruned since it was read above.
+                if (e.sqlstate() != hopper::sqlstate::kNoData) throw;
+            }
+        }
+        if (!out) {
             auto j = client.exec(
                 "SELECT pg_catalog.jsonb_pretty(pg_catalog.jsonb_build_object("
-                "  'video', $1::jsonb, 'job', (SELECT pg_catalog.to_jsonb(s) - 'payload'::text "
-                "  FROM hopper.job_status($2) s)))",
-                out, *job_id);
+                "  'video', $1::jsonb, 'job', NULL::jsonb))",
+                video);
             out = std::string(j.text(0, 0));
         }
-        std::cout << out << std::endl;
+        std::cout << *out << std::endl;
         return 0;
     }
     std::cout << fmt::format("video:      {}\n", id)

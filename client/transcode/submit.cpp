@@ -1,5 +1,4 @@
 // submit: what a web API does after storing an upload, as a command.
-#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -7,15 +6,17 @@
 #include <hopper/utf8.hpp>
 
 #include "commands.hpp"
+#include "paths.hpp"
 #include "terminal_text.hpp"
 #include "video_store.hpp"
 
 namespace transcode {
 
 int submit_command(const Args& args) {
-    // Workers may run in another directory: the job carries an absolute path. The file itself is
-    // not checked here; a missing file is the worker's clear, permanent failure.
-    std::string path = std::filesystem::absolute(args.submit.file).lexically_normal().string();
+    // Workers may run in another directory: the job carries an absolute path, one that names the
+    // same file as the one given (paths.hpp). The file itself is not checked here; a missing file
+    // is the worker's clear, permanent failure.
+    std::string path = absolute_path(args.submit.file);
     hopper::Client client(args.conninfo);
     ensure_schema(client);
     if (hopper::utf8_session(client)) {

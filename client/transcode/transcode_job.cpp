@@ -30,8 +30,15 @@ struct Payload {
 };
 
 // The server parses the payload: the client library carries JSON as text and needs no parser.
+// Each field must be a JSON string: ->> would read a number, an array or an object as its text.
 Payload read_payload(hopper::Client& db, const std::string& json) {
-    auto r = db.exec("SELECT $1::jsonb ->> 'video_id'::text, $1::jsonb ->> 'path'::text", json);
+    auto r = db.exec(
+        "SELECT CASE WHEN pg_catalog.jsonb_typeof(p -> 'video_id'::text) = 'string' "
+        "    THEN p ->> 'video_id'::text END, "
+        "  CASE WHEN pg_catalog.jsonb_typeof(p -> 'path'::text) = 'string' "
+        "    THEN p ->> 'path'::text END "
+        "FROM (SELECT $1::jsonb AS p) s",
+        json);
     auto id = r.opt_text(0, 0);
     auto path = r.opt_text(0, 1);
     if (!id || !path || id->empty() || path->empty())

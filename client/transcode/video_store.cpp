@@ -229,6 +229,25 @@ std::vector<std::string> settle_ended_jobs(hopper::Client& client,
     return ids;
 }
 
+std::vector<std::string> videos_not_processing(hopper::Client& client,
+                                               const std::vector<std::string>& video_ids) {
+    std::vector<std::string> out;
+    if (video_ids.empty()) return out;
+    std::string ids = "[";
+    for (const auto& id : video_ids) {
+        if (ids.size() > 1) ids += ", ";
+        ids += hopper::json::quote(id);
+    }
+    ids += "]";
+    auto r = client.exec(
+        "SELECT v.id FROM transcode.videos v "
+        "WHERE v.id IN (SELECT pg_catalog.jsonb_array_elements_text($1::jsonb)) "
+        "  AND v.processing_status <> 'processing'",
+        ids);
+    for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.text(i, 0));
+    return out;
+}
+
 namespace {
 // The condition of a row update made while the job runs: the job is still running under our
 // lease. A worker whose lease ran out (stalled, cut off) goes on until its next heartbeat says so;

@@ -53,6 +53,15 @@ std::optional<RowStamp> claim_video(hopper::Client& client, const std::string& v
 std::vector<std::string> settle_ended_jobs(hopper::Client& client,
                                            const std::optional<std::string>& video_id);
 
+// Of `video_ids`, those whose row is there and not processing. A run makes its staging directory
+// only once its claim has the row processing, and removes it before it moves the row on itself:
+// for such a row, a staging directory found before this look is no running encode's to write
+// into (a job that ended under it, a run that was cut off or whose job was taken over; none can
+// publish). A processing row's may be one's, on any worker sharing the directory; a video
+// without a row has none, but a directory shared with another database's workers would.
+std::vector<std::string> videos_not_processing(hopper::Client& client,
+                                               const std::vector<std::string>& video_ids);
+
 // While the job runs under `lease_token`; otherwise (the lease was lost) nothing is written.
 // Returns the row's new stamp, or nullopt when nothing was written.
 std::optional<RowStamp> record_probe(hopper::Client& client, const std::string& video_id,

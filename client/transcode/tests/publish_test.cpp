@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -73,4 +76,30 @@ TEST_F(Publish, SweepRemovesOnlyThatVideosLeftovers) {
     EXPECT_FALSE(fs::exists(root_ / ".v1.partial-abc123"));
     EXPECT_TRUE(fs::exists(root_ / ".v10.partial-abc123"));
     EXPECT_TRUE(fs::exists(root_ / "v1"));
+}
+
+TEST_F(Publish, ListFindsEveryVideosStagingDirectories) {
+    fs::create_directories(root_ / ".v1.partial-abc123");
+    fs::create_directories(root_ / ".v1.partial-def456");
+    fs::create_directories(root_ / ".a.b.partial-abc123");  // ids may hold dots
+    fs::create_directories(root_ / "v1");
+    fs::create_directories(root_ / ".partial-abc123");    // no name
+    fs::create_directories(root_ / ".v2.partial-abc");    // not mkdtemp's
+    fs::create_directories(root_ / "v3.partial-abc123");  // not hidden
+    std::vector<std::string> names;
+    for (const auto& f : StagingDir::list(root_)) {
+        EXPECT_EQ(f.path.parent_path(), root_);
+        names.push_back(f.name);
+    }
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"a.b", "v1", "v1"}));
+    EXPECT_TRUE(StagingDir::list(root_ / "missing").empty());
+}
+
+TEST_F(Publish, ListNamesWhatAStagingDirectoryStages) {
+    StagingDir s(root_, "clip-7.x");
+    auto found = StagingDir::list(root_);
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].name, "clip-7.x");
+    EXPECT_EQ(found[0].path, s.path());
 }
