@@ -1,11 +1,21 @@
 // Row and parameter conversions; see rows.hpp.
 #include "rows.hpp"
 
+#include <algorithm>
+#include <limits>
+
 namespace hopper::rows {
 
 Param micros(std::optional<Duration> d) {
     if (!d) return std::nullopt;
-    return std::to_string(d->count());
+    // HOPPER_INTERVAL_PARAM multiplies in float8, in which a count within 512 of int8's end rounds
+    // to 2^63 microseconds, past an interval's range: Duration::max() (a "no timeout" that reaches
+    // wait, lease, retry_in, extend or dedup_window) was refused as "interval out of range"
+    // (22008) naming no argument. Held at the last float8 below 2^63 it is still ~292,000 years,
+    // which the server refuses with its own message (22023: "wait must be at least 0 s and at
+    // most 3600 s").
+    constexpr int64_t limit = std::numeric_limits<int64_t>::max() - 1023;  // 2^63 - 1024
+    return std::to_string(std::clamp<int64_t>(d->count(), -limit, limit));
 }
 
 Param micros(std::optional<TimePoint> t) {
