@@ -1,10 +1,6 @@
 // Client: one prepared statement per queue function, typed in and out.
-#include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "hopper/client.hpp"
 #include "rows.hpp"
@@ -53,7 +49,7 @@ bool Client::queue_create(const std::string& queue, const QueueOptions& o) {
                   {queue, opt_int(o.max_attempts), rows::micros(o.lease),
                    rows::micros(o.backoff_base), rows::micros(o.backoff_cap),
                    rows::micros(o.retention),
-                   o.jitter ? Param(fmt::format("{}", *o.jitter)) : std::nullopt});
+                   o.jitter ? rows::real(*o.jitter) : std::nullopt});
     return r.boolean(0, 0);
 }
 
@@ -294,12 +290,10 @@ bool Client::heartbeat(int64_t id, int64_t token, std::optional<Duration> extend
 
 bool Client::progress(int64_t id, int64_t token, double fraction,
                       const std::optional<std::string>& detail) {
-    // The server keeps progress as a real: a fraction too small for one (1e-50) was refused as
-    // "out of range for type real" where the stored value is 0.
-    if (std::fabs(fraction) < std::numeric_limits<float>::min()) fraction = 0;
+    // The server keeps progress as a real (rows::real: 1e-50 is stored as 0).
     return call("hopper_progress",
                 "SELECT hopper.queue_progress($1::int8, $2::int8, $3::real, $4::jsonb)",
-                {id_param(id), id_param(token), fmt::format("{}", fraction), detail})
+                {id_param(id), id_param(token), rows::real(fraction), detail})
         .boolean(0, 0);
 }
 

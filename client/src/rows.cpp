@@ -2,7 +2,10 @@
 #include "rows.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+
+#include <fmt/format.h>
 
 namespace hopper::rows {
 
@@ -21,6 +24,13 @@ Param micros(std::optional<Duration> d) {
 Param micros(std::optional<TimePoint> t) {
     if (!t) return std::nullopt;
     return std::to_string(std::chrono::duration_cast<Duration>(t->time_since_epoch()).count());
+}
+
+Param real(double v) {
+    if (std::fabs(v) < std::numeric_limits<float>::min()) return std::string("0");
+    if (std::fabs(v) > std::numeric_limits<float>::max() && std::isfinite(v))
+        return std::string(v > 0 ? "Infinity" : "-Infinity");
+    return fmt::format("{}", v);
 }
 
 TimePoint time_at(const Result& r, int row, int col) {

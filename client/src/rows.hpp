@@ -49,6 +49,10 @@ namespace hopper::rows {
 
 Param micros(std::optional<Duration> d);
 Param micros(std::optional<TimePoint> t);
+// A double for a real ($n::real) parameter: one too small for a real (1e-50) as 0, which is what
+// the server would store, one too large (1e50) as infinity, which the server's range check
+// refuses with its own message; either was refused as "out of range for type real" (22003).
+Param real(double v);
 TimePoint time_at(const Result& r, int row, int col);
 std::optional<TimePoint> opt_time_at(const Result& r, int row, int col);
 

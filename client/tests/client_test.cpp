@@ -400,6 +400,35 @@ TEST_F(ClientTest, ProgressTooSmallForARealIsZero) {
     EXPECT_NEAR(*c.job_status(id).progress, 1e-6, 1e-12);
 }
 
+// A jitter too small for the server's real was refused the same way; one too large for it, where
+// the server names jitter's own range (0-1), as "out of range for type real" (22003).
+TEST_F(ClientTest, JitterOutsideARealsRangeIsReadAsTheServerWould) {
+    std::string q = unique_queue("jitter");
+    auto jitter = [&] {
+        return c.exec("SELECT jitter::float8 FROM hopper.queues WHERE name = $1", q).float8(0, 0);
+    };
+    for (double tiny : {1e-50, -1e-50, 5e-324}) {
+        QueueOptions o;
+        o.jitter = tiny;
+        c.queue_create(q, o);
+        EXPECT_EQ(jitter(), 0.0) << tiny;
+    }
+    QueueOptions small;
+    small.jitter = 1e-6;
+    c.queue_create(q, small);
+    EXPECT_NEAR(jitter(), 1e-6, 1e-12);
+    for (double large : {1e50, -1e50, 1e300}) {
+        QueueOptions o;
+        o.jitter = large;
+        std::string msg = expect_sqlstate("22023", [&] { c.queue_create(q, o); });
+        EXPECT_NE(msg.find("jitter must be between 0 and 1"), std::string::npos) << msg;
+    }
+    int64_t id = c.push(q, "{}");
+    Job j = c.pull(q).at(0);
+    std::string msg = expect_sqlstate("22023", [&] { c.progress(id, j.lease_token, 1e50); });
+    EXPECT_NE(msg.find("progress"), std::string::npos) << msg;
+}
+
 // Duration::max(), "no timeout" to wait_for, reached the server as an interval past its range:
 // "interval out of range" (22008), naming no argument. Each option so given is refused as any
 // value out of its range is, by the server, naming it (22023); so is Duration::min().
