@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "encoded_chars.hpp"
+
 namespace hopper::rows {
 
 Param micros(std::optional<Duration> d) {
@@ -48,7 +50,7 @@ std::optional<TimePoint> opt_time_at(const Result& r, int row, int col) {
     return time_at(r, row, col);
 }
 
-std::string array_literal(const std::vector<std::optional<std::string>>& values) {
+std::string array_literal(const std::vector<std::optional<std::string>>& values, int encoding) {
     std::string out = "{";
     for (size_t i = 0; i < values.size(); ++i) {
         if (i) out += ',';
@@ -58,9 +60,12 @@ std::string array_literal(const std::vector<std::optional<std::string>>& values)
         }
         // Always quoted, so empty strings, spaces, commas and the word NULL survive as text.
         out += '"';
-        for (char c : *values[i]) {
-            if (c == '"' || c == '\\') out += '\\';
-            out += c;
+        const std::string& v = *values[i];
+        for (size_t k = 0; k < v.size();) {
+            const size_t n = internal::encoded_char_length(v, k, encoding);
+            if (n == 1 && (v[k] == '"' || v[k] == '\\')) out += '\\';
+            out.append(v, k, n);
+            k += n;
         }
         out += '"';
     }
@@ -68,9 +73,9 @@ std::string array_literal(const std::vector<std::optional<std::string>>& values)
     return out;
 }
 
-Param kinds_param(const std::vector<std::string>& kinds) {
+Param kinds_param(const std::vector<std::string>& kinds, int encoding) {
     if (kinds.empty()) return std::nullopt;
-    return array_literal({kinds.begin(), kinds.end()});
+    return array_literal({kinds.begin(), kinds.end()}, encoding);
 }
 
 namespace {
