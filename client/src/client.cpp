@@ -1,10 +1,6 @@
 // Client: one prepared statement per queue function, typed in and out.
-#include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "hopper/client.hpp"
 #include "rows.hpp"
@@ -35,6 +31,11 @@ void Client::reconnect() {
     conn_.reconnect();
 }
 
+int Client::client_encoding() {
+    ensure_connected();
+    return conn_.client_encoding();
+}
+
 Result Client::call(const char* name, const char* sql, const std::vector<Param>& params) {
     ensure_connected();
     return conn_.exec_prepared(name, sql, params);
@@ -53,7 +54,7 @@ bool Client::queue_create(const std::string& queue, const QueueOptions& o) {
                   {queue, opt_int(o.max_attempts), rows::micros(o.lease),
                    rows::micros(o.backoff_base), rows::micros(o.backoff_cap),
                    rows::micros(o.retention),
-                   o.jitter ? Param(fmt::format("{}", *o.jitter)) : std::nullopt});
+                   o.jitter ? rows::real(*o.jitter) : std::nullopt});
     return r.boolean(0, 0);
 }
 
@@ -87,15 +88,16 @@ std::vector<int64_t> Client::push_batch(const std::string& queue,
                                         const std::vector<std::string>& payloads,
                                         const BatchPushOptions& o) {
     std::vector<std::optional<std::string>> p(payloads.begin(), payloads.end());
-    auto keys = [](const std::vector<std::optional<std::string>>& k) -> Param {
+    const int enc = client_encoding();
+    auto keys = [enc](const std::vector<std::optional<std::string>>& k) -> Param {
         if (k.empty()) return std::nullopt;
-        return rows::array_literal(k);
+        return rows::array_literal(k, enc);
     };
     auto r = call("hopper_push_batch",
                   "SELECT * FROM hopper.queue_push_batch($1, $2::jsonb[], " HOPPER_TS_PARAM(
                       "$3") ", $4::int, $5, $6::int, $7::text[], "
                             "$8::text[], " HOPPER_INTERVAL_PARAM("$9") ")",
-                  {queue, rows::array_literal(p), rows::micros(o.run_at),
+                  {queue, rows::array_literal(p, enc), rows::micros(o.run_at),
                    std::to_string(o.priority), o.kind, opt_int(o.max_attempts), keys(o.dedup_keys),
                    keys(o.concurrency_keys), rows::micros(o.dedup_window)});
     std::vector<int64_t> ids;
@@ -112,12 +114,12 @@ constexpr const char* kPullSql =
     ", " HOPPER_LEASE_LEFT("lease_until") " FROM hopper.queue_pull($1, $2::int, " HOPPER_INTERVAL_PARAM("$3")
     ", $4, $5::text[], " HOPPER_TS_PARAM("$6") ", $7::bool, " HOPPER_INTERVAL_PARAM("$8") ")";
 
-std::vector<Param> pull_params(const std::string& queue, const PullOptions& o) {
+std::vector<Param> pull_params(const std::string& queue, const PullOptions& o, int encoding) {
     return {queue,
             std::to_string(o.n),
             rows::micros(o.lease),
             o.worker,
-            rows::kinds_param(o.kinds),
+            rows::kinds_param(o.kinds, encoding),
             rows::micros(o.at),
             detail::to_param(o.session_bound),
             rows::micros(o.wait)};
@@ -132,12 +134,12 @@ std::vector<Job> pulled_jobs(const Result& r) {
 }  // namespace
 
 std::vector<Job> Client::pull(const std::string& queue, const PullOptions& o) {
-    return pulled_jobs(call(kPullName, kPullSql, pull_params(queue, o)));
+    return pulled_jobs(call(kPullName, kPullSql, pull_params(queue, o, client_encoding())));
 }
 
 void Client::begin_pull(const std::string& queue, const PullOptions& o) {
     ensure_connected();
-    conn_.send_prepared(kPullName, kPullSql, pull_params(queue, o));
+    conn_.send_prepared(kPullName, kPullSql, pull_params(queue, o, conn_.client_encoding()));
     pull_cancelled_ = false;
     pull_sent_ = true;
 }
@@ -167,7 +169,7 @@ void Client::cancel_pull() {
 }
 
 std::vector<Job> Client::take(const std::string& queue, const TakeOptions& o) {
-    Param kinds = rows::kinds_param(o.kinds);
+    Param kinds = rows::kinds_param(o.kinds, client_encoding());
     auto r = call("hopper_take",
                   "SELECT id, queue, kind, payload, attempt, " HOPPER_US("run_at") ", " HOPPER_US(
                       "created_at") " FROM hopper.queue_take($1, $2::int, $3, $4::text[], "
@@ -190,15 +192,16 @@ namespace {
 // The three array parameters of queue_complete_many.
 std::vector<Param> completion_params(const std::vector<int64_t>& ids,
                                      const std::vector<int64_t>& tokens,
-                                     const std::vector<std::optional<std::string>>& results) {
+                                     const std::vector<std::optional<std::string>>& results,
+                                     int encoding) {
     if (ids.size() != tokens.size() || (!results.empty() && results.size() != ids.size()))
         throw std::invalid_argument(
             "complete_many: ids, lease_tokens and results differ in length");
     std::vector<std::optional<std::string>> id_text, token_text;
     for (int64_t v : ids) id_text.push_back(std::to_string(v));
     for (int64_t v : tokens) token_text.push_back(std::to_string(v));
-    return {rows::array_literal(id_text), rows::array_literal(token_text),
-            results.empty() ? Param() : Param(rows::array_literal(results))};
+    return {rows::array_literal(id_text, encoding), rows::array_literal(token_text, encoding),
+            results.empty() ? Param() : Param(rows::array_literal(results, encoding))};
 }
 
 // "{1,2,3}" (a bigint[] as text) into numbers; NULL or "{}" into none.
@@ -226,7 +229,7 @@ std::vector<int64_t> Client::complete_many(const std::vector<int64_t>& ids,
                                            const std::vector<std::optional<std::string>>& results) {
     auto r = call("hopper_complete_many",
                   "SELECT * FROM hopper.queue_complete_many($1::int8[], $2::int8[], $3::jsonb[])",
-                  completion_params(ids, tokens, results));
+                  completion_params(ids, tokens, results, client_encoding()));
     std::vector<int64_t> done;
     done.reserve(static_cast<size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) done.push_back(r.int64(i, 0));
@@ -237,8 +240,9 @@ std::vector<Job> Client::complete_many_and_pull(
     const std::vector<int64_t>& ids, const std::vector<int64_t>& tokens,
     const std::vector<std::optional<std::string>>& results, const std::string& queue,
     const PullOptions& o, std::vector<int64_t>& completed) {
-    std::vector<Param> params = completion_params(ids, tokens, results);
-    Param kinds = rows::kinds_param(o.kinds);
+    const int enc = client_encoding();
+    std::vector<Param> params = completion_params(ids, tokens, results, enc);
+    Param kinds = rows::kinds_param(o.kinds, enc);
     for (Param p : {Param(queue), Param(std::to_string(o.n)), rows::micros(o.lease),
                     Param(o.worker), kinds, rows::micros(o.at), detail::to_param(o.session_bound)})
         params.push_back(std::move(p));
@@ -294,12 +298,10 @@ bool Client::heartbeat(int64_t id, int64_t token, std::optional<Duration> extend
 
 bool Client::progress(int64_t id, int64_t token, double fraction,
                       const std::optional<std::string>& detail) {
-    // The server keeps progress as a real: a fraction too small for one (1e-50) was refused as
-    // "out of range for type real" where the stored value is 0.
-    if (std::fabs(fraction) < std::numeric_limits<float>::min()) fraction = 0;
+    // The server keeps progress as a real (rows::real: 1e-50 is stored as 0).
     return call("hopper_progress",
                 "SELECT hopper.queue_progress($1::int8, $2::int8, $3::real, $4::jsonb)",
-                {id_param(id), id_param(token), fmt::format("{}", fraction), detail})
+                {id_param(id), id_param(token), rows::real(fraction), detail})
         .boolean(0, 0);
 }
 

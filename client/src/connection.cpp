@@ -440,6 +440,10 @@ int Connection::server_pid() {
     if (!pooled_) return backend_pid();
     return static_cast<int>(exec("SELECT pg_catalog.pg_backend_pid()").int64(0, 0));
 }
+int Connection::client_encoding() const {
+    return PQclientEncoding(conn_.get());
+}
+
 int Connection::socket() const {
     return PQsocket(conn_.get());
 }

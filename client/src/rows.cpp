@@ -1,16 +1,38 @@
 // Row and parameter conversions; see rows.hpp.
 #include "rows.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "encoded_chars.hpp"
+
 namespace hopper::rows {
 
 Param micros(std::optional<Duration> d) {
     if (!d) return std::nullopt;
-    return std::to_string(d->count());
+    // HOPPER_INTERVAL_PARAM multiplies in float8, in which a count within 512 of int8's end rounds
+    // to 2^63 microseconds, past an interval's range: Duration::max() (a "no timeout" that reaches
+    // wait, lease, retry_in, extend or dedup_window) was refused as "interval out of range"
+    // (22008) naming no argument. Held at the last float8 below 2^63 it is still ~292,000 years,
+    // which the server refuses with its own message (22023: "wait must be at least 0 s and at
+    // most 3600 s").
+    constexpr int64_t limit = std::numeric_limits<int64_t>::max() - 1023;  // 2^63 - 1024
+    return std::to_string(std::clamp<int64_t>(d->count(), -limit, limit));
 }
 
 Param micros(std::optional<TimePoint> t) {
     if (!t) return std::nullopt;
     return std::to_string(std::chrono::duration_cast<Duration>(t->time_since_epoch()).count());
+}
+
+Param real(double v) {
+    if (std::fabs(v) < std::numeric_limits<float>::min()) return std::string("0");
+    if (std::fabs(v) > std::numeric_limits<float>::max() && std::isfinite(v))
+        return std::string(v > 0 ? "Infinity" : "-Infinity");
+    return fmt::format("{}", v);
 }
 
 TimePoint time_at(const Result& r, int row, int col) {
@@ -28,7 +50,7 @@ std::optional<TimePoint> opt_time_at(const Result& r, int row, int col) {
     return time_at(r, row, col);
 }
 
-std::string array_literal(const std::vector<std::optional<std::string>>& values) {
+std::string array_literal(const std::vector<std::optional<std::string>>& values, int encoding) {
     std::string out = "{";
     for (size_t i = 0; i < values.size(); ++i) {
         if (i) out += ',';
@@ -38,9 +60,12 @@ std::string array_literal(const std::vector<std::optional<std::string>>& values)
         }
         // Always quoted, so empty strings, spaces, commas and the word NULL survive as text.
         out += '"';
-        for (char c : *values[i]) {
-            if (c == '"' || c == '\\') out += '\\';
-            out += c;
+        const std::string& v = *values[i];
+        for (size_t k = 0; k < v.size();) {
+            const size_t n = internal::encoded_char_length(v, k, encoding);
+            if (n == 1 && (v[k] == '"' || v[k] == '\\')) out += '\\';
+            out.append(v, k, n);
+            k += n;
         }
         out += '"';
     }
@@ -48,9 +73,9 @@ std::string array_literal(const std::vector<std::optional<std::string>>& values)
     return out;
 }
 
-Param kinds_param(const std::vector<std::string>& kinds) {
+Param kinds_param(const std::vector<std::string>& kinds, int encoding) {
     if (kinds.empty()) return std::nullopt;
-    return array_literal({kinds.begin(), kinds.end()});
+    return array_literal({kinds.begin(), kinds.end()}, encoding);
 }
 
 namespace {

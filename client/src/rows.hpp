@@ -49,13 +49,20 @@ namespace hopper::rows {
 
 Param micros(std::optional<Duration> d);
 Param micros(std::optional<TimePoint> t);
+// A double for a real ($n::real) parameter: one too small for a real (1e-50) as 0, which is what
+// the server would store, one too large (1e50) as infinity, which the server's range check
+// refuses with its own message; either was refused as "out of range for type real" (22003).
+Param real(double v);
 TimePoint time_at(const Result& r, int row, int col);
 std::optional<TimePoint> opt_time_at(const Result& r, int row, int col);
 
-// A PostgreSQL array literal ({"a","b",NULL}) of text values, for text[] and jsonb[] parameters.
-std::string array_literal(const std::vector<std::optional<std::string>>& values);
+// A PostgreSQL array literal ({"a","b",NULL}) of text values, for text[] and jsonb[] parameters,
+// the values read in `encoding` (the session's client_encoding, Connection::client_encoding()):
+// only a character of one byte is escaped, a backslash inside a wider one (SJIS, BIG5, GBK,
+// GB18030, UHC, JOHAB) kept as it is.
+std::string array_literal(const std::vector<std::optional<std::string>>& values, int encoding);
 // The kinds filter of a pull or take as a text[] parameter: NULL (any kind) when empty.
-Param kinds_param(const std::vector<std::string>& kinds);
+Param kinds_param(const std::vector<std::string>& kinds, int encoding);
 
 // A pulled job: the columns of hopper.leased_job, then HOPPER_LEASE_LEFT.
 Job read_job(const Result& r, int row);

@@ -46,17 +46,25 @@ bool names_job(const std::string& payload, int64_t id) {
 // UNLISTENs what it added and puts back for the caller all it read but its own.
 class DoneListener {
   public:
-    DoneListener(Connection& c, bool listen) : c_(c) {
-        if (!listen) return;  // in a transaction: a LISTEN would start only at its commit
+    // `listen` false: in a transaction, where a LISTEN would start only at its commit.
+    DoneListener(Connection& c, bool listen) : c_(c), started_(!listen) {}
+    DoneListener(const DoneListener&) = delete;
+    DoneListener& operator=(const DoneListener&) = delete;
+
+    // LISTENs unless it has already: called before each look, on a connection made again if it
+    // was lost, so that a connection lost before the first statement (an idle session ended by
+    // idle_session_timeout, a restart or a failover while the caller's Client sat idle) is made
+    // again like one lost during the wait. Throws ConnectionError when it is lost meanwhile.
+    void start() {
+        if (started_) return;
         own_ =
             !c_.exec_prepared("hopper_wait_listening",
                               "SELECT $1 = ANY (ARRAY(SELECT pg_catalog.pg_listening_channels()))",
                               {std::string(kDoneChannel)})
                  .boolean(0, 0);
         if (own_) c_.listen(kDoneChannel);
+        started_ = true;
     }
-    DoneListener(const DoneListener&) = delete;
-    DoneListener& operator=(const DoneListener&) = delete;
     ~DoneListener() {
         try {
             // On a connection that is gone this only forgets the LISTEN, which went with it: a
@@ -88,6 +96,7 @@ class DoneListener {
 
   private:
     Connection& c_;
+    bool started_;
     bool own_ = false;
     std::vector<Notification> theirs_;
 };
@@ -139,11 +148,14 @@ std::optional<JobInfo> Client::wait_for(int64_t id, Duration timeout) {
         }
     };
     // A connection lost outside a transaction (a server restart, a failover) does not end the
-    // wait, which is for the job: each poll connects again (LISTENing again), until the deadline.
-    // Inside one, the transaction went with the connection, and the loss is the caller's.
+    // wait, which is for the job: each poll connects again (LISTENing again), until the deadline,
+    // also when it was lost before the first statement. Inside one, the transaction went with the
+    // connection, and the loss is the caller's.
     const bool in_transaction = conn_.in_transaction();
     auto look = [&]() -> std::optional<JobInfo> {
         try {
+            ensure_connected();
+            listener.start();
             return status();
         } catch (const ConnectionError&) {
             if (in_transaction) throw;

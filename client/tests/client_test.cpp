@@ -400,6 +400,121 @@ TEST_F(ClientTest, ProgressTooSmallForARealIsZero) {
     EXPECT_NEAR(*c.job_status(id).progress, 1e-6, 1e-12);
 }
 
+// A jitter too small for the server's real was refused the same way; one too large for it, where
+// the server names jitter's own range (0-1), as "out of range for type real" (22003).
+TEST_F(ClientTest, JitterOutsideARealsRangeIsReadAsTheServerWould) {
+    std::string q = unique_queue("jitter");
+    auto jitter = [&] {
+        return c.exec("SELECT jitter::float8 FROM hopper.queues WHERE name = $1", q).float8(0, 0);
+    };
+    for (double tiny : {1e-50, -1e-50, 5e-324}) {
+        QueueOptions o;
+        o.jitter = tiny;
+        c.queue_create(q, o);
+        EXPECT_EQ(jitter(), 0.0) << tiny;
+    }
+    QueueOptions small;
+    small.jitter = 1e-6;
+    c.queue_create(q, small);
+    EXPECT_NEAR(jitter(), 1e-6, 1e-12);
+    for (double large : {1e50, -1e50, 1e300}) {
+        QueueOptions o;
+        o.jitter = large;
+        std::string msg = expect_sqlstate("22023", [&] { c.queue_create(q, o); });
+        EXPECT_NE(msg.find("jitter must be between 0 and 1"), std::string::npos) << msg;
+    }
+    int64_t id = c.push(q, "{}");
+    Job j = c.pull(q).at(0);
+    std::string msg = expect_sqlstate("22023", [&] { c.progress(id, j.lease_token, 1e50); });
+    EXPECT_NE(msg.find("progress"), std::string::npos) << msg;
+}
+
+// Duration::max(), "no timeout" to wait_for, reached the server as an interval past its range:
+// "interval out of range" (22008), naming no argument. Each option so given is refused as any
+// value out of its range is, by the server, naming it (22023); so is Duration::min().
+TEST_F(ClientTest, TheLongestDurationsAreRefusedNamingTheirOption) {
+    std::string q = unique_queue("longest");
+    c.queue_create(q);
+    int64_t id = c.push(q, "{}");
+    Job j = c.pull(q).at(0);
+    int64_t other = c.push(q, "{}");
+    for (Duration d : {Duration::max(), Duration::min()}) {
+        SCOPED_TRACE(d == Duration::max() ? "Duration::max()" : "Duration::min()");
+        auto refused = [&](const std::string& option, auto fn) {
+            std::string msg = expect_sqlstate("22023", fn);
+            EXPECT_EQ(msg.rfind(option + " must be", 0), 0u) << msg;
+        };
+        refused("lease", [&] {
+            QueueOptions o;
+            o.lease = d;
+            c.queue_create(q, o);
+        });
+        refused("backoff_base", [&] {
+            QueueOptions o;
+            o.backoff_base = d;
+            c.queue_create(q, o);
+        });
+        refused("backoff_cap", [&] {
+            QueueOptions o;
+            o.backoff_cap = d;
+            c.queue_create(q, o);
+        });
+        refused("retention", [&] {
+            QueueOptions o;
+            o.retention = d;
+            c.queue_create(q, o);
+        });
+        refused("dedup_window", [&] {
+            PushOptions o;
+            o.dedup_key = "k";
+            o.dedup_window = d;
+            c.push(q, "{}", o);
+        });
+        refused("dedup_window", [&] {
+            BatchPushOptions o;
+            o.dedup_keys = {"k"};
+            o.dedup_window = d;
+            c.push_batch(q, {"{}"}, o);
+        });
+        refused("wait", [&] {
+            PullOptions o;
+            o.wait = d;
+            c.pull(q, o);
+        });
+        refused("lease", [&] {
+            PullOptions o;
+            o.lease = d;
+            c.pull(q, o);
+        });
+        refused("lease", [&] {
+            PullOptions o;
+            o.lease = d;
+            std::vector<int64_t> done;
+            c.complete_many_and_pull({}, {}, {}, q, o, done);
+        });
+        refused("wait", [&] {
+            Transaction tx(c);
+            TakeOptions o;
+            o.wait = d;
+            c.take(q, o);
+        });
+        refused("retry_in", [&] {
+            FailOptions o;
+            o.retry_in = d;
+            c.fail(id, j.lease_token, "x", o);
+        });
+        refused("retry_in", [&] {
+            FailOptions o;
+            o.retry_in = d;
+            c.fail_taken(other, "x", o);
+        });
+        refused("extend", [&] { c.heartbeat(id, j.lease_token, d); });
+    }
+    // The job was left as it was.
+    EXPECT_EQ(c.job_status(id).state, JobState::Running);
+    EXPECT_TRUE(c.heartbeat(id, j.lease_token, std::chrono::minutes(5)));
+}
+
 TEST_F(ClientTest, ReleaseGivesTheJobBack) {
     std::string q = unique_queue("release");
     int64_t id = c.push(q, "{}");

@@ -385,5 +385,38 @@ TEST(WaitFor, ALostConnectionIsMadeAgainAndLeavesNoListenBehind) {
     EXPECT_EQ(c.exec("SELECT count(*) FROM pg_catalog.pg_listening_channels()").int64(0, 0), 0);
 }
 
+// A connection lost while the Client sat idle (idle_session_timeout, a restart, a failover) is
+// found by the wait's first statement, its LISTEN: that was outside the polls' reconnecting, and
+// the wait threw ConnectionError at once. It connects again as a lost poll does.
+TEST(WaitFor, AConnectionLostBeforeTheWaitIsMadeAgain) {
+    Client c(conninfo()), admin(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    int pid = c.connection().backend_pid();
+    admin.exec("SELECT pg_catalog.pg_terminate_backend($1, 5000)", pid);
+    auto finisher = std::async(std::launch::async, [&] {
+        std::this_thread::sleep_for(500ms);
+        Job j = admin.pull(q).at(0);
+        return admin.complete(j.id, j.lease_token);
+    });
+    std::optional<JobInfo> done = c.wait_for(id, 5s);
+    EXPECT_TRUE(finisher.get());
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->state, JobState::Completed);
+    ASSERT_NE(c.connection().backend_pid(), pid);
+    EXPECT_EQ(c.exec("SELECT count(*) FROM pg_catalog.pg_listening_channels()").int64(0, 0), 0);
+}
+
+// Inside a transaction the loss is the caller's: the transaction went with the connection.
+TEST(WaitFor, AConnectionLostBeforeTheWaitInATransactionIsTheCallers) {
+    Client c(conninfo()), admin(conninfo());
+    std::string q = unique_queue("wait");
+    int64_t id = c.push(q, "{}");
+    Transaction tx(c);
+    c.exec("SELECT 1");
+    admin.exec("SELECT pg_catalog.pg_terminate_backend($1, 5000)", c.connection().backend_pid());
+    EXPECT_THROW(c.wait_for(id, 5s), ConnectionError);
+}
+
 }  // namespace
 }  // namespace hopper

@@ -99,6 +99,8 @@ class Transcode {
         log_.info(fmt::format("job {} video {}: {}", job_.id(), p_.video_id, what));
     }
     bool timed_out() const { return deadline_ && Steady::now() >= *deadline_; }
+    // The session's encoding, which JSON text sent to the server is quoted in.
+    int encoding() { return db_.connection().client_encoding(); }
     void check() {
         if (stop_.stopped()) throw JobStopped{};
     }
@@ -153,7 +155,7 @@ void Transcode::send(double f, double position, double duration, bool now_or_nev
     if (!now_or_never && now - last_report_ < std::chrono::milliseconds(500)) return;
     last_report_ = now;
     std::string detail = fmt::format(R"({{"video_id": {}, "position": {:.3f}, "duration": {}{}}})",
-                                     hopper::json::quote(p_.video_id), position,
+                                     hopper::json::quote(p_.video_id, encoding()), position,
                                      duration > 0 ? fmt::format("{:.3f}", duration) : "null",
                                      speed_ ? fmt::format(R"(, "speed": {:.2f})", *speed_) : "");
     if (!job_.progress(f, detail) && !stop_.stopped()) {
@@ -216,8 +218,8 @@ void Transcode::encode_and_publish(const MediaInfo& info) {
     double took = std::chrono::duration<double>(Steady::now() - started_).count();
     std::string result = fmt::format(
         R"({{"video_id": {}, "playlist": {}, "duration": {:.3f}, "renditions": {}, "seconds": {:.2f}}})",
-        hopper::json::quote(p_.video_id), hopper::json::quote(playlist), duration,
-        renditions_json(plan), took);
+        hopper::json::quote(p_.video_id, encoding()), hopper::json::quote(playlist, encoding()),
+        duration, renditions_json(plan), took);
     // Publishing and completing cannot be one atomic step, so the order decides what a race
     // leaves behind. The job's row is locked first (held with our lease token), so a cancel or a
     // lease rescue waits for this transaction instead of slipping in between; the stream is

@@ -105,11 +105,14 @@ Submitted submit_video(hopper::Client& client, const std::string& queue,
     po.kind = kJobKind;
     po.max_attempts = max_attempts;
     po.concurrency_key = "video:" + s.video_id;
-    s.job_id =
-        client.push(queue,
-                    fmt::format(R"({{"video_id": {}, "path": {}}})",
-                                hopper::json::quote(s.video_id), hopper::json::quote(raw_path)),
-                    po);
+    // Quoted in the session's encoding, which the server converts from (in SJIS a character may
+    // end in the byte of a backslash).
+    const int enc = client.connection().client_encoding();
+    s.job_id = client.push(
+        queue,
+        fmt::format(R"({{"video_id": {}, "path": {}}})", hopper::json::quote(s.video_id, enc),
+                    hopper::json::quote(raw_path, enc)),
+        po);
     client.exec("UPDATE transcode.videos SET job_id = $2 WHERE id = $1", s.video_id, s.job_id);
     tx.commit();
     return s;

@@ -160,6 +160,9 @@ class Client {
     friend class Transaction;
     Result call(const char* name, const char* sql, const std::vector<Param>& params);
     void ensure_connected();
+    // The session's client_encoding, for the array parameters built from the caller's text
+    // (connecting first, should the connection be down).
+    int client_encoding();
 
     Connection conn_;
     int tx_depth_ = 0;

@@ -142,6 +142,11 @@ class Connection {
     bool wait(std::chrono::milliseconds timeout, int extra_fd = -1);
 
     std::string escape_identifier(std::string_view name) const;
+    // The session's client_encoding as libpq numbers it (PQclientEncoding; -1 without a
+    // connection), for hopper::json::quote: the text sent is in that encoding, and in SJIS, BIG5,
+    // GBK, GB18030, UHC and JOHAB the second byte of a character can be 0x5C, the backslash. No
+    // round trip: the server reports the setting on connecting and on every change.
+    int client_encoding() const;
     // The pid the connection announced (PQbackendPID): behind a pooler, not a server process.
     int backend_pid() const;
     int socket() const;

@@ -144,5 +144,22 @@ TEST_F(VideoStoreTest, AJobGoneFromAQueueWithoutHistorySettlesItsRow) {
     tx.commit();
 }
 
+// A Shift-JIS session's upload: the job's payload names the file the row does. Quoted byte by
+// byte, 表 (0x95 0x5C) took the "n" after it for an escape, and the path held a line break.
+TEST_F(VideoStoreTest, ThePayloadNamesASjisSessionsFileAsTheRowDoes) {
+    std::string q = unique_queue("sjis");
+    hopper::Client sjis(conninfo() + " client_encoding=SJIS");
+    Submitted s = submit_video(sjis, q, std::string("sjis"),
+                               "/in/\x95\x5C"
+                               "n.mp4",
+                               std::nullopt);
+    const std::string utf8_path =
+        "/in/\xE8\xA1\xA8"
+        "n.mp4";
+    EXPECT_EQ(field(s.video_id, "raw_file_path"), utf8_path);
+    EXPECT_EQ(c.exec("SELECT payload->>'path' FROM hopper.job_status($1)", s.job_id).text(0, 0),
+              utf8_path);
+}
+
 }  // namespace
 }  // namespace transcode
