@@ -15,6 +15,7 @@ namespace hopper::internal {
 namespace {
 using Steady = std::chrono::steady_clock;
 constexpr auto kTick = std::chrono::milliseconds(100);
+constexpr Duration kShortestInterval = std::chrono::milliseconds(100);
 }  // namespace
 
 Heartbeat::Heartbeat(std::string conninfo, std::optional<Duration> lease, Duration min_backoff,
@@ -104,18 +105,25 @@ Duration heartbeat_interval(const Job& job, std::optional<Duration> lease) {
     // worker's own, what the pull left of the queue's, which needs no clock of this machine:
     // lease_until less this machine's time was off by however far its clock is from the server's,
     // and a clock 40 s behind gave a 10 s lease its first heartbeat after 17 s, every lease lost.
-    return std::clamp<Duration>((lease ? *lease : job.lease_left) / 3,
-                                std::chrono::milliseconds(100), std::chrono::minutes(10));
+    return std::clamp<Duration>((lease ? *lease : job.lease_left) / 3, kShortestInterval,
+                                std::chrono::minutes(10));
+}
+
+Duration heartbeat_extension(const Job& job, std::optional<Duration> lease) {
+    return std::max<Duration>(lease ? *lease : job.lease_left, 3 * kShortestInterval);
 }
 
 void Heartbeat::hold(const Job& job) {
     Duration interval = heartbeat_interval(job, lease_);
+    Duration extension = heartbeat_extension(job, lease_);
     std::lock_guard<std::mutex> lock(m_);
-    entries_[{job.id, job.lease_token}] = Entry{nullptr, false, interval, Steady::now() + interval};
+    entries_[{job.id, job.lease_token}] =
+        Entry{nullptr, false, interval, extension, Steady::now() + interval};
 }
 
 StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
     Duration interval = heartbeat_interval(job, lease_);
+    Duration extension = heartbeat_extension(job, lease_);
     std::lock_guard<std::mutex> lock(m_);
     const Run run{job.id, job.lease_token};
     auto gone = gone_.find(run);
@@ -130,7 +138,7 @@ StopReason Heartbeat::add(const Job& job, JobContext& ctx) {
         it->second.ctx = &ctx;
         return StopReason::None;
     }
-    entries_[run] = Entry{&ctx, false, interval, Steady::now() + interval};
+    entries_[run] = Entry{&ctx, false, interval, extension, Steady::now() + interval};
     return StopReason::None;
 }
 
@@ -235,6 +243,7 @@ void Heartbeat::beat_due() {
     struct Due {
         int64_t id;
         int64_t token;
+        Duration extension;
     };
     std::vector<Due> due;
     auto now = Steady::now();
@@ -248,7 +257,7 @@ void Heartbeat::beat_due() {
         std::lock_guard<std::mutex> lock(m_);
         for (auto& [run, e] : entries_)
             if (e.next <= now) {
-                due.push_back({run.first, run.second});
+                due.push_back({run.first, run.second, e.extension});
                 e.next = now + e.interval;
             }
     }
@@ -261,7 +270,8 @@ void Heartbeat::beat_due() {
         try {
             for (const auto& d : due) {
                 try {
-                    if (limited([&](Client& cl) { return cl.heartbeat(d.id, d.token, lease_); }))
+                    if (limited(
+                            [&](Client& cl) { return cl.heartbeat(d.id, d.token, d.extension); }))
                         continue;
                     // Tell "an operator cancelled it" from "someone else has it now".
                     JobState st = control().job_status(d.id).state;

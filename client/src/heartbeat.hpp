@@ -28,6 +28,12 @@ namespace hopper::internal {
 // a third of its lease, between 100 ms and 10 minutes. It does not depend on this machine's clock
 // agreeing with the server's.
 Duration heartbeat_interval(const Job& job, std::optional<Duration> lease);
+// How far each of the job's heartbeats extends its lease: by the lease it was pulled with (the
+// worker's, or what the pull left of the queue's), the length its interval is a third of. Not the
+// queue's lease of the moment: a queue whose lease was shortened while the job ran had the job
+// beaten every third of its old lease and extended by the new one, and lose its lease between
+// beats. At least three of the shortest intervals.
+Duration heartbeat_extension(const Job& job, std::optional<Duration> lease);
 
 class Heartbeat {
   public:
@@ -69,6 +75,7 @@ class Heartbeat {
         JobContext* ctx;  // null while the job is held, and once its handler returned
         bool finishing;   // its handler returned: its report is under way
         Duration interval;
+        Duration extension;  // each heartbeat's (heartbeat_extension)
         std::chrono::steady_clock::time_point next;
     };
     void loop();

@@ -146,6 +146,7 @@ struct Worker::Impl {
     int jobs_left() const;
     bool all_jobs_done();
     void handler_thread(internal::Heartbeat& hb);
+    bool handler_connection(std::unique_ptr<Client>& client, Backoff& backoff);
     void process(Client& client, internal::Heartbeat& hb, const Job& job);
     void report(Client& client, const Job& job, const std::function<void()>& run);
     bool complete_job(Client& client, const Job& job, const std::optional<std::string>& result);
@@ -522,8 +523,7 @@ void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
             job = std::move(pending.front());
             pending.pop_front();
         }
-        if (!client) client = connect(backoff, [&] { return stopping(); });
-        if (client) {
+        if (handler_connection(client, backoff)) {
             process(*client, hb, job);
         } else {
             // Shutting down before a connection came back: leave the job to its lease.
@@ -536,6 +536,33 @@ void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
         }
         idle_cv.notify_all();
         wake.notify();
+    }
+}
+
+// Makes the handler thread's connection ready for the next job: connects at the first, and again
+// when the server has closed it meanwhile. A server restart closes the idle handler connections,
+// which look open until used: the job's handler met the loss at its first statement, and the job,
+// pulled after the restart, failed an attempt it never got to make. Noticed without a round trip
+// (internal::still_open), so a job costs no more than before. Retried with back-off; false when
+// the worker is stopping and no connection could be made.
+bool Worker::Impl::handler_connection(std::unique_ptr<Client>& client, Backoff& backoff) {
+    if (client && internal::still_open(client->connection())) return true;
+    while (true) {
+        try {
+            // The same Client when there is one: what its handlers set on its connection
+            // (Connection::on_connect, listen) is made again on the new one.
+            if (client)
+                client->reconnect();
+            else
+                client = internal::worker_client(opt.conninfo);
+            backoff.reset();
+            return true;
+        } catch (const std::exception& ex) {
+            if (stopping()) return false;
+            Duration d = backoff.next();
+            log(fmt::format("cannot connect (retrying in {} ms): {}", d.count() / 1000, ex.what()));
+            pause(d);
+        }
     }
 }
 

@@ -16,6 +16,14 @@ namespace hopper::internal {
 // reached.
 std::unique_ptr<Client> worker_client(const std::string& conninfo);
 
+// Whether `conn` is still open: false once the server has closed it. A server that restarts (or
+// an operator's pg_terminate_backend) ends idle sessions, and their connections look open until
+// they are next used; this notices it without a round trip and without waiting, by reading what
+// the server sent (its farewell, then the closed socket), and leaves anything else it read, a
+// notification say, for the connection's next reader. A connection lost without word from the
+// server (a network gone quiet) still looks open.
+bool still_open(Connection& conn);
+
 // Whether the session's statement_timeout ends a wait in the server this long (with a second
 // for the statement's work around it). A waiting pull or take ended by SQLSTATE 57014 met either
 // that or someone's pg_cancel_backend; only the timeout says the role cannot wait, and an

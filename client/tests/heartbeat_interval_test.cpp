@@ -45,5 +45,24 @@ TEST(HeartbeatInterval, StaysWithinItsBounds) {
     EXPECT_EQ(interval_us(pulled(0s, 24h), std::nullopt), 600000000);
 }
 
+int64_t extension_us(const Job& job, std::optional<Duration> lease) {
+    return internal::heartbeat_extension(job, lease).count();
+}
+
+// Each heartbeat extends the lease by the length its interval is a third of: the lease the job was
+// pulled with, not the queue's of the moment, which may have been shortened since.
+TEST(HeartbeatInterval, AHeartbeatExtendsByTheLeaseItIsAThirdOf) {
+    for (Duration skew : {Duration(-40s), Duration(0s), Duration(40s)}) {
+        SCOPED_TRACE(testing::Message() << "server clock ahead by " << skew.count() << " us");
+        EXPECT_EQ(extension_us(pulled(skew, 9s), std::nullopt), 9000000);
+        EXPECT_EQ(extension_us(pulled(skew, 30s), Duration(30s)), 30000000);
+    }
+    EXPECT_EQ(extension_us(pulled(0s, 2h), std::nullopt), 7200000000)
+        << "a long lease is kept whole, though its heartbeats come every 10 minutes";
+    // Never shorter than three of the shortest intervals.
+    EXPECT_EQ(extension_us(pulled(0s, 0s), std::nullopt), 300000);
+    EXPECT_EQ(extension_us(pulled(0s, -5s), std::nullopt), 300000);
+}
+
 }  // namespace
 }  // namespace hopper

@@ -95,6 +95,77 @@ TEST(Reconnect, WorkerCarriesOnAfterServerRestart) {
     EXPECT_EQ(w.stats().completed, 2u);
 }
 
+// A restart closes the handler threads' idle connections, which look open until used: each thread
+// reconnects before it hands its next job to its handler. (The first job of each thread after the
+// restart met the lost connection at its handler's first statement, and failed an attempt.)
+TEST(Reconnect, HandlersConnectionsComeBackBeforeTheirNextJob) {
+    const char* cluster = std::getenv("HOPPER_TEST_CLUSTER");
+    if (cluster == nullptr || *cluster == '\0')
+        GTEST_SKIP() << "HOPPER_TEST_CLUSTER is not set (run through make test)";
+    std::string q = unique_queue("restart_handlers");
+    constexpr int kThreads = 3;
+    {
+        Client c(conninfo());
+        QueueOptions qo;
+        qo.max_attempts = 1;  // a job that fails once is dead
+        c.queue_create(q, qo);
+    }
+    WorkerOptions o;
+    o.conninfo = conninfo();
+    o.queue = q;
+    o.concurrency = kThreads;
+    o.handle_signals = false;
+    o.poll_interval = 1s;
+    o.min_backoff = 100ms;
+    o.max_backoff = 1s;
+    o.log = [](const std::string&) {};
+    Worker w(o);
+    std::mutex m;
+    std::condition_variable cv;
+    int running = 0;
+    w.on_any([&](JobContext& job) {
+        job.client().exec("SELECT 1");
+        // Before the restart, the jobs run side by side, so that every thread has its connection.
+        std::unique_lock<std::mutex> lock(m);
+        ++running;
+        cv.notify_all();
+        cv.wait_for(lock, 30s, [&] { return running >= kThreads; });
+    });
+    std::thread t([&] { w.run(); });
+
+    std::vector<int64_t> before, after;
+    for (int i = 0; i < kThreads; ++i) before.push_back(push_when_up(q));
+    for (int64_t id : before) EXPECT_TRUE(eventually([&] { return completed(id); }, 60s));
+    {
+        std::lock_guard<std::mutex> lock(m);
+        ASSERT_EQ(running, kThreads) << "the jobs did not run side by side";
+    }
+
+    std::string cmd = fmt::format("\"{}\" restart >/dev/null 2>&1", cluster);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    for (int i = 0; i < kThreads; ++i) after.push_back(push_when_up(q));
+    for (int64_t id : after) {
+        std::optional<JobInfo> info;
+        EXPECT_TRUE(eventually(
+            [&] {
+                try {
+                    info = Client(conninfo()).job_status(id);
+                    return info->state == JobState::Completed || info->state == JobState::Dead;
+                } catch (const ConnectionError&) {
+                    return false;
+                }
+            },
+            90s));
+        ASSERT_TRUE(info.has_value());
+        EXPECT_EQ(info->state, JobState::Completed)
+            << "job " << id << " pushed after the restart: " << info->last_error.value_or("");
+    }
+    w.stop();
+    t.join();
+    EXPECT_EQ(w.stats().completed, 2u * kThreads);
+    EXPECT_EQ(w.stats().failed, 0u);
+}
+
 // wait_for outlives a restart of the server: its polls connect again, and the job finishing
 // after the restart ends the wait. (It threw ConnectionError at the restart, and `hopper wait`
 // exited 3.)

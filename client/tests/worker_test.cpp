@@ -1274,6 +1274,49 @@ TEST(Worker, HeartbeatsKeepALongJobPastItsLease) {
     EXPECT_EQ(c.job_status(id).attempt, 1);
 }
 
+// A running job keeps the lease it was pulled with when its queue's lease is shortened meanwhile:
+// each heartbeat extends it by that lease, a third of which is the heartbeat's interval. (Beaten
+// every second and extended by the queue's new half second, its lease ran out between heartbeats,
+// and another worker took the job while its handler still ran.)
+TEST(Worker, ShorteningTheQueuesLeaseDoesNotCostARunningJobItsLease) {
+    Client c(conninfo());
+    std::string q = unique_queue("w");
+    QueueOptions qo;
+    qo.lease = 3s;  // heartbeats every second
+    c.queue_create(q, qo);
+    Worker w(options(q, 1));
+    std::atomic<int> runs{0};
+    std::atomic<bool> started{false}, stopped{false};
+    w.on_any([&](JobContext& job) {
+        ++runs;
+        started = true;
+        // Not while a run of it lost is still held: the test ends at the first.
+        if (job.attempt() > 1) return;
+        stopped = job.wait_for_stop(5s);
+    });
+    Running r(w);
+    int64_t id = c.push(q, "{}");
+    ASSERT_TRUE(eventually([&] { return started.load(); }, 60s));
+    QueueOptions shorter;
+    shorter.lease = 500ms;
+    c.queue_create(q, shorter);
+    // Past the job's first lease, nobody else can take the job over.
+    Client thief(conninfo());
+    bool taken = false;
+    auto until = std::chrono::steady_clock::now() + 5s;
+    while (!taken && std::chrono::steady_clock::now() < until) {
+        taken = !thief.pull(q).empty();
+        std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_FALSE(taken) << "the job was taken over while its handler ran";
+    ASSERT_TRUE(eventually([&] { return state_is(c, id, JobState::Completed); }, 60s));
+    EXPECT_FALSE(stopped.load());
+    EXPECT_EQ(c.job_status(id).attempt, 1);
+    r.stop();
+    EXPECT_EQ(runs.load(), 1);
+    EXPECT_EQ(w.stats().lost, 0u);
+}
+
 // A heartbeat that fails (its connection ended) is tried again after the back-off, not a whole
 // interval later: with the lease a few intervals long, a short outage would otherwise cost it.
 TEST(Worker, AFailedHeartbeatIsRetriedAfterTheBackOff) {

@@ -165,7 +165,9 @@ struct WorkerOptions {
     // claimed only to be given back, and once the last of them has been handled run() returns
     // (a one-shot worker: a script's, a test's). Unset: no limit.
     std::optional<int> max_jobs;
-    std::optional<Duration> lease;  // unset: the queue's lease
+    // Each job's lease, which its heartbeats extend it by. Unset: the queue's lease as the job is
+    // pulled (a lease changed while the job runs applies from the next pull).
+    std::optional<Duration> lease;
     // Binds each lease to the server session that pulled the job (queue_pull's session_bound), so
     // that the reaper rescues the jobs of a worker process that dies at once, not when their
     // leases run out. Unset: bound, unless the worker's connections go through a connection
