@@ -14,7 +14,8 @@ SELECT hopper.queue_complete(:id, :tok, '{"ok": true}') AS completed;
 SELECT (SELECT count(*) FROM hopper.jobs WHERE id = :id) AS live,
        (SELECT count(*) FROM hopper.job_history WHERE id = :id) AS kept;
 SELECT pg_temp.try(format('SELECT hopper.job_status(%s)', :id)) AS status;
--- Its hint names both ways a job can be gone.
+-- Its hint names the ways an issued id can name no job; an id never issued hints at a wrong id
+-- (it said "it finished and its queue's retention no longer keeps it", which cannot apply).
 CREATE FUNCTION pg_temp.hint_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     h text;
@@ -26,6 +27,8 @@ EXCEPTION WHEN OTHERS THEN
     RETURN h;
 END $$;
 SELECT pg_temp.hint_of(format('SELECT hopper.job_status(%s)', :id)) AS hint;
+SELECT pg_temp.hint_of('SELECT hopper.job_status(9000000000000)') AS never_issued,
+       pg_temp.hint_of('SELECT hopper.queue_complete(9000000000000, 1)') AS complete_never_issued;
 -- Its detail says the id was issued, which an id never issued lacks: a waiter tells a job that
 -- finished unkept from a wrong id. So does a producer's; a role that may not read hopper.job_id_seq
 -- cannot tell, and gets the plain answer rather than a permission error.

@@ -214,7 +214,7 @@ std::vector<int64_t> complete_held(FunctionCallInfo fcinfo) {
             "  AND NOT " HOPPER_MAY_BE_UNKEPT("u.id") " LIMIT 1",
             {INT8ARRAYOID}, spi::Planning::kWalkIndexes);
         spi::Result u = conn.exec(unknown, {spi::arg_datum(PG_GETARG_DATUM(0))});
-        if (!u.empty()) throw jobs::unknown_job(u.get_int64(0, 1));
+        if (!u.empty()) throw jobs::unknown_job(u.get_int64(0, 1), jobs::Issued::no);
     }
 
     std::unordered_set<int64_t> emitted;

@@ -26,17 +26,21 @@ Oid relation() {
     });
 }
 
-PgError unknown_job(int64_t id, bool issued) {
+PgError unknown_job(int64_t id, Issued issued) {
     return PgError(
         ERRCODE_NO_DATA_FOUND, "job " + std::to_string(id) + " does not exist",
-        issued ? std::string(kIssuedDetail) +
-                     ": the job finished on a queue that keeps no history (or its history was "
-                     "pruned, or its queue dropped), or the push that drew the id did not commit."
-               : std::string(),
-        "It never existed, or it finished and its queue's retention no longer keeps it.");
+        issued == Issued::yes
+            ? std::string(kIssuedDetail) +
+                  ": the job finished on a queue that keeps no history (or its history was "
+                  "pruned, or its queue dropped), or the push that drew the id did not commit."
+            : std::string(),
+        issued == Issued::no ? "No push has drawn this id yet: check the id."
+        : issued == Issued::yes
+            ? "It finished and its queue's retention no longer keeps it, or it was never pushed."
+            : "It never existed, or it finished and its queue's retention no longer keeps it.");
 }
 
-bool issued(spi::Connection& conn, int64_t id) {
+Issued issued(spi::Connection& conn, int64_t id) {
     // Read with the caller's rights: a caller who may not read the sequence cannot tell, and gets
     // the plain answer rather than a permission error.
     bool readable = pg_guard([] {
@@ -44,10 +48,10 @@ bool issued(spi::Connection& conn, int64_t id) {
         Oid seq = OidIsValid(ns) ? get_relname_relid("job_id_seq", ns) : InvalidOid;
         return OidIsValid(seq) && pg_class_aclcheck(seq, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
     });
-    if (!readable) return false;
+    if (!readable) return Issued::unknown;
     static spi::Statement st("SELECT " HOPPER_MAY_BE_UNKEPT("$1"), {INT8OID});
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    return r.get_bool(0, 1);
+    return r.get_bool(0, 1) ? Issued::yes : Issued::no;
 }
 
 std::string state_of(spi::Connection& conn, int64_t id) {
@@ -68,7 +72,8 @@ void require_known(spi::Connection& conn, int64_t id) {
         "OR (" HOPPER_PACKED_STATE_OF_ID ") IS NOT NULL OR " HOPPER_MAY_BE_UNKEPT("$1"),
         {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (!r.get_bool(0, 1)) throw unknown_job(id);
+    // Found nowhere and beyond the sequence: never issued.
+    if (!r.get_bool(0, 1)) throw unknown_job(id, Issued::no);
 }
 
 }  // namespace hopper::jobs

@@ -15,16 +15,20 @@ Oid relation();
 // job with this id exists (never did, or was pruned from history).
 std::string state_of(spi::Connection& conn, int64_t id);
 
-// The P0002 error for an id that names no job here any more. With `issued` (see issued()) its
-// DETAIL begins with kIssuedDetail, which tells a job that may have finished unkept from an id
-// never handed out: job_status raises it so, and the client's wait_for reads it.
+// Whether the id job_id_seq handed out is known: `unknown` where it was not asked, or the caller
+// may not read the sequence.
+enum class Issued { unknown, yes, no };
+
+// The P0002 error for an id that names no job here any more. For an id issued its DETAIL begins
+// with kIssuedDetail, which tells a job that may have finished unkept from an id never handed
+// out: job_status raises it so, and the client's wait_for reads it. Its HINT names the causes
+// that can apply: an id never issued is no job that finished and was pruned.
 inline constexpr const char* kIssuedDetail = "The id was issued";
-PgError unknown_job(int64_t id, bool issued = false);
+PgError unknown_job(int64_t id, Issued issued = Issued::unknown);
 
 // Whether the sequence handed this id out (HOPPER_MAY_BE_UNKEPT): a job found nowhere may then
-// have finished on a queue that keeps no history. false when the caller may not read
-// hopper.job_id_seq, which cannot tell.
-bool issued(spi::Connection& conn, int64_t id);
+// have finished on a queue that keeps no history.
+Issued issued(spi::Connection& conn, int64_t id);
 
 // For a call that matched no running job: raises P0002 when no job with this id exists, and
 // returns when it exists in any state or may have finished in a queue that keeps no history
