@@ -1,5 +1,7 @@
 // status: the video row and its job, as a web API would show them.
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 #include <hopper/client.hpp>
@@ -66,7 +68,14 @@ int status_command(const Args& args) {
     if (args.status.json) {
         // One shape whatever is known: the job is null once the server no longer knows it (its
         // history pruned, its queue keeping none) or when the row names none.
-        const std::string video = *video_json(client, id);
+        // Deleted since it was read above: the answer for no such video.
+        const std::optional<std::string> row = video_json(client, id);
+        if (!row) {
+            std::cerr << fmt::format("no video {}\n", id);
+            std::cout << "null" << std::endl;
+            return 1;
+        }
+        const std::string& video = *row;
         std::optional<std::string> out;
         if (job) {
             try {
