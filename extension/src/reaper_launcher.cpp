@@ -78,9 +78,15 @@ std::vector<Oid> connectable_databases() {
 void scan() {
     std::vector<Oid> oids;
     std::vector<Oid> served;
+    // Of those, the reapers that found the extension: one still checking (as a start of this
+    // launcher may be when the wake-up of another makes it scan) says nothing yet.
+    std::vector<Oid> running;
     worker::in_transaction([&] {
         oids = connectable_databases();
-        for (const Process& p : processes()) served.push_back(p.database);
+        for (const Process& p : processes()) {
+            served.push_back(p.database);
+            if (p.active) running.push_back(p.database);
+        }
     });
     // Forget dropped databases.
     databases->erase(std::remove_if(databases->begin(), databases->end(),
@@ -99,8 +105,10 @@ void scan() {
             it = databases->end() - 1;
         }
         if (std::find(served.begin(), served.end(), oid) != served.end()) {
-            it->seen_running = true;
-            it->ever_running = true;
+            if (std::find(running.begin(), running.end(), oid) != running.end()) {
+                it->seen_running = true;
+                it->ever_running = true;
+            }
             continue;
         }
         // A reaper that was running and is gone (crashed, say) is replaced at once; a database
