@@ -45,6 +45,9 @@ END $$;
 SELECT pg_temp.detail_of(format('SELECT hopper.job_status(%s)', :id)) AS issued;
 SELECT pg_temp.detail_of('SELECT hopper.job_status(9000000000)') AS never_issued,
        pg_temp.detail_of('SELECT hopper.job_status(0)') AS never_issued_zero;
+-- queue_retry tells them apart the same way (it raised the bare P0002 for both).
+SELECT pg_temp.detail_of(format('SELECT hopper.queue_retry(%s)', :id)) AS retry_issued,
+       pg_temp.hint_of('SELECT hopper.queue_retry(9000000000)') AS retry_never_issued;
 CREATE ROLE regress_forgetful_reader;
 GRANT USAGE ON SCHEMA hopper TO regress_forgetful_reader;
 GRANT EXECUTE ON FUNCTION hopper.job_status(bigint) TO regress_forgetful_reader;

@@ -61,7 +61,9 @@ std::string state_of(spi::Connection& conn, int64_t id) {
                              "UNION ALL (" HOPPER_PACKED_STATE_OF_ID ") LIMIT 1",
                              {INT8OID}, spi::Planning::kWalkIndexes);
     spi::Result r = conn.exec(st, {spi::arg(id)});
-    if (r.empty()) throw unknown_job(id);
+    // As job_status says it: whether the id was issued tells a job that finished unkept from a
+    // wrong id.
+    if (r.empty()) throw unknown_job(id, issued(conn, id));
     return r.get_text(0, 1);
 }
 
