@@ -122,20 +122,26 @@ struct Worker::Impl {
         }
     }
 
-    // A connection, retried with back-off until it works or `give_up()` says to stop trying.
+    // Connects `client`, or connects it again in place (what its handlers set on its connection,
+    // Connection::on_connect and listen, is made again on the new one), retried with back-off
+    // until it works or `give_up()`, asked after each failure, says to stop trying.
     template <typename GiveUp>
-    std::unique_ptr<Client> connect(Backoff& backoff, GiveUp give_up) {
-        while (!give_up()) {
+    bool connect(std::unique_ptr<Client>& client, Backoff& backoff, GiveUp give_up) {
+        while (true) {
             try {
-                return internal::worker_client(opt.conninfo);
+                if (client)
+                    client->reconnect();
+                else
+                    client = internal::worker_client(opt.conninfo);
+                return true;
             } catch (const std::exception& ex) {
+                if (give_up()) return false;
                 Duration d = backoff.next();
                 log(fmt::format("cannot connect (retrying in {} ms): {}", d.count() / 1000,
                                 ex.what()));
                 pause(d);
             }
         }
-        return nullptr;
     }
 
     void fetch_loop(internal::Heartbeat& hb);
@@ -315,8 +321,7 @@ void Worker::Impl::fetch_loop(internal::Heartbeat& hb) {
         bool on_waiter = false;  // what failed, if anything does: the waiting pull's connection
         try {
             if (!conn) {
-                conn = connect(backoff, [&] { return stopping(); });
-                if (!conn) break;
+                if (!connect(conn, backoff, [&] { return stopping(); })) break;
                 listened = false;
                 deep = true;  // jobs may have arrived while we were away
             } else if (!conn->connection().ok()) {
@@ -547,23 +552,9 @@ void Worker::Impl::handler_thread(internal::Heartbeat& hb) {
 // the worker is stopping and no connection could be made.
 bool Worker::Impl::handler_connection(std::unique_ptr<Client>& client, Backoff& backoff) {
     if (client && internal::still_open(client->connection())) return true;
-    while (true) {
-        try {
-            // The same Client when there is one: what its handlers set on its connection
-            // (Connection::on_connect, listen) is made again on the new one.
-            if (client)
-                client->reconnect();
-            else
-                client = internal::worker_client(opt.conninfo);
-            backoff.reset();
-            return true;
-        } catch (const std::exception& ex) {
-            if (stopping()) return false;
-            Duration d = backoff.next();
-            log(fmt::format("cannot connect (retrying in {} ms): {}", d.count() / 1000, ex.what()));
-            pause(d);
-        }
-    }
+    if (!connect(client, backoff, [&] { return stopping(); })) return false;
+    backoff.reset();
+    return true;
 }
 
 const Handler* Worker::Impl::handler_for(const Job& job) const {
